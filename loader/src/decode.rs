@@ -1,0 +1,239 @@
+//! Reading a file and decoding it to 8-bit RGB, with every failure mapped to
+//! an item error kind and decompression bombs refused from the header.
+//!
+//! The format is sniffed from the bytes, not the extension (as Pillow does),
+//! and any colour type becomes RGB the way PIL's `convert("RGB")` would:
+//! alpha is dropped, gray is replicated, palettes are expanded. 16-bit
+//! samples are rounded to 8 bits (Pillow takes the high byte of 16-bit RGB,
+//! a difference of at most 1; for 16-bit gray Pillow clips to 255, which
+//! loses the image, so there we deliberately scale instead).
+
+use std::fs;
+use std::io::{self, Cursor, Read};
+use std::path::Path;
+
+use image::{DynamicImage, ImageError, ImageFormat, ImageReader, Limits};
+use pipeline_core::{DecodeLimits, ItemError, ItemErrorKind, PreprocessSpec};
+
+/// A decoded image: `width × height` interleaved RGB bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RgbImage {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+    /// `width * height * 3` bytes, row-major RGB.
+    pub pixels: Vec<u8>,
+}
+
+/// Reads and decodes `path` to RGB.
+///
+/// With `spec.jpeg_draft`, a JPEG much larger than the resize target is
+/// decoded at a reduced DCT scale that still covers the target.
+pub fn decode_rgb(
+    path: &Path,
+    spec: &PreprocessSpec,
+    limits: &DecodeLimits,
+) -> Result<RgbImage, ItemError> {
+    let bytes = read_file(path, limits)?;
+    decode_bytes(&bytes, spec, limits)
+}
+
+/// Decodes an in-memory file to RGB; see [`decode_rgb`].
+pub(crate) fn decode_bytes(
+    bytes: &[u8],
+    spec: &PreprocessSpec,
+    limits: &DecodeLimits,
+) -> Result<RgbImage, ItemError> {
+    if bytes.is_empty() {
+        return Err(ItemError::new(
+            ItemErrorKind::Decode,
+            "file is empty (0 bytes)",
+        ));
+    }
+    let format = image::guess_format(bytes).map_err(|_| {
+        ItemError::new(
+            ItemErrorKind::Unsupported,
+            "not a recognised image format (expected JPEG, PNG, WebP, BMP, GIF or TIFF)",
+        )
+    })?;
+    if !matches!(
+        format,
+        ImageFormat::Jpeg
+            | ImageFormat::Png
+            | ImageFormat::WebP
+            | ImageFormat::Bmp
+            | ImageFormat::Gif
+            | ImageFormat::Tiff
+    ) {
+        return Err(ItemError::new(
+            ItemErrorKind::Unsupported,
+            format!("{format:?} images are not supported"),
+        ));
+    }
+
+    let reader = |bytes| {
+        let mut reader = ImageReader::with_format(Cursor::new(bytes), format);
+        let mut image_limits = Limits::default();
+        image_limits.max_alloc = Some(limits.max_alloc_bytes);
+        reader.limits(image_limits);
+        reader
+    };
+    let (width, height) = reader(bytes).into_dimensions().map_err(map_image_error)?;
+    check_pixels(width, height, limits)?;
+    if format == ImageFormat::Jpeg && format_is_truncated_jpeg(bytes) {
+        return Err(ItemError::new(
+            ItemErrorKind::Decode,
+            "JPEG is truncated (no end-of-image marker)",
+        ));
+    }
+
+    if spec.jpeg_draft && format == ImageFormat::Jpeg {
+        let (tw, th) = spec.resized_size(width, height);
+        if width >= 2 * tw && height >= 2 * th {
+            if let Some(image) = decode_jpeg_draft(bytes, tw, th, limits)? {
+                return Ok(image);
+            }
+        }
+    }
+
+    let image = reader(bytes).decode().map_err(map_image_error)?;
+    Ok(into_rgb(image))
+}
+
+fn into_rgb(image: DynamicImage) -> RgbImage {
+    let rgb = image.into_rgb8();
+    RgbImage {
+        width: rgb.width(),
+        height: rgb.height(),
+        pixels: rgb.into_raw(),
+    }
+}
+
+fn check_pixels(width: u32, height: u32, limits: &DecodeLimits) -> Result<(), ItemError> {
+    let pixels = u64::from(width) * u64::from(height);
+    if pixels > limits.max_pixels {
+        return Err(ItemError::new(
+            ItemErrorKind::TooLarge,
+            format!(
+                "{width}x{height} = {pixels} pixels exceeds the limit of {} (--max-pixels)",
+                limits.max_pixels
+            ),
+        ));
+    }
+    if width == 0 || height == 0 {
+        return Err(ItemError::new(
+            ItemErrorKind::Decode,
+            format!("image has a zero dimension ({width}x{height})"),
+        ));
+    }
+    Ok(())
+}
+
+/// A JPEG whose bytes stop before the end-of-image marker. zune-jpeg fills
+/// the missing rows with gray and reports success; Pillow refuses such a file
+/// ("image file is truncated"), and so do we: a half-gray image would be
+/// classified silently. Trailing bytes after the marker are allowed.
+fn format_is_truncated_jpeg(bytes: &[u8]) -> bool {
+    let tail = &bytes[bytes.len().saturating_sub(4096)..];
+    !tail.windows(2).any(|w| w == [0xFF, 0xD9])
+}
+
+/// Reduced-DCT decode with `jpeg-decoder`: the smallest scale (1/8..1/1)
+/// whose output still covers `target_w × target_h`. Returns `None` for
+/// colour spaces it does not handle (CMYK), so the caller decodes fully.
+fn decode_jpeg_draft(
+    bytes: &[u8],
+    target_w: u32,
+    target_h: u32,
+    limits: &DecodeLimits,
+) -> Result<Option<RgbImage>, ItemError> {
+    let mut decoder = jpeg_decoder::Decoder::new(Cursor::new(bytes));
+    decoder.set_max_decoding_buffer_size(
+        usize::try_from(limits.max_alloc_bytes).unwrap_or(usize::MAX),
+    );
+    let decode_err = |e: jpeg_decoder::Error| ItemError::new(ItemErrorKind::Decode, e.to_string());
+    decoder.read_info().map_err(decode_err)?;
+    let clamp = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);
+    let (w, h) = decoder
+        .scale(clamp(target_w), clamp(target_h))
+        .map_err(decode_err)?;
+    let Some(info) = decoder.info() else {
+        return Ok(None);
+    };
+    let pixels = match info.pixel_format {
+        jpeg_decoder::PixelFormat::RGB24 => decoder.decode().map_err(decode_err)?,
+        jpeg_decoder::PixelFormat::L8 => {
+            let gray = decoder.decode().map_err(decode_err)?;
+            gray.iter().flat_map(|&v| [v, v, v]).collect()
+        }
+        jpeg_decoder::PixelFormat::L16 | jpeg_decoder::PixelFormat::CMYK32 => return Ok(None),
+    };
+    let (width, height) = (u32::from(w), u32::from(h));
+    if pixels.len() != width as usize * height as usize * 3 {
+        return Err(ItemError::new(
+            ItemErrorKind::Decode,
+            "JPEG decoder returned a wrong number of pixels",
+        ));
+    }
+    Ok(Some(RgbImage {
+        width,
+        height,
+        pixels,
+    }))
+}
+
+/// Reads a whole regular file, refusing special files (a FIFO would hang)
+/// and files over the size limit.
+fn read_file(path: &Path, limits: &DecodeLimits) -> Result<Vec<u8>, ItemError> {
+    let meta = fs::metadata(path).map_err(map_io_error)?;
+    if !meta.is_file() {
+        return Err(ItemError::new(
+            ItemErrorKind::Unsupported,
+            "not a regular file",
+        ));
+    }
+    if meta.len() > limits.max_file_bytes {
+        return Err(ItemError::new(
+            ItemErrorKind::TooLarge,
+            format!(
+                "file is {} bytes, over the limit of {} (--max-file-bytes)",
+                meta.len(),
+                limits.max_file_bytes
+            ),
+        ));
+    }
+    let mut file = fs::File::open(path).map_err(map_io_error)?;
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    // Read at most one byte past the limit: the file may grow after `stat`.
+    file.by_ref()
+        .take(limits.max_file_bytes + 1)
+        .read_to_end(&mut bytes)
+        .map_err(map_io_error)?;
+    if bytes.len() as u64 > limits.max_file_bytes {
+        return Err(ItemError::new(
+            ItemErrorKind::TooLarge,
+            "file grew over the size limit while being read",
+        ));
+    }
+    Ok(bytes)
+}
+
+fn map_io_error(e: io::Error) -> ItemError {
+    let kind = match e.kind() {
+        io::ErrorKind::NotFound => ItemErrorKind::NotFound,
+        io::ErrorKind::PermissionDenied => ItemErrorKind::Permission,
+        _ => ItemErrorKind::Io,
+    };
+    ItemError::new(kind, e.to_string())
+}
+
+fn map_image_error(e: ImageError) -> ItemError {
+    let kind = match &e {
+        ImageError::Limits(_) => ItemErrorKind::TooLarge,
+        ImageError::Unsupported(_) => ItemErrorKind::Unsupported,
+        ImageError::IoError(io) if io.kind() != io::ErrorKind::UnexpectedEof => ItemErrorKind::Io,
+        _ => ItemErrorKind::Decode,
+    };
+    ItemError::new(kind, e.to_string())
+}

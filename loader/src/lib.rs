@@ -1,0 +1,20 @@
+//! Turning image paths into ready batches: read, decode, convert to RGB,
+//! resize and centre-crop exactly as torchvision does on PIL images, and pack
+//! into `u8` NCHW batches that carry their item indices.
+//!
+//! Decoding runs on a rayon pool of a chosen size; finished batches wait in a
+//! bounded crossbeam channel ([`BATCH_QUEUE_CAPACITY`]) so a slow consumer
+//! slows the decoders down instead of growing memory. A bad item is an
+//! [`ItemError`](pipeline_core::ItemError) in its batch, never a panic.
+
+#![deny(missing_docs)]
+
+mod batch;
+mod decode;
+mod preprocess;
+mod stream;
+
+pub use batch::{Batch, WorkGroup, WorkItem};
+pub use decode::{RgbImage, decode_rgb};
+pub use preprocess::Preprocessor;
+pub use stream::{BATCH_QUEUE_CAPACITY, BatchStream, Loader, LoaderConfig, LoaderError};

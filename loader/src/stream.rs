@@ -1,0 +1,265 @@
+//! The loader's threads: a producer thread walks the work groups, a rayon
+//! pool of `threads` decodes each batch's items in parallel straight into the
+//! batch buffer, and finished batches wait in a bounded crossbeam channel.
+//!
+//! Backpressure: when [`BATCH_QUEUE_CAPACITY`] batches are waiting, the
+//! producer blocks on `send`, so decoding never runs ahead of the consumer by
+//! more than that. Shutdown: dropping the [`BatchStream`] makes the next
+//! `send` fail and the producer returns.
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::{Receiver, Sender, bounded};
+use pipeline_core::{DecodeLimits, ItemError, ItemErrorKind, PreprocessSpec, SpecError};
+use rayon::prelude::*;
+
+use crate::batch::{Batch, WorkGroup, WorkItem};
+use crate::decode::decode_rgb;
+use crate::preprocess::Preprocessor;
+
+/// Finished batches that may wait for the consumer: one being consumed
+/// plus one ready is enough to hide decode latency without hoarding memory.
+pub const BATCH_QUEUE_CAPACITY: usize = 2;
+
+/// Spent pixel buffers kept for reuse.
+const RECYCLE_CAPACITY: usize = BATCH_QUEUE_CAPACITY + 2;
+
+/// How the loader runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoaderConfig {
+    /// Decoder threads in the rayon pool.
+    pub threads: usize,
+    /// Images per batch (the last batch of a group may be smaller).
+    pub batch_size: usize,
+    /// Resize, crop and normalisation.
+    pub spec: PreprocessSpec,
+    /// Decompression-bomb guards.
+    pub limits: DecodeLimits,
+}
+
+/// The loader could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum LoaderError {
+    /// Bad preprocessing spec.
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    /// Zero batch size or zero threads.
+    #[error("{0} must be at least 1")]
+    Zero(&'static str),
+    /// The OS refused to create threads.
+    #[error("cannot start loader threads: {0}")]
+    Threads(String),
+    /// The producer thread died; some items were not delivered.
+    #[error("loader thread panicked: {0}")]
+    Panicked(String),
+}
+
+/// A configured loader with its decoder pool.
+#[derive(Debug, Clone)]
+pub struct Loader {
+    pool: Arc<rayon::ThreadPool>,
+    config: Arc<LoaderConfig>,
+}
+
+thread_local! {
+    static PREPROCESSOR: RefCell<Preprocessor> = RefCell::new(Preprocessor::new());
+}
+
+impl Loader {
+    /// Validates `config` and starts the decoder pool.
+    pub fn new(config: LoaderConfig) -> Result<Self, LoaderError> {
+        config.spec.validate()?;
+        if config.threads == 0 {
+            return Err(LoaderError::Zero("loader threads"));
+        }
+        if config.batch_size == 0 {
+            return Err(LoaderError::Zero("batch size"));
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.threads)
+            .thread_name(|i| format!("loader-{i}"))
+            .build()
+            .map_err(|e| LoaderError::Threads(e.to_string()))?;
+        Ok(Self {
+            pool: Arc::new(pool),
+            config: Arc::new(config),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &LoaderConfig {
+        &self.config
+    }
+
+    /// Loads one image on the calling thread: the CHW `u8` crop.
+    pub fn load_one(&self, path: &Path) -> Result<Vec<u8>, ItemError> {
+        let side = self.config.spec.crop as usize;
+        let mut out = vec![0u8; 3 * side * side];
+        load_into(path, &self.config, &mut out)?;
+        Ok(out)
+    }
+
+    /// Loads `items` as one group.
+    pub fn load_all(&self, items: Vec<WorkItem>) -> Result<BatchStream, LoaderError> {
+        self.stream(std::iter::once(WorkGroup { id: 0, items }))
+    }
+
+    /// Starts loading `groups` in order; batches come out in input order.
+    /// The iterator is pulled lazily, so it may be fed by another thread.
+    pub fn stream<I>(&self, groups: I) -> Result<BatchStream, LoaderError>
+    where
+        I: IntoIterator<Item = WorkGroup>,
+        I::IntoIter: Send + 'static,
+    {
+        let (tx, rx) = bounded(BATCH_QUEUE_CAPACITY);
+        let (recycle_tx, recycle_rx) = bounded(RECYCLE_CAPACITY);
+        let loader = self.clone();
+        let groups = groups.into_iter();
+        let producer = thread::Builder::new()
+            .name("loader-producer".into())
+            .spawn(move || loader.produce(groups, &tx, &recycle_rx))
+            .map_err(|e| LoaderError::Threads(e.to_string()))?;
+        Ok(BatchStream {
+            rx,
+            recycle_tx,
+            producer: Some(producer),
+        })
+    }
+
+    fn produce(
+        &self,
+        groups: impl Iterator<Item = WorkGroup>,
+        tx: &Sender<Batch>,
+        recycle: &Receiver<Vec<u8>>,
+    ) {
+        let side = self.config.spec.crop;
+        let image_len = 3 * side as usize * side as usize;
+        for group in groups {
+            let batches = group.items.len().div_ceil(self.config.batch_size).max(1);
+            let mut chunks = group.items.chunks(self.config.batch_size);
+            for b in 0..batches {
+                let items = chunks.next().unwrap_or(&[]);
+                let mut pixels = recycle.try_recv().unwrap_or_default();
+                pixels.clear();
+                pixels.resize(items.len() * image_len, 0);
+                let results: Vec<Result<(), ItemError>> = self.pool.install(|| {
+                    pixels
+                        .par_chunks_mut(image_len)
+                        .zip(items.par_iter())
+                        .map(|(out, item)| load_into(&item.path, &self.config, out))
+                        .collect()
+                });
+                let batch = pack(
+                    group.id,
+                    b + 1 == batches,
+                    items,
+                    results,
+                    pixels,
+                    image_len,
+                    &self.config.spec,
+                );
+                if tx.send(batch).is_err() {
+                    return; // the consumer is gone
+                }
+            }
+        }
+    }
+}
+
+/// Moves successful rows to the front of `pixels` and splits off failures.
+fn pack(
+    group: u64,
+    group_done: bool,
+    items: &[WorkItem],
+    results: Vec<Result<(), ItemError>>,
+    mut pixels: Vec<u8>,
+    image_len: usize,
+    spec: &PreprocessSpec,
+) -> Batch {
+    let mut indices = Vec::with_capacity(items.len());
+    let mut failures = Vec::new();
+    for (row, (item, result)) in items.iter().zip(results).enumerate() {
+        match result {
+            Ok(()) => {
+                let dst = indices.len();
+                if dst != row {
+                    pixels.copy_within(row * image_len..(row + 1) * image_len, dst * image_len);
+                }
+                indices.push(item.index);
+            }
+            Err(e) => failures.push((item.index, e)),
+        }
+    }
+    pixels.truncate(indices.len() * image_len);
+    Batch {
+        group,
+        group_done,
+        indices,
+        failures,
+        pixels,
+        side: spec.crop,
+        normalize: spec.normalize,
+    }
+}
+
+/// Decodes and preprocesses one file into `out`; a decoder panic becomes a
+/// `decode` error for this item only.
+fn load_into(path: &Path, config: &LoaderConfig, out: &mut [u8]) -> Result<(), ItemError> {
+    let run = || {
+        let image = decode_rgb(path, &config.spec, &config.limits)?;
+        PREPROCESSOR.with(|p| p.borrow_mut().run(&image, &config.spec, out))
+    };
+    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
+        Err(ItemError::new(
+            ItemErrorKind::Decode,
+            format!("decoder panicked: {}", panic_message(payload.as_ref())),
+        ))
+    })
+}
+
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}
+
+/// Batches in input order. Iterate it; hand spent batches back with
+/// [`BatchStream::recycle`] to reuse their buffers.
+#[derive(Debug)]
+pub struct BatchStream {
+    rx: Receiver<Batch>,
+    recycle_tx: Sender<Vec<u8>>,
+    producer: Option<JoinHandle<()>>,
+}
+
+impl BatchStream {
+    /// Returns a consumed batch's pixel buffer to the producer.
+    pub fn recycle(&self, batch: Batch) {
+        // A full recycle queue just means enough spare buffers exist.
+        let _ = self.recycle_tx.try_send(batch.pixels);
+    }
+
+    /// Waits for the producer to end and reports whether it died.
+    /// Call after the iterator is exhausted.
+    pub fn finish(mut self) -> Result<(), LoaderError> {
+        match self.producer.take().map(JoinHandle::join) {
+            Some(Err(payload)) => Err(LoaderError::Panicked(panic_message(payload.as_ref()))),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Iterator for BatchStream {
+    type Item = Batch;
+
+    fn next(&mut self) -> Option<Batch> {
+        self.rx.recv().ok()
+    }
+}

@@ -1,0 +1,13 @@
+//! The shared vocabulary of `pipeline`: what an item is, how one can fail,
+//! how images are preprocessed and which limits guard decoding.
+//!
+//! This crate links neither burn nor `image`, so the coordinator, the loader
+//! and the workers can all speak it without pulling in each other's weight.
+
+#![deny(missing_docs)]
+
+mod item;
+mod preprocess;
+
+pub use item::{ItemError, ItemErrorKind, ItemIndex};
+pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};

@@ -1,0 +1,226 @@
+//! How an image becomes a model input, and the limits that guard decoding.
+//!
+//! The default spec is torchvision's ImageNet eval transform on PIL images:
+//! `Resize(256)` (shorter side to 256, longer side floored, Pillow's
+//! antialiased bilinear) then `CenterCrop(224)`. Normalisation is not done by
+//! the loader: it travels with each batch as data and the device applies it,
+//! so only `u8` crosses the bus.
+
+use serde::{Deserialize, Serialize};
+
+/// The resampling filter of the resize, in Pillow's (convolution) sense:
+/// the kernel is widened by the scale factor when downscaling (antialiased).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResizeFilter {
+    /// Nearest neighbour (no filtering).
+    Nearest,
+    /// Triangle filter, Pillow's `BILINEAR` (torchvision's default).
+    Bilinear,
+    /// Keys cubic with a = -0.5, Pillow's `BICUBIC`.
+    Bicubic,
+    /// Lanczos with 3 lobes, Pillow's `LANCZOS`.
+    Lanczos3,
+}
+
+/// Per-channel `(x - mean) / std`, on `u8`-scaled values (0..=255).
+///
+/// ImageNet's mean/std in torchvision are on 0..=1; here they are multiplied
+/// by 255 so that one formula also covers EfficientNet-Lite's `(x-127)/128`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Normalize {
+    /// Subtracted from each channel (R, G, B).
+    pub mean: [f32; 3],
+    /// Each channel is divided by this after subtracting the mean.
+    pub std: [f32; 3],
+}
+
+impl Normalize {
+    /// torchvision's ImageNet statistics.
+    pub fn imagenet() -> Self {
+        Self {
+            mean: [0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0],
+            std: [0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0],
+        }
+    }
+
+    /// EfficientNet-Lite's `(x - 127) / 128`.
+    pub fn efficientnet_lite() -> Self {
+        Self {
+            mean: [127.0; 3],
+            std: [128.0; 3],
+        }
+    }
+}
+
+/// Everything between the decoded image and the `u8` crop the device gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PreprocessSpec {
+    /// Target length of the shorter side after the resize (torchvision `Resize(n)`).
+    pub resize_shorter: u32,
+    /// Side of the square centre crop (torchvision `CenterCrop(n)`).
+    pub crop: u32,
+    /// Resampling filter of the resize.
+    pub filter: ResizeFilter,
+    /// Applied on the device, carried with each batch.
+    pub normalize: Normalize,
+    /// Opt-in fast mode: decode big JPEGs at a reduced DCT scale (1/2, 1/4,
+    /// 1/8) that still covers the resize target, as Pillow's `draft` does.
+    /// Off by default because it changes pixels slightly versus torchvision.
+    pub jpeg_draft: bool,
+}
+
+impl Default for PreprocessSpec {
+    fn default() -> Self {
+        Self {
+            resize_shorter: 256,
+            crop: 224,
+            filter: ResizeFilter::Bilinear,
+            normalize: Normalize::imagenet(),
+            jpeg_draft: false,
+        }
+    }
+}
+
+/// A preprocessing spec or limit that cannot work.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SpecError {
+    /// Crop larger than the resized shorter side would need padding.
+    #[error("crop {crop} is larger than the resize target {resize}; use --crop <= --resize")]
+    CropLargerThanResize {
+        /// The crop side.
+        crop: u32,
+        /// The resize target.
+        resize: u32,
+    },
+    /// Zero-sized output.
+    #[error("resize and crop must be at least 1 pixel")]
+    Empty,
+    /// A std of zero (or not finite) would divide by zero on the device.
+    #[error("normalisation std must be finite and non-zero, got {0:?}")]
+    BadStd([f32; 3]),
+}
+
+impl PreprocessSpec {
+    /// Checks that the spec can be applied to any image.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.resize_shorter == 0 || self.crop == 0 {
+            return Err(SpecError::Empty);
+        }
+        if self.crop > self.resize_shorter {
+            return Err(SpecError::CropLargerThanResize {
+                crop: self.crop,
+                resize: self.resize_shorter,
+            });
+        }
+        if self
+            .normalize
+            .std
+            .iter()
+            .any(|s| !s.is_finite() || *s == 0.0)
+        {
+            return Err(SpecError::BadStd(self.normalize.std));
+        }
+        Ok(())
+    }
+
+    /// Size `(width, height)` of the resized image for a `width × height`
+    /// source, as torchvision computes it: the shorter side becomes
+    /// `resize_shorter`, the longer side `floor(resize_shorter * long / short)`.
+    pub fn resized_size(&self, width: u32, height: u32) -> (u32, u32) {
+        let target = u64::from(self.resize_shorter);
+        let (w, h) = (u64::from(width.max(1)), u64::from(height.max(1)));
+        // torchvision: int(size * long / short) in floating point; with
+        // integers floor(size * long / short) is the same for these ranges.
+        let (nw, nh) = if w <= h {
+            (target, target * h / w)
+        } else {
+            (target * w / h, target)
+        };
+        (clamp_u32(nw), clamp_u32(nh))
+    }
+
+    /// Top-left corner `(x, y)` of the centre crop in a `width × height`
+    /// resized image: Python's `round((size - crop) / 2)`, half to even.
+    pub fn crop_origin(&self, width: u32, height: u32) -> (u32, u32) {
+        (
+            round_half_even_half(width.saturating_sub(self.crop)),
+            round_half_even_half(height.saturating_sub(self.crop)),
+        )
+    }
+}
+
+fn clamp_u32(v: u64) -> u32 {
+    u32::try_from(v).unwrap_or(u32::MAX).max(1)
+}
+
+/// `round(n / 2)` with ties to even, as Python's `round` does.
+fn round_half_even_half(n: u32) -> u32 {
+    let half = n / 2;
+    if n % 2 == 1 && half % 2 == 1 {
+        half + 1
+    } else {
+        half
+    }
+}
+
+/// Decompression-bomb guards, checked from the header before any pixel is
+/// decoded. The defaults follow Pillow's `MAX_IMAGE_PIXELS` (~89.5 MP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecodeLimits {
+    /// Largest `width * height` accepted.
+    pub max_pixels: u64,
+    /// Largest single allocation the decoder may make, in bytes.
+    pub max_alloc_bytes: u64,
+    /// Largest file read into memory, in bytes.
+    pub max_file_bytes: u64,
+}
+
+impl Default for DecodeLimits {
+    fn default() -> Self {
+        Self {
+            max_pixels: 89_478_485,
+            max_alloc_bytes: 1 << 30,
+            max_file_bytes: 512 << 20,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resized_size_floors_the_longer_side() {
+        let spec = PreprocessSpec::default();
+        assert_eq!(spec.resized_size(500, 375), (341, 256)); // 256*500/375 = 341.33
+        assert_eq!(spec.resized_size(375, 500), (256, 341));
+        assert_eq!(spec.resized_size(256, 256), (256, 256));
+        assert_eq!(spec.resized_size(1, 1000), (256, 256_000));
+    }
+
+    #[test]
+    fn crop_origin_rounds_half_to_even() {
+        let spec = PreprocessSpec::default();
+        // (341-224)/2 = 58.5 -> 58 ; (227-224)/2 = 1.5 -> 2 ; (225-224)/2 = 0.5 -> 0
+        assert_eq!(spec.crop_origin(341, 256), (58, 16));
+        assert_eq!(spec.crop_origin(227, 225), (2, 0));
+        assert_eq!(spec.crop_origin(224, 224), (0, 0));
+    }
+
+    #[test]
+    fn validate_rejects_impossible_specs() {
+        let mut spec = PreprocessSpec {
+            crop: 300,
+            ..PreprocessSpec::default()
+        };
+        assert!(matches!(
+            spec.validate(),
+            Err(SpecError::CropLargerThanResize { .. })
+        ));
+        spec.crop = 224;
+        spec.normalize.std[1] = 0.0;
+        assert!(matches!(spec.validate(), Err(SpecError::BadStd(_))));
+        assert!(PreprocessSpec::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,3 @@
+//! Benchmark areas.
+
+pub(crate) mod loader;

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: installs the system packages the
+# tests need (when missing and running as root), then format, lints, tests.
+#
+# Everything builds with `--release`: one optimised profile for the tests and
+# the main command, so burn compiles once (about 20 minutes cold on 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Mesa's lavapipe: a real Vulkan device on the CPU for the GPU code path.
+packages=(mesa-vulkan-drivers libvulkan1)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+        echo "test.sh: installing ${missing[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    else
+        echo "test.sh: missing system packages: ${missing[*]} (install them, or run as root)" >&2
+        exit 2
+    fi
+fi
+
+start=$SECONDS
+cargo fmt --all -- --check
+cargo clippy --release --workspace --all-targets --locked -- -D warnings
+cargo test --release --workspace --locked
+echo "test.sh: all checks passed in $((SECONDS - start)) s"

@@ -1,6 +1,7 @@
-//! Criterion micro-benchmarks of `pipeline`, one module per area
-//! (run: `cargo bench -p benches`, or `-- loader` for one area).
+//! Criterion micro-benchmarks of `pipeline`, one module per area.
+//! Run all with `cargo bench -p benches`, or one area by name filter:
+//! `cargo bench -p benches -- decode_preprocess`, `-- model_only`.
 
 mod benchmarks;
 
-criterion::criterion_main!(benchmarks::loader::benches);
+criterion::criterion_main!(benchmarks::loader::benches, benchmarks::model::benches);

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::args::{Cli, Command};
-use crate::exit::{Outcome, not_built};
+use crate::exit::not_built;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

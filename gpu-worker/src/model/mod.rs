@@ -1,0 +1,118 @@
+//! The built-in models behind one type: build with seeded random weights or
+//! from a weight file, then `features` (pooled penultimate) and `head`.
+
+mod efficientnet_lite;
+mod resnet;
+mod tiny;
+
+use std::path::Path;
+
+use burn::module::{Module, ModuleMapper, Param};
+use burn::tensor::{Device, Tensor};
+use pipeline_core::ModelKind;
+
+use self::efficientnet_lite::EfficientNetLite;
+use self::resnet::{ResNet, ResNetDepth};
+use self::tiny::Tiny;
+use crate::weights::{self, WeightsError};
+
+/// ImageNet classes of every built-in model.
+pub const NUM_CLASSES: usize = 1000;
+
+#[derive(Debug)]
+enum Network {
+    Tiny(Tiny),
+    ResNet(ResNet),
+    Lite(EfficientNetLite),
+}
+
+/// A model on a device, inference only (no autodiff; batch norm uses its
+/// running statistics).
+#[derive(Debug)]
+pub struct Model {
+    kind: ModelKind,
+    network: Network,
+}
+
+/// torchvision's `Sequential` downsample, named in our struct.
+const RESNET_REMAP: [(&str, &str); 2] = [
+    (r"downsample\.0\.", "downsample.conv."),
+    (r"downsample\.1\.", "downsample.bn."),
+];
+
+impl Model {
+    /// Seeded random weights (for benchmarks). They are drawn on the host
+    /// (the flex backend) and then moved, so every device gets the same ones.
+    pub fn random(kind: ModelKind, seed: u64, device: &Device) -> Self {
+        let host = Device::flex();
+        host.seed(seed);
+        let resnet =
+            |depth| Network::ResNet(on_device(ResNet::new(depth, NUM_CLASSES, &host), device));
+        let network = match kind {
+            ModelKind::Tiny => Network::Tiny(on_device(Tiny::new(NUM_CLASSES, &host), device)),
+            ModelKind::Resnet18 => resnet(ResNetDepth::R18),
+            ModelKind::Resnet34 => resnet(ResNetDepth::R34),
+            ModelKind::Resnet50 => resnet(ResNetDepth::R50),
+            ModelKind::Resnet101 => resnet(ResNetDepth::R101),
+            ModelKind::Resnet152 => resnet(ResNetDepth::R152),
+            ModelKind::EfficientnetLite0 => Network::Lite(on_device(
+                EfficientNetLite::lite0(NUM_CLASSES, &host),
+                device,
+            )),
+        };
+        Self { kind, network }
+    }
+
+    /// Weights from a `.pth` or `.safetensors` file with the model's
+    /// reference key names (torchvision, or `efficientnet-lite-pytorch`).
+    pub fn load(kind: ModelKind, path: &Path, device: &Device) -> Result<Self, WeightsError> {
+        let mut model = Self::random(kind, 0, device);
+        let name = kind.name();
+        match &mut model.network {
+            Network::Tiny(m) => weights::load(m, path, name, &[])?,
+            Network::ResNet(m) => weights::load(m, path, name, &RESNET_REMAP)?,
+            Network::Lite(m) => weights::load(m, path, name, &[])?,
+        }
+        Ok(model)
+    }
+
+    /// Which architecture this is.
+    pub fn kind(&self) -> ModelKind {
+        self.kind
+    }
+
+    /// Pooled penultimate features, `[N, feature_dim]`.
+    pub fn features(&self, x: Tensor<4>) -> Tensor<2> {
+        match &self.network {
+            Network::Tiny(m) => m.features(x),
+            Network::ResNet(m) => m.features(x),
+            Network::Lite(m) => m.features(x),
+        }
+    }
+
+    /// Class logits from pooled features, `[N, NUM_CLASSES]`.
+    pub fn head(&self, features: Tensor<2>) -> Tensor<2> {
+        match &self.network {
+            Network::Tiny(m) => m.head(features),
+            Network::ResNet(m) => m.head(features),
+            Network::Lite(m) => m.head(features),
+        }
+    }
+}
+
+/// Moves a module built on the host to `device`. burn initialises parameters
+/// lazily and `to_device` moves them uninitialised, so each device would draw
+/// its own random numbers; drawing them here, on the host, first keeps the
+/// weights identical everywhere.
+fn on_device<M: Module>(module: M, device: &Device) -> M {
+    module.map(&mut Materialize).to_device(device)
+}
+
+/// Forces every lazily initialised float parameter to exist.
+struct Materialize;
+
+impl ModuleMapper for Materialize {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        param.map(|tensor| tensor)
+    }
+}

@@ -1,0 +1,204 @@
+//! torchvision's ResNet-18/34/50/101/152, field for field, so a torchvision
+//! `state_dict` loads by name (`layer1.0.conv1.weight`, …). The only renamed
+//! keys are `downsample.0`/`downsample.1` (a `Sequential` in torchvision),
+//! which become `downsample.conv`/`downsample.bn` here.
+
+use burn::module::Module;
+use burn::nn::conv::{Conv2d, Conv2dConfig};
+use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
+use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
+use burn::tensor::activation::relu;
+use burn::tensor::{Device, Tensor};
+
+/// Block type and blocks per stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ResNetDepth {
+    bottleneck: bool,
+    blocks: [usize; 4],
+}
+
+impl ResNetDepth {
+    pub(crate) const R18: Self = Self {
+        bottleneck: false,
+        blocks: [2, 2, 2, 2],
+    };
+    pub(crate) const R34: Self = Self {
+        bottleneck: false,
+        blocks: [3, 4, 6, 3],
+    };
+    pub(crate) const R50: Self = Self {
+        bottleneck: true,
+        blocks: [3, 4, 6, 3],
+    };
+    pub(crate) const R101: Self = Self {
+        bottleneck: true,
+        blocks: [3, 4, 23, 3],
+    };
+    pub(crate) const R152: Self = Self {
+        bottleneck: true,
+        blocks: [3, 8, 36, 3],
+    };
+}
+
+fn conv(cin: usize, cout: usize, kernel: usize, stride: usize, device: &Device) -> Conv2d {
+    let pad = kernel / 2;
+    Conv2dConfig::new([cin, cout], [kernel, kernel])
+        .with_stride([stride, stride])
+        .with_padding(PaddingConfig2d::Explicit(pad, pad, pad, pad))
+        .with_bias(false)
+        .init(device)
+}
+
+fn bn(features: usize, device: &Device) -> BatchNorm {
+    BatchNormConfig::new(features).init(device)
+}
+
+/// torchvision's `downsample = Sequential(conv1x1, BatchNorm2d)`.
+#[derive(Module, Debug)]
+pub(crate) struct Downsample {
+    conv: Conv2d,
+    bn: BatchNorm,
+}
+
+/// A `BasicBlock` (conv3 = None) or a `Bottleneck` (conv3 = Some).
+#[derive(Module, Debug)]
+pub(crate) struct Block {
+    conv1: Conv2d,
+    bn1: BatchNorm,
+    conv2: Conv2d,
+    bn2: BatchNorm,
+    conv3: Option<Conv2d>,
+    bn3: Option<BatchNorm>,
+    downsample: Option<Downsample>,
+}
+
+impl Block {
+    fn new(cin: usize, planes: usize, stride: usize, bottleneck: bool, device: &Device) -> Self {
+        let expansion = if bottleneck { 4 } else { 1 };
+        let cout = planes * expansion;
+        let downsample = (stride != 1 || cin != cout).then(|| Downsample {
+            conv: conv(cin, cout, 1, stride, device),
+            bn: bn(cout, device),
+        });
+        if bottleneck {
+            // torchvision (v1.5) puts the stride on the 3x3 convolution.
+            Self {
+                conv1: conv(cin, planes, 1, 1, device),
+                bn1: bn(planes, device),
+                conv2: conv(planes, planes, 3, stride, device),
+                bn2: bn(planes, device),
+                conv3: Some(conv(planes, cout, 1, 1, device)),
+                bn3: Some(bn(cout, device)),
+                downsample,
+            }
+        } else {
+            Self {
+                conv1: conv(cin, planes, 3, stride, device),
+                bn1: bn(planes, device),
+                conv2: conv(planes, planes, 3, 1, device),
+                bn2: bn(planes, device),
+                conv3: None,
+                bn3: None,
+                downsample,
+            }
+        }
+    }
+
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        let identity = match &self.downsample {
+            Some(d) => d.bn.forward(d.conv.forward(x.clone())),
+            None => x.clone(),
+        };
+        let mut out = relu(self.bn1.forward(self.conv1.forward(x)));
+        out = self.bn2.forward(self.conv2.forward(out));
+        if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
+            out = bn3.forward(conv3.forward(relu(out)));
+        }
+        relu(out + identity)
+    }
+}
+
+/// torchvision `ResNet`.
+#[derive(Module, Debug)]
+pub(crate) struct ResNet {
+    conv1: Conv2d,
+    bn1: BatchNorm,
+    maxpool: MaxPool2d,
+    layer1: Vec<Block>,
+    layer2: Vec<Block>,
+    layer3: Vec<Block>,
+    layer4: Vec<Block>,
+    fc: Linear,
+}
+
+impl ResNet {
+    pub(crate) fn new(depth: ResNetDepth, classes: usize, device: &Device) -> Self {
+        let expansion = if depth.bottleneck { 4 } else { 1 };
+        let mut cin = 64;
+        let mut stage = |planes: usize, blocks: usize, stride: usize| -> Vec<Block> {
+            (0..blocks)
+                .map(|i| {
+                    let block = Block::new(
+                        cin,
+                        planes,
+                        if i == 0 { stride } else { 1 },
+                        depth.bottleneck,
+                        device,
+                    );
+                    cin = planes * expansion;
+                    block
+                })
+                .collect()
+        };
+        let layer1 = stage(64, depth.blocks[0], 1);
+        let layer2 = stage(128, depth.blocks[1], 2);
+        let layer3 = stage(256, depth.blocks[2], 2);
+        let layer4 = stage(512, depth.blocks[3], 2);
+        Self {
+            conv1: Conv2dConfig::new([3, 64], [7, 7])
+                .with_stride([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(3, 3, 3, 3))
+                .with_bias(false)
+                .init(device),
+            bn1: bn(64, device),
+            maxpool: MaxPool2dConfig::new([3, 3])
+                .with_strides([2, 2])
+                .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
+                .init(),
+            layer1,
+            layer2,
+            layer3,
+            layer4,
+            fc: LinearConfig::new(512 * expansion, classes).init(device),
+        }
+    }
+
+    /// Pooled penultimate features, `[N, 512 × expansion]`.
+    pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
+        let mut x = self
+            .maxpool
+            .forward(relu(self.bn1.forward(self.conv1.forward(x))));
+        for block in self
+            .layer1
+            .iter()
+            .chain(&self.layer2)
+            .chain(&self.layer3)
+            .chain(&self.layer4)
+        {
+            x = block.forward(x);
+        }
+        global_avg_pool(x)
+    }
+
+    /// Class logits from pooled features.
+    pub(crate) fn head(&self, features: Tensor<2>) -> Tensor<2> {
+        self.fc.forward(features)
+    }
+}
+
+/// `[N, C, H, W]` → `[N, C]` mean over the spatial axes, with `mean_dim`
+/// (which lavapipe runs; a full reduction does not compile there).
+pub(crate) fn global_avg_pool(x: Tensor<4>) -> Tensor<2> {
+    let [n, c, h, w] = x.dims();
+    x.reshape([n, c, h * w]).mean_dim(2).reshape([n, c])
+}

@@ -1,0 +1,119 @@
+//! Loading weight files into a model through `burn::store`, strictly: a
+//! tensor the model needs but the file lacks, a tensor the file has but the
+//! model does not use, or a wrong shape is an error that names it. Integer
+//! bookkeeping tensors (`num_batches_tracked`) are the one tolerated extra.
+
+use std::path::{Path, PathBuf};
+
+use burn::store::{ApplyResult, KeyRemapper, ModuleSnapshot, PytorchStore, SafetensorsStore};
+
+/// A weight file that cannot be used with the chosen model.
+#[derive(Debug, thiserror::Error)]
+pub enum WeightsError {
+    /// The file does not exist.
+    #[error("weight file {0} does not exist")]
+    NotFound(PathBuf),
+    /// Neither `.pth`/`.pt` nor `.safetensors`.
+    #[error("weight file {0} has an unknown extension; expected .pth, .pt or .safetensors")]
+    UnknownFormat(PathBuf),
+    /// The file could not be parsed.
+    #[error("cannot read weight file {path}: {message}")]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// What the reader said.
+        message: String,
+    },
+    /// The file does not fit the model.
+    #[error("weight file {path} does not fit model {model}: {problem}")]
+    Mismatch {
+        /// The file.
+        path: PathBuf,
+        /// The model's name.
+        model: String,
+        /// Which tensors are missing, extra or mis-shaped.
+        problem: String,
+    },
+}
+
+/// Loads `path` into `module`, renaming checkpoint keys by `remap`
+/// (regex → replacement) first.
+pub(crate) fn load<M: ModuleSnapshot>(
+    module: &mut M,
+    path: &Path,
+    model: &str,
+    remap: &[(&str, &str)],
+) -> Result<(), WeightsError> {
+    if !path.is_file() {
+        return Err(WeightsError::NotFound(path.to_path_buf()));
+    }
+    let remapper =
+        KeyRemapper::from_patterns(remap.to_vec()).map_err(|e| WeightsError::Unreadable {
+            path: path.to_path_buf(),
+            message: format!("bad key pattern: {e}"),
+        })?;
+    let unreadable = |message: String| WeightsError::Unreadable {
+        path: path.to_path_buf(),
+        message,
+    };
+    let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    let result = match extension {
+        "pth" | "pt" => {
+            let mut store = PytorchStore::from_file(path)
+                .remap(remapper)
+                .allow_partial(true);
+            module
+                .load_from(&mut store)
+                .map_err(|e| unreadable(e.to_string()))?
+        }
+        "safetensors" => {
+            let mut store = SafetensorsStore::from_file(path)
+                .with_from_adapter(burn::store::PyTorchToBurnAdapter)
+                .remap(remapper)
+                .allow_partial(true);
+            module
+                .load_from(&mut store)
+                .map_err(|e| unreadable(e.to_string()))?
+        }
+        _ => return Err(WeightsError::UnknownFormat(path.to_path_buf())),
+    };
+    check(&result).map_err(|problem| WeightsError::Mismatch {
+        path: path.to_path_buf(),
+        model: model.to_owned(),
+        problem,
+    })
+}
+
+/// Lists what is wrong with a load, or nothing.
+fn check(result: &ApplyResult) -> Result<(), String> {
+    let mut problems = Vec::new();
+    if !result.errors.is_empty() {
+        let errors: Vec<String> = result.errors.iter().map(ToString::to_string).collect();
+        problems.push(errors.join("; "));
+    }
+    if !result.missing.is_empty() {
+        let names: Vec<&str> = result
+            .missing
+            .iter()
+            .map(|(path, _)| path.as_str())
+            .collect();
+        problems.push(format!("missing tensors: {}", names.join(", ")));
+    }
+    let extra: Vec<&str> = result
+        .unused
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !name.ends_with("num_batches_tracked"))
+        .collect();
+    if !extra.is_empty() {
+        problems.push(format!(
+            "tensors the model does not have: {}",
+            extra.join(", ")
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems.join("; "))
+    }
+}

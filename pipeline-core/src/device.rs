@@ -1,0 +1,70 @@
+//! Which device a worker runs on, as the command line and the protocol spell it.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// One compute device.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceSpec {
+    /// The CPU through burn's `flex` backend.
+    Cpu,
+    /// The software Vulkan adapter (Mesa lavapipe): the GPU code path on a CPU.
+    Software,
+    /// A hardware Vulkan GPU by its index among the machine's GPUs.
+    Gpu(usize),
+}
+
+impl fmt::Display for DeviceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Cpu => f.write_str("cpu"),
+            Self::Software => f.write_str("software"),
+            Self::Gpu(i) => write!(f, "gpu:{i}"),
+        }
+    }
+}
+
+/// A device name that means nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown device `{0}`; expected cpu, software, or a GPU index such as 0 or gpu:0")]
+pub struct UnknownDevice(pub String);
+
+impl FromStr for DeviceSpec {
+    type Err = UnknownDevice;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "cpu" | "flex" => Ok(Self::Cpu),
+            "software" | "lavapipe" | "vulkan-cpu" => Ok(Self::Software),
+            _ => t
+                .strip_prefix("gpu:")
+                .unwrap_or(&t)
+                .parse()
+                .map(Self::Gpu)
+                .map_err(|_| UnknownDevice(s.to_owned())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_specs_parse_and_print() {
+        for (text, spec) in [
+            ("cpu", DeviceSpec::Cpu),
+            ("software", DeviceSpec::Software),
+            ("2", DeviceSpec::Gpu(2)),
+            ("gpu:1", DeviceSpec::Gpu(1)),
+        ] {
+            assert_eq!(text.parse::<DeviceSpec>(), Ok(spec.clone()));
+            assert_eq!(spec.to_string().parse::<DeviceSpec>(), Ok(spec));
+        }
+        assert!("tpu".parse::<DeviceSpec>().is_err());
+    }
+}

@@ -1,5 +1,6 @@
 //! Diagnostic: compares individual ops on the software Vulkan adapter with
-//! the CPU backend, to find which kernels lavapipe runs correctly.
+//! the CPU backend, to find which kernels lavapipe runs correctly
+//! (`cargo run --release -p gpu-worker --example probe_software`).
 use burn::tensor::{DType, Device, DeviceKind, Int, Tensor, TensorData};
 
 fn max_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -49,8 +50,8 @@ fn main() {
             burn::tensor::ops::ConvOptions::new([2, 2], [1, 1], [1, 1], 1),
         )
         .into_data()
-        .to_vec::<f32>()
-        .unwrap()
+        .try_to_vec::<f32>()
+        .expect("f32 data")
     };
     let (a, b) = (conv(&cpu), conv(&sw));
     println!(

@@ -90,10 +90,11 @@ pub(crate) fn decode_bytes(
 
     if spec.jpeg_draft && format == ImageFormat::Jpeg {
         let (tw, th) = spec.resized_size(width, height);
-        if width >= 2 * tw && height >= 2 * th {
-            if let Some(image) = decode_jpeg_draft(bytes, tw, th, limits)? {
-                return Ok(image);
-            }
+        if width >= 2 * tw
+            && height >= 2 * th
+            && let Some(image) = decode_jpeg_draft(bytes, tw, th, limits)?
+        {
+            return Ok(image);
         }
     }
 

@@ -91,10 +91,17 @@ impl FromStr for ModelKind {
     type Err = UnknownModel;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let wanted = s.to_ascii_lowercase().replace('-', "_");
+        // Separators are free: ResNet-50, resnet_50, efficientnet-lite0.
+        let bare = |t: &str| -> String {
+            t.chars()
+                .filter(|c| !matches!(c, '-' | '_'))
+                .map(|c| c.to_ascii_lowercase())
+                .collect()
+        };
+        let wanted = bare(s);
         Self::ALL
             .into_iter()
-            .find(|m| m.name() == wanted)
+            .find(|m| bare(m.name()) == wanted)
             .ok_or_else(|| UnknownModel(s.to_owned()))
     }
 }
@@ -141,6 +148,10 @@ mod tests {
             assert_eq!(model.name().parse::<ModelKind>(), Ok(model));
         }
         assert_eq!("ResNet-50".parse::<ModelKind>(), Ok(ModelKind::Resnet50));
+        assert_eq!(
+            "efficientnet-lite0".parse::<ModelKind>(),
+            Ok(ModelKind::EfficientnetLite0)
+        );
         assert!("vgg16".parse::<ModelKind>().is_err());
     }
 

@@ -19,11 +19,12 @@ use crate::weights::{self, WeightsError};
 /// ImageNet classes of every built-in model.
 pub const NUM_CLASSES: usize = 1000;
 
+/// Boxed: the architectures differ a lot in size, and a model is built once.
 #[derive(Debug)]
 enum Network {
-    Tiny(Tiny),
-    ResNet(ResNet),
-    Lite(EfficientNetLite),
+    Tiny(Box<Tiny>),
+    ResNet(Box<ResNet>),
+    Lite(Box<EfficientNetLite>),
 }
 
 /// A model on a device, inference only (no autodiff; batch norm uses its
@@ -69,9 +70,9 @@ impl Model {
         let mut model = Self::random(kind, 0, device);
         let name = kind.name();
         match &mut model.network {
-            Network::Tiny(m) => weights::load(m, path, name, &[])?,
-            Network::ResNet(m) => weights::load(m, path, name, &RESNET_REMAP)?,
-            Network::Lite(m) => weights::load(m, path, name, &[])?,
+            Network::Tiny(m) => weights::load(m.as_mut(), path, name, &[])?,
+            Network::ResNet(m) => weights::load(m.as_mut(), path, name, &RESNET_REMAP)?,
+            Network::Lite(m) => weights::load(m.as_mut(), path, name, &[])?,
         }
         Ok(model)
     }
@@ -104,8 +105,8 @@ impl Model {
 /// lazily and `to_device` moves them uninitialised, so each device would draw
 /// its own random numbers; drawing them here, on the host, first keeps the
 /// weights identical everywhere.
-fn on_device<M: Module>(module: M, device: &Device) -> M {
-    module.map(&mut Materialize).to_device(device)
+fn on_device<M: Module>(module: M, device: &Device) -> Box<M> {
+    Box::new(module.map(&mut Materialize).to_device(device))
 }
 
 /// Forces every lazily initialised float parameter to exist.

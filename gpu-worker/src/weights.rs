@@ -61,7 +61,10 @@ pub(crate) fn load<M: ModuleSnapshot>(
         "pth" | "pt" => {
             let mut store = PytorchStore::from_file(path)
                 .remap(remapper)
-                .allow_partial(true);
+                .allow_partial(true)
+                // Problems come back in the `ApplyResult`, where `check` names them
+                // all, rather than as one debug-printed error.
+                .validate(false);
             module
                 .load_from(&mut store)
                 .map_err(|e| unreadable(e.to_string()))?
@@ -70,7 +73,10 @@ pub(crate) fn load<M: ModuleSnapshot>(
             let mut store = SafetensorsStore::from_file(path)
                 .with_from_adapter(burn::store::PyTorchToBurnAdapter)
                 .remap(remapper)
-                .allow_partial(true);
+                .allow_partial(true)
+                // Problems come back in the `ApplyResult`, where `check` names them
+                // all, rather than as one debug-printed error.
+                .validate(false);
             module
                 .load_from(&mut store)
                 .map_err(|e| unreadable(e.to_string()))?

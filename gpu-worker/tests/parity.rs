@@ -6,9 +6,11 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+mod common;
+
 use gpu_worker::{Engine, Model};
 use pipeline_core::{DeviceSpec, ModelKind, Normalize, Prediction, Task};
-use safetensors::tensor::{Dtype, TensorView};
+use safetensors::tensor::Dtype;
 use serde::Deserialize;
 
 const TOLERANCE: f32 = 1e-4;
@@ -89,7 +91,7 @@ fn formula_tensor(name: &str, shape: &[usize]) -> Vec<f32> {
 
 /// A `.safetensors` file with torchvision's key names, dtypes and layouts.
 fn write_formula_weights(keys: &[Key], path: &Path) {
-    let data: Vec<(String, Vec<u8>, Vec<usize>, Dtype)> = keys
+    let data: Vec<common::RawTensor> = keys
         .iter()
         .map(|k| match k.dtype.as_str() {
             "i64" => (
@@ -105,16 +107,7 @@ fn write_formula_weights(keys: &[Key], path: &Path) {
             }
         })
         .collect();
-    let views: Vec<(String, TensorView<'_>)> = data
-        .iter()
-        .map(|(name, bytes, shape, dtype)| {
-            (
-                name.clone(),
-                TensorView::new(*dtype, shape.clone(), bytes).expect("consistent tensor view"),
-            )
-        })
-        .collect();
-    safetensors::serialize_to_file(views, None, path).expect("write safetensors");
+    common::write_safetensors(path, &data);
 }
 
 fn probabilities(engine: &Engine, images: &[u8], normalize: &Normalize) -> Vec<Vec<f32>> {

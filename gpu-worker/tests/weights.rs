@@ -3,9 +3,11 @@
 
 use std::path::Path;
 
+mod common;
+
 use gpu_worker::{Model, WeightsError};
 use pipeline_core::{DeviceSpec, ModelKind};
-use safetensors::tensor::{Dtype, TensorView};
+use safetensors::tensor::Dtype;
 
 /// `tiny`'s tensors with PyTorch's names: `features.N.conv/bn`, `fc`.
 fn tiny_keys() -> Vec<(String, Vec<usize>)> {
@@ -24,7 +26,7 @@ fn tiny_keys() -> Vec<(String, Vec<usize>)> {
 }
 
 fn write(path: &Path, keys: &[(String, Vec<usize>)], with_tracking: bool) {
-    let mut data: Vec<(String, Vec<u8>, Vec<usize>, Dtype)> = keys
+    let mut data: Vec<common::RawTensor> = keys
         .iter()
         .map(|(name, shape)| {
             let n: usize = shape.iter().product();
@@ -42,16 +44,7 @@ fn write(path: &Path, keys: &[(String, Vec<usize>)], with_tracking: bool) {
             Dtype::I64,
         ));
     }
-    let views: Vec<(String, TensorView<'_>)> = data
-        .iter()
-        .map(|(name, bytes, shape, dtype)| {
-            (
-                name.clone(),
-                TensorView::new(*dtype, shape.clone(), bytes).expect("view"),
-            )
-        })
-        .collect();
-    safetensors::serialize_to_file(views, None, path).expect("write safetensors");
+    common::write_safetensors(path, &data);
 }
 
 fn load(keys: &[(String, Vec<usize>)], with_tracking: bool) -> Result<Model, WeightsError> {

@@ -131,13 +131,62 @@ fn check_pixels(width: u32, height: u32, limits: &DecodeLimits) -> Result<(), It
     Ok(())
 }
 
-/// A JPEG whose bytes stop before the end-of-image marker. zune-jpeg fills
+/// A JPEG whose bytes stop before its end-of-image marker. zune-jpeg fills
 /// the missing rows with gray and reports success; Pillow refuses such a file
 /// ("image file is truncated"), and so do we: a half-gray image would be
-/// classified silently. Trailing bytes after the marker are allowed.
+/// classified silently.
+///
+/// The marker segments are walked from the start (lengths skip segment
+/// bodies, entropy-coded scans are skipped up to the next real marker), so
+/// data after the end-of-image marker — the video of a phone's "motion
+/// photo", a vendor trailer — is allowed, and an EXIF thumbnail's own
+/// end-of-image marker inside APP1 is not mistaken for the image's.
 fn format_is_truncated_jpeg(bytes: &[u8]) -> bool {
-    let tail = &bytes[bytes.len().saturating_sub(4096)..];
-    !tail.windows(2).any(|w| w == [0xFF, 0xD9])
+    let mut i = 2; // after SOI
+    loop {
+        // Expect 0xFF (possibly several fill bytes), then the marker code.
+        while bytes.get(i) == Some(&0xFF) {
+            i += 1;
+        }
+        let Some(&marker) = bytes.get(i) else {
+            return true;
+        };
+        if i == 0 || bytes[i - 1] != 0xFF {
+            return true; // garbage where a marker must be: treat as broken
+        }
+        i += 1;
+        match marker {
+            0xD9 => return false,           // end of image
+            0x01 | 0xD0..=0xD7 => continue, // TEM, RSTn: no length
+            _ => {
+                let Some(len) = bytes
+                    .get(i..i + 2)
+                    .map(|l| usize::from(u16::from_be_bytes([l[0], l[1]])))
+                else {
+                    return true;
+                };
+                i += len;
+                if i > bytes.len() {
+                    return true;
+                }
+                if marker == 0xDA {
+                    // Entropy-coded data: 0xFF is followed by 0x00 (stuffing),
+                    // RSTn, or fill bytes; anything else is the next marker.
+                    loop {
+                        while bytes.get(i).is_some_and(|&b| b != 0xFF) {
+                            i += 1;
+                        }
+                        match bytes.get(i + 1) {
+                            None => return true,
+                            Some(0x00 | 0xD0..=0xD7) => i += 2,
+                            Some(0xFF) => i += 1,
+                            Some(_) => break,
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Reduced-DCT decode with `jpeg-decoder`: the smallest scale (1/8..1/1)
@@ -237,4 +286,54 @@ fn map_image_error(e: ImageError) -> ItemError {
         _ => ItemErrorKind::Decode,
     };
     ItemError::new(kind, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::format_is_truncated_jpeg;
+
+    fn jpeg() -> Vec<u8> {
+        fixtures::jpeg_photo(96, 64, 5, 85).expect("encode")
+    }
+
+    #[test]
+    fn a_whole_jpeg_is_not_truncated() {
+        assert!(!format_is_truncated_jpeg(&jpeg()));
+    }
+
+    #[test]
+    fn a_cut_jpeg_is_truncated_wherever_it_is_cut() {
+        let full = jpeg();
+        for cut in [3, 20, full.len() / 3, full.len() / 2, full.len() - 2] {
+            assert!(
+                format_is_truncated_jpeg(&full[..cut]),
+                "cut at {cut} of {}",
+                full.len()
+            );
+        }
+    }
+
+    #[test]
+    fn data_after_the_end_marker_is_allowed() {
+        // A phone's motion photo: a JPEG, then a video of several MiB.
+        let mut motion = jpeg();
+        motion.extend(std::iter::repeat_n(0x42u8, 3 << 20));
+        assert!(!format_is_truncated_jpeg(&motion));
+    }
+
+    #[test]
+    fn a_thumbnail_end_marker_does_not_hide_a_cut_image() {
+        // APP1 segment holding a complete small JPEG (with its own FFD9),
+        // followed by a main image that is cut in its scan.
+        let thumb = jpeg();
+        let main = jpeg();
+        let mut file = vec![0xFF, 0xD8, 0xFF, 0xE1];
+        file.extend_from_slice(&((thumb.len() + 2) as u16).to_be_bytes());
+        file.extend_from_slice(&thumb);
+        file.extend_from_slice(&main[2..main.len() / 2]);
+        assert!(format_is_truncated_jpeg(&file));
+        let mut whole = file[..file.len() - (main.len() / 2 - 2)].to_vec();
+        whole.extend_from_slice(&main[2..]);
+        assert!(!format_is_truncated_jpeg(&whole));
+    }
 }

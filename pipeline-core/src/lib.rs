@@ -1,5 +1,6 @@
-//! The shared vocabulary of `pipeline`: what an item is, how one can fail,
-//! how images are preprocessed and which limits guard decoding.
+//! The shared vocabulary of `pipeline`: the dataset manifest and its chunks,
+//! what an item is and how one can fail, devices, models and tasks, how
+//! images are preprocessed and which limits guard decoding.
 //!
 //! This crate links neither burn nor `image`, so the coordinator, the loader
 //! and the workers can all speak it without pulling in each other's weight.
@@ -9,11 +10,16 @@
 mod device;
 mod item;
 mod labels;
+mod manifest;
 mod model;
 mod preprocess;
 
 pub use device::{DeviceSpec, UnknownDevice};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use labels::{IMAGENET_CLASSES, imagenet_label, imagenet_labels};
+pub use manifest::{
+    BadShard, Chunk, IMAGE_EXTENSIONS, Manifest, ManifestEntry, ScanError, ScanProblem, Shard,
+    plan_chunks,
+};
 pub use model::{ClassScore, ModelKind, Prediction, Task, UnknownModel};
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};

@@ -241,9 +241,13 @@ macro_rules! device_test {
                 let test = concat!(stringify!($name), "::software_vulkan");
                 if let Some(signal) = in_child(test, || ($body)(DeviceSpec::Software)) {
                     assert_eq!(signal, 11, "{test}: the software Vulkan run died of signal {signal}");
-                    println!(
-                        "{test}: NOT VERIFIED — lavapipe crashed (SIGSEGV) compiling a matmul kernel; \
-                         see BENCHMARKS.md / the issue notes. The crash was contained in a child process."
+                    // Straight to the stderr handle: libtest captures
+                    // `println!` of passing tests, and this must show in CI.
+                    use std::io::Write;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "{test}: NOT VERIFIED - lavapipe crashed (SIGSEGV) compiling a matmul kernel; \
+                         contained in a child process (see README, 'lavapipe, known limit')"
                     );
                 }
             }

@@ -48,6 +48,6 @@ pub fn open(spec: &DeviceSpec) -> Result<Device, DeviceError> {
             "probe computed {values:?} instead of [2, 4, 6]"
         ))),
         Ok(Err(message)) => Err(error(message)),
-        Err(payload) => Err(error(crate::panic_message(payload.as_ref()))),
+        Err(payload) => Err(error(pipeline_core::panic_message(payload.as_ref()))),
     }
 }

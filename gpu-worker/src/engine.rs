@@ -81,7 +81,7 @@ impl Engine {
         match catch_unwind(AssertUnwindSafe(run)) {
             Ok(result) => result.map_err(|message| classify_error(message, padded_rows)),
             Err(payload) => Err(classify_error(
-                crate::panic_message(payload.as_ref()),
+                pipeline_core::panic_message(payload.as_ref()),
                 padded_rows,
             )),
         }

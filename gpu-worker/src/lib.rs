@@ -19,12 +19,3 @@ pub use device::{DeviceError, device_for, open};
 pub use engine::{Engine, EngineError, top_k_of};
 pub use model::{Model, NUM_CLASSES};
 pub use weights::WeightsError;
-
-/// The message of a caught panic.
-pub(crate) fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_owned())
-}

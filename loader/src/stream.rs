@@ -7,7 +7,6 @@
 //! more than that. Shutdown: dropping the [`BatchStream`] makes the next
 //! `send` fail and the producer returns.
 
-use std::any::Any;
 use std::cell::RefCell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
@@ -15,7 +14,9 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
 use crossbeam_channel::{Receiver, Sender, bounded};
-use pipeline_core::{DecodeLimits, ItemError, ItemErrorKind, PreprocessSpec, SpecError};
+use pipeline_core::{
+    DecodeLimits, ItemError, ItemErrorKind, PreprocessSpec, SpecError, panic_message,
+};
 use rayon::prelude::*;
 
 use crate::batch::{Batch, WorkGroup, WorkItem};
@@ -220,14 +221,6 @@ fn load_into(path: &Path, config: &LoaderConfig, out: &mut [u8]) -> Result<(), I
             format!("decoder panicked: {}", panic_message(payload.as_ref())),
         ))
     })
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "unknown panic".to_owned())
 }
 
 /// Batches in input order. Iterate it; hand spent batches back with

@@ -12,6 +12,7 @@ mod item;
 mod labels;
 mod manifest;
 mod model;
+mod panic;
 mod preprocess;
 
 pub use device::{DeviceSpec, UnknownDevice};
@@ -22,4 +23,5 @@ pub use manifest::{
     plan_chunks,
 };
 pub use model::{ClassScore, ModelKind, Prediction, Task, UnknownModel};
+pub use panic::panic_message;
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};

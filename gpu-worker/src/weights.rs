@@ -11,7 +11,9 @@ use burn::store::{ApplyResult, KeyRemapper, ModuleSnapshot, PytorchStore, Safete
 #[derive(Debug, thiserror::Error)]
 pub enum WeightsError {
     /// The file does not exist.
-    #[error("weight file {0} does not exist")]
+    #[error(
+        "weight file {0} does not exist (scripts/fetch-weights.sh fetches real weights; omit --weights for seeded random ones)"
+    )]
     NotFound(PathBuf),
     /// Neither `.pth`/`.pt` nor `.safetensors`.
     #[error("weight file {0} has an unknown extension; expected .pth, .pt or .safetensors")]

@@ -1,6 +1,7 @@
 //! The shared vocabulary of `pipeline`: the dataset manifest and its chunks,
 //! what an item is and how one can fail, devices, models and tasks, how
-//! images are preprocessed and which limits guard decoding.
+//! images are preprocessed and which limits guard decoding, and the
+//! coordinator⇄worker protocol.
 //!
 //! This crate links neither burn nor `image`, so the coordinator, the loader
 //! and the workers can all speak it without pulling in each other's weight.
@@ -14,6 +15,7 @@ mod manifest;
 mod model;
 mod panic;
 mod preprocess;
+mod protocol;
 
 pub use device::{DeviceSpec, UnknownDevice};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
@@ -25,3 +27,7 @@ pub use manifest::{
 pub use model::{ClassScore, ModelKind, Prediction, Task, UnknownModel};
 pub use panic::panic_message;
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};
+pub use protocol::{
+    ChunkTimes, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker, WorkItemSpec,
+    WorkerConfig, read_frame, write_frame,
+};

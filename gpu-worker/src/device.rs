@@ -4,6 +4,13 @@
 //! explicitly). Opening is lazy in burn, so `open` runs a small probe and
 //! turns a failure (a panic inside the runtime) into an error naming the
 //! adapter.
+//!
+//! GPU numbering: `gpu:N` is the N-th hardware Vulkan adapter in PCI bus
+//! order — the order of `nvidia-smi` and of `CUDA_DEVICE_ORDER=PCI_BUS_ID`.
+//! Vulkan's own enumeration order is not CUDA's, so [`gpus`] sorts by the PCI
+//! bus id the driver reports, and burn's per-type index is looked up from
+//! there. Where NVIDIA's NVML library is present, its memory figures are
+//! joined to the adapter by the same PCI bus id.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -20,18 +27,159 @@ pub struct DeviceError {
     pub message: String,
 }
 
-/// The burn device for `spec`, without touching the hardware.
-pub fn device_for(spec: &DeviceSpec) -> Device {
-    match spec {
+/// The burn device for `spec`. A GPU index is resolved through [`gpus`];
+/// an index past the last GPU is an error naming the GPUs there are.
+pub fn device_for(spec: &DeviceSpec) -> Result<Device, DeviceError> {
+    Ok(match spec {
         DeviceSpec::Cpu => Device::flex(),
         DeviceSpec::Software => Device::vulkan(DeviceKind::Cpu),
-        DeviceSpec::Gpu(index) => Device::vulkan(DeviceKind::DiscreteGpu(*index)),
+        DeviceSpec::Gpu(index) => {
+            let found = gpus();
+            match found.get(*index) {
+                Some(AdapterSummary {
+                    burn_kind: Some(kind),
+                    ..
+                }) => Device::vulkan(kind.clone()),
+                _ => {
+                    return Err(DeviceError {
+                        spec: spec.clone(),
+                        message: format!(
+                            "this machine has {} Vulkan GPU(s); see `pipeline devices`",
+                            found.len()
+                        ),
+                    });
+                }
+            }
+        }
+    })
+}
+
+/// One Vulkan adapter as the driver describes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct AdapterSummary {
+    /// e.g. `NVIDIA A100-SXM4-80GB` or `llvmpipe (LLVM 15.0.6, 256 bits)`.
+    pub name: String,
+    /// `discrete`, `integrated`, `virtual`, `cpu` or `other`.
+    pub kind: &'static str,
+    /// Graphics API (always `vulkan` here).
+    pub backend: String,
+    /// Driver name and version.
+    pub driver: String,
+    /// PCI bus id, `domain:bus:device.function`, when the driver reports it.
+    pub pci_bus_id: Option<String>,
+    /// Total and free device memory in bytes, from NVML.
+    pub memory: Option<(u64, u64)>,
+    /// How to ask for it: `gpu:N` or `software`.
+    pub spec: Option<String>,
+    /// burn's name for it (adapters of type `other` have none).
+    #[serde(skip)]
+    burn_kind: Option<DeviceKind>,
+}
+
+/// Every Vulkan adapter, in the driver's order.
+pub fn adapters() -> Vec<AdapterSummary> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends: wgpu::Backends::VULKAN,
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let infos: Vec<wgpu::AdapterInfo> =
+        futures_lite::future::block_on(instance.enumerate_adapters(wgpu::Backends::VULKAN))
+            .iter()
+            .map(wgpu::Adapter::get_info)
+            .collect();
+    let memory = nvml_memory();
+    let mut per_type = [0usize; 5];
+    infos
+        .into_iter()
+        .map(|info| {
+            let (slot, kind) = match info.device_type {
+                wgpu::DeviceType::DiscreteGpu => (0, "discrete"),
+                wgpu::DeviceType::IntegratedGpu => (1, "integrated"),
+                wgpu::DeviceType::VirtualGpu => (2, "virtual"),
+                wgpu::DeviceType::Cpu => (3, "cpu"),
+                wgpu::DeviceType::Other => (4, "other"),
+            };
+            let n = per_type[slot];
+            per_type[slot] += 1;
+            let burn_kind = match slot {
+                0 => Some(DeviceKind::DiscreteGpu(n)),
+                1 => Some(DeviceKind::IntegratedGpu(n)),
+                2 => Some(DeviceKind::VirtualGpu(n)),
+                3 => Some(DeviceKind::Cpu),
+                _ => None,
+            };
+            let pci = pci_key(&info.device_pci_bus_id);
+            AdapterSummary {
+                name: info.name,
+                kind,
+                backend: format!("{:?}", info.backend).to_lowercase(),
+                driver: format!("{} {}", info.driver, info.driver_info)
+                    .trim()
+                    .to_owned(),
+                pci_bus_id: pci.map(|_| info.device_pci_bus_id.clone()),
+                memory: pci.and_then(|key| memory.get(&key).copied()),
+                spec: (slot == 3).then(|| "software".to_owned()),
+                burn_kind,
+            }
+        })
+        .collect()
+}
+
+/// The hardware GPUs, in PCI bus order, each with its `gpu:N` spec set.
+pub fn gpus() -> Vec<AdapterSummary> {
+    let mut gpus: Vec<AdapterSummary> = adapters()
+        .into_iter()
+        .filter(|a| matches!(a.kind, "discrete" | "integrated" | "virtual"))
+        .collect();
+    // Stable: adapters without a bus id keep the driver's order, last.
+    gpus.sort_by_key(|a| {
+        a.pci_bus_id
+            .as_deref()
+            .and_then(pci_key)
+            .unwrap_or(u64::MAX)
+    });
+    for (i, gpu) in gpus.iter_mut().enumerate() {
+        gpu.spec = Some(format!("gpu:{i}"));
     }
+    gpus
+}
+
+/// `0000:01:00.0` (Vulkan) and `00000000:01:00.0` (NVML) as one number.
+fn pci_key(id: &str) -> Option<u64> {
+    let (rest, function) = id.trim().rsplit_once('.')?;
+    let mut parts = rest.split(':').rev();
+    let device = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let bus = u64::from_str_radix(parts.next()?, 16).ok()?;
+    let domain = match parts.next() {
+        Some(d) => u64::from_str_radix(d, 16).ok()?,
+        None => 0,
+    };
+    let function = u64::from_str_radix(function, 16).ok()?;
+    Some((domain << 24) | (bus << 16) | (device << 8) | function)
+}
+
+/// Total and free memory of each NVIDIA GPU by PCI key; empty without NVML.
+fn nvml_memory() -> std::collections::HashMap<u64, (u64, u64)> {
+    let mut found = std::collections::HashMap::new();
+    let Ok(nvml) = nvml_wrapper::Nvml::init() else {
+        return found;
+    };
+    for i in 0..nvml.device_count().unwrap_or(0) {
+        let Ok(device) = nvml.device_by_index(i) else {
+            continue;
+        };
+        if let (Ok(pci), Ok(memory)) = (device.pci_info(), device.memory_info())
+            && let Some(key) = pci_key(&pci.bus_id)
+        {
+            found.insert(key, (memory.total, memory.free));
+        }
+    }
+    found
 }
 
 /// Opens `spec` and checks that it computes: `[1, 2, 3] * 2` read back.
 pub fn open(spec: &DeviceSpec) -> Result<Device, DeviceError> {
-    let device = device_for(spec);
+    let device = device_for(spec)?;
     let probe = catch_unwind(AssertUnwindSafe(|| {
         let x = Tensor::<1>::from_floats([1.0, 2.0, 3.0], &device) * 2.0;
         x.try_into_data()
@@ -49,5 +197,19 @@ pub fn open(spec: &DeviceSpec) -> Result<Device, DeviceError> {
         ))),
         Ok(Err(message)) => Err(error(message)),
         Err(payload) => Err(error(pipeline_core::panic_message(payload.as_ref()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::pci_key;
+
+    #[test]
+    fn vulkan_and_nvml_bus_ids_meet() {
+        assert_eq!(pci_key("0000:01:00.0"), pci_key("00000000:01:00.0"));
+        assert!(pci_key("0000:01:00.0") < pci_key("0000:41:00.0"));
+        assert!(pci_key("0000:ff:00.0") < pci_key("0001:00:00.0"));
+        assert_eq!(pci_key(""), None);
+        assert_eq!(pci_key("garbage"), None);
     }
 }

@@ -38,6 +38,7 @@ pub struct Engine {
     device: Device,
     model: Model,
     task: Task,
+    matmul_free_head: bool,
 }
 
 impl Engine {
@@ -47,7 +48,15 @@ impl Engine {
             device,
             model,
             task,
+            matmul_free_head: false,
         }
+    }
+
+    /// Computes the class logits without a matmul kernel (see
+    /// [`Model::head_without_matmul`]); for Mesa's lavapipe.
+    pub fn with_matmul_free_head(mut self, on: bool) -> Self {
+        self.matmul_free_head = on;
+        self
     }
 
     /// The device.
@@ -119,7 +128,18 @@ impl Engine {
                     .collect())
             }
             Task::Classify { top_k } => {
-                let probs = softmax(self.model.head(features), 1);
+                let logits = if self.matmul_free_head {
+                    // Each step through the host and back: lavapipe also
+                    // crashes compiling the kernels burn's fusion makes of
+                    // pooling + this head and of this head + softmax, and a
+                    // fresh leaf tensor ends the fused graph. Only [N, C]
+                    // and [N, K] floats make the trip.
+                    let features = self.round_trip(features)?;
+                    self.round_trip(self.model.head_without_matmul(features))?
+                } else {
+                    self.model.head(features)
+                };
+                let probs = softmax(logits, 1);
                 let classes = probs.dims()[1];
                 let values = read_back(probs)?;
                 Ok(values
@@ -129,6 +149,14 @@ impl Engine {
                     .collect())
             }
         }
+    }
+}
+
+impl Engine {
+    /// Reads `tensor` back and uploads it again as a new leaf tensor.
+    fn round_trip(&self, tensor: Tensor<2>) -> Result<Tensor<2>, String> {
+        let data = tensor.try_into_data().map_err(|e| e.to_string())?;
+        Ok(Tensor::from_data(data, &self.device))
     }
 }
 

@@ -13,9 +13,11 @@ mod engine;
 pub mod failpoints;
 mod model;
 mod weights;
+mod worker;
 
 pub use backoff::{BatchSizeChange, ItemResult, OomBackoff};
-pub use device::{DeviceError, device_for, open};
+pub use device::{AdapterSummary, DeviceError, adapters, device_for, gpus, open};
 pub use engine::{Engine, EngineError, top_k_of};
 pub use model::{Model, NUM_CLASSES};
 pub use weights::WeightsError;
+pub use worker::{PREFETCH_CHUNKS, WorkerError, serve};

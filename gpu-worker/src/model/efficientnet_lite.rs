@@ -148,8 +148,8 @@ impl EfficientNetLite {
         global_avg_pool(x)
     }
 
-    pub(crate) fn head(&self, features: Tensor<2>) -> Tensor<2> {
-        self._fc.forward(features)
+    pub(crate) fn classifier(&self) -> &Linear {
+        &self._fc
     }
 }
 

@@ -8,6 +8,7 @@ mod tiny;
 use std::path::Path;
 
 use burn::module::{Module, ModuleMapper, Param};
+use burn::nn::Linear;
 use burn::tensor::{Device, Tensor};
 use pipeline_core::ModelKind;
 
@@ -93,10 +94,35 @@ impl Model {
 
     /// Class logits from pooled features, `[N, NUM_CLASSES]`.
     pub fn head(&self, features: Tensor<2>) -> Tensor<2> {
+        self.classifier().forward(features)
+    }
+
+    /// The same logits without a matmul kernel: a broadcast product summed
+    /// over the feature axis (`[N, 1, C] × [1, K, C]`, summed over `C`).
+    /// Mesa's lavapipe crashes compiling burn's matmul kernels, while
+    /// elementwise ops and `sum_dim` run there. It needs `N × C × K` floats
+    /// of scratch, so it is for the software adapter only.
+    pub fn head_without_matmul(&self, features: Tensor<2>) -> Tensor<2> {
+        let fc = self.classifier();
+        let [n, c] = features.dims();
+        let weight = fc.weight.val();
+        let k = weight.dims()[1];
+        // Reduced over the last, contiguous axis: lavapipe crashes on the
+        // fused kernel of a middle-axis sum followed by softmax.
+        let logits = (features.reshape([n, 1, c]) * weight.transpose().reshape([1, k, c]))
+            .sum_dim(2)
+            .reshape([n, k]);
+        match &fc.bias {
+            Some(bias) => logits + bias.val().reshape([1, k]),
+            None => logits,
+        }
+    }
+
+    fn classifier(&self) -> &Linear {
         match &self.network {
-            Network::Tiny(m) => m.head(features),
-            Network::ResNet(m) => m.head(features),
-            Network::Lite(m) => m.head(features),
+            Network::Tiny(m) => m.classifier(),
+            Network::ResNet(m) => m.classifier(),
+            Network::Lite(m) => m.classifier(),
         }
     }
 }
@@ -115,5 +141,34 @@ struct Materialize;
 impl ModuleMapper for Materialize {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
         param.map(|tensor| tensor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_matmul_free_head_computes_the_linear_layer() {
+        let device = Device::flex();
+        let model = Model::random(ModelKind::Tiny, 3, &device);
+        let features = Tensor::<2>::random(
+            [5, 128],
+            burn::tensor::Distribution::Uniform(-1.0, 1.0),
+            &device,
+        );
+        let want = model.head(features.clone()).into_data();
+        let got = model.head_without_matmul(features).into_data();
+        let (want, got) = (
+            want.try_to_vec::<f32>().expect("f32 logits"),
+            got.try_to_vec::<f32>().expect("f32 logits"),
+        );
+        assert_eq!(want.len(), 5 * NUM_CLASSES);
+        let worst = want
+            .iter()
+            .zip(&got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0f32, f32::max);
+        assert!(worst < 1e-5, "largest difference {worst}");
     }
 }

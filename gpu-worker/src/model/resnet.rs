@@ -191,8 +191,8 @@ impl ResNet {
     }
 
     /// Class logits from pooled features.
-    pub(crate) fn head(&self, features: Tensor<2>) -> Tensor<2> {
-        self.fc.forward(features)
+    pub(crate) fn classifier(&self) -> &Linear {
+        &self.fc
     }
 }
 

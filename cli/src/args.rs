@@ -1,7 +1,9 @@
 //! The command line, as clap derive types. Subcommands that are not built yet
 //! accept any arguments so that they can say so instead of a parse error.
 
-use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Batch image inference over every GPU of a machine, or a cluster.
 #[derive(Debug, Parser)]
@@ -14,16 +16,86 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run a model over every image under a folder and write predictions.
-    Infer(Pending),
+    Infer(Box<InferArgs>),
     /// List the devices `infer` can use.
-    Devices(Pending),
+    Devices(DevicesArgs),
     /// Measure throughput per stage, on real or generated images.
     Bench(Pending),
     /// Assemble the final output from the part files of all shards.
     Merge(Pending),
-    /// One device's worker process (spawned by `infer`).
+    /// One device's worker process (spawned by `infer`; speaks the protocol
+    /// on stdin/stdout).
     #[command(hide = true)]
-    Worker(Pending),
+    Worker,
+}
+
+/// What `infer` computes per image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TaskArg {
+    /// Softmax over the classes, keep the top k.
+    Classify,
+    /// The pooled penultimate features.
+    Embed,
+}
+
+/// `pipeline infer`.
+#[derive(Debug, Args)]
+pub(crate) struct InferArgs {
+    /// Folder of images, scanned recursively in sorted order.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) data: PathBuf,
+    /// Devices: `all` (every GPU `CUDA_VISIBLE_DEVICES` allows, else the CPU),
+    /// `cpu`, `software` (Mesa's software Vulkan), or GPU indices `0,2`.
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    pub(crate) gpus: String,
+    /// Worker processes per device.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) workers_per_gpu: u32,
+    /// tiny, resnet18, resnet34, resnet50, resnet101, resnet152, efficientnet_lite0.
+    #[arg(long, default_value = "efficientnet_lite0", value_name = "NAME")]
+    pub(crate) model: String,
+    /// Weight file (.pth or .safetensors). Without it the model's cached file
+    /// (see scripts/fetch-weights.sh) is used, else seeded random weights.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) weights: Option<PathBuf>,
+    /// Seed of the random weights used when there is no weight file.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) seed: u64,
+    /// What to compute per image.
+    #[arg(long, value_enum, default_value_t = TaskArg::Classify)]
+    pub(crate) task: TaskArg,
+    /// Classes kept per image (classify).
+    #[arg(long, default_value_t = 5, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) top_k: u32,
+    /// Images per forward pass: `auto` or a number.
+    #[arg(long, default_value = "auto", value_name = "auto|N")]
+    pub(crate) batch_size: String,
+    /// Decoder threads per worker (default: cores / workers).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) loader_threads: Option<u32>,
+    /// Images per chunk, the unit of dispatch and retry.
+    #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) chunk_size: u64,
+    /// Output file.
+    #[arg(long, default_value = "predictions.jsonl", value_name = "FILE")]
+    pub(crate) out: PathBuf,
+    /// jsonl, csv or parquet (default: from --out's extension, else jsonl).
+    #[arg(long, value_name = "FORMAT")]
+    pub(crate) format: Option<String>,
+    /// Also write the run's summary, per-worker and per-stage times as JSON.
+    #[arg(long, value_name = "FILE.json")]
+    pub(crate) report: Option<PathBuf>,
+    /// No progress and no summary; errors only.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
+/// `pipeline devices`.
+#[derive(Debug, Args)]
+pub(crate) struct DevicesArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// Arguments of a subcommand that is not built yet.

@@ -30,8 +30,6 @@ fn help_lists_the_designed_subcommands_and_hides_worker() {
 #[test]
 fn subcommands_not_built_say_so_in_one_line_and_exit_2() {
     for (args, issue) in [
-        (&["infer", "--data", "samples"][..], "#4"),
-        (&["devices", "--json"][..], "#4"),
         (&["bench", "--synthetic", "100"][..], "#7"),
         (&["merge", "--out", "x.jsonl"][..], "#6"),
     ] {

@@ -1,0 +1,93 @@
+//! `pipeline devices`: every Vulkan adapter (name, type, backend, driver, PCI
+//! bus id, memory where NVML knows it), which `--gpus` value selects it, and
+//! the CPU with its load.
+
+use serde::Serialize;
+
+use crate::exit::Outcome;
+
+#[derive(Serialize)]
+struct Listing {
+    adapters: Vec<gpu_worker::AdapterSummary>,
+    cpu: Cpu,
+}
+
+#[derive(Serialize)]
+struct Cpu {
+    spec: &'static str,
+    cores: usize,
+    /// 1, 5 and 15 minute load averages from /proc/loadavg.
+    load: Option<[f64; 3]>,
+}
+
+fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().ok());
+    Some([fields.next()??, fields.next()??, fields.next()??])
+}
+
+pub(crate) fn run(json: bool) -> Outcome {
+    let mut adapters = gpu_worker::gpus();
+    adapters.extend(
+        gpu_worker::adapters()
+            .into_iter()
+            .filter(|a| !matches!(a.kind, "discrete" | "integrated" | "virtual")),
+    );
+    let listing = Listing {
+        adapters,
+        cpu: Cpu {
+            spec: "cpu",
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            load: load_average(),
+        },
+    };
+    if json {
+        return match serde_json::to_string_pretty(&listing) {
+            Ok(text) => {
+                println!("{text}");
+                Outcome::Success
+            }
+            Err(e) => Outcome::Failed(format!("cannot encode the device list: {e}")),
+        };
+    }
+    println!(
+        "{:<10} {:<11} {:<8} {:<14} {:<18} name (driver)",
+        "--gpus", "type", "backend", "pci", "memory"
+    );
+    for a in &listing.adapters {
+        let memory = a.memory.map_or("-".to_owned(), |(total, free)| {
+            format!(
+                "{:.1}/{:.1} GiB free",
+                free as f64 / GIB,
+                total as f64 / GIB
+            )
+        });
+        println!(
+            "{:<10} {:<11} {:<8} {:<14} {:<18} {} ({})",
+            a.spec.as_deref().unwrap_or("-"),
+            a.kind,
+            a.backend,
+            a.pci_bus_id.as_deref().unwrap_or("-"),
+            memory,
+            a.name,
+            a.driver
+        );
+    }
+    let load = listing.cpu.load.map_or("load unknown".to_owned(), |l| {
+        format!("load {:.2} {:.2} {:.2}", l[0], l[1], l[2])
+    });
+    println!(
+        "{:<10} {:<11} {:<8} {:<14} {:<18} {} cores, {load} (burn flex)",
+        "cpu", "cpu", "-", "-", "-", listing.cpu.cores
+    );
+    if listing
+        .adapters
+        .iter()
+        .all(|a| a.kind == "cpu" || a.kind == "other")
+    {
+        println!("no GPU found: `--gpus all` runs on the CPU");
+    }
+    Outcome::Success
+}
+
+const GIB: f64 = (1u64 << 30) as f64;

@@ -1,0 +1,260 @@
+//! `pipeline infer`: flags → a validated `RunConfig`, the run, its summary,
+//! and the exit code.
+
+use std::path::{Path, PathBuf};
+
+use coordinator::{RunConfig, RunSummary, choose_format};
+use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Task, WorkerConfig};
+
+use crate::args::{InferArgs, TaskArg};
+use crate::exit::Outcome;
+
+/// Runs of one chunk before its items become `worker_crash` records.
+const MAX_ATTEMPTS: u32 = 3;
+/// Restarts of a worker slot whose process died after it was ready.
+const MAX_RESTARTS: u32 = 2;
+
+/// File name of each model's weights in the cache folder, as
+/// `scripts/fetch-weights.sh` writes them.
+fn cached_file_name(model: ModelKind) -> Option<&'static str> {
+    match model {
+        ModelKind::EfficientnetLite0 => Some("efficientnet-lite0-57934424.pth"),
+        ModelKind::Resnet18 => Some("resnet18.pth"),
+        ModelKind::Resnet34 => Some("resnet34.pth"),
+        ModelKind::Resnet50 => Some("resnet50.pth"),
+        ModelKind::Resnet101 => Some("resnet101.pth"),
+        ModelKind::Resnet152 => Some("resnet152.pth"),
+        ModelKind::Tiny => None,
+    }
+}
+
+/// `$PIPELINE_WEIGHTS_DIR`, else `$XDG_CACHE_HOME/pipeline/weights`, else
+/// `~/.cache/pipeline/weights` — where `scripts/fetch-weights.sh` puts files.
+pub(crate) fn weights_dir() -> Option<PathBuf> {
+    let env = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = env("PIPELINE_WEIGHTS_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    let cache = env("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".cache")))?;
+    Some(cache.join("pipeline").join("weights"))
+}
+
+/// `--gpus` → one device per worker slot (before `--workers-per-gpu`), and
+/// a notice when `all` found no GPU.
+fn devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+    let flag = flag.trim();
+    if flag.eq_ignore_ascii_case("all") {
+        let gpus = gpu_worker::gpus();
+        let allowed: Option<Vec<usize>> = std::env::var("CUDA_VISIBLE_DEVICES")
+            .ok()
+            .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect());
+        let chosen: Vec<DeviceSpec> = (0..gpus.len())
+            .filter(|i| allowed.as_ref().is_none_or(|a| a.contains(i)))
+            .map(DeviceSpec::Gpu)
+            .collect();
+        if chosen.is_empty() {
+            let notice = "pipeline: no GPU found; running on the CPU (burn flex)".to_owned();
+            return Ok((vec![DeviceSpec::Cpu], Some(notice)));
+        }
+        return Ok((chosen, None));
+    }
+    if flag.eq_ignore_ascii_case("none") {
+        return Ok((vec![DeviceSpec::Cpu], None));
+    }
+    let mut chosen = Vec::new();
+    let mut gpu_count = None;
+    for part in flag.split(',') {
+        let spec: DeviceSpec = part.parse().map_err(|e| format!("--gpus: {e}"))?;
+        if let DeviceSpec::Gpu(i) = spec {
+            let count = *gpu_count.get_or_insert_with(|| gpu_worker::gpus().len());
+            if i >= count {
+                return Err(format!(
+                    "--gpus {part}: this machine has {count} GPU(s) (see `pipeline devices`); \
+                     use cpu or software to run without one"
+                ));
+            }
+        }
+        if chosen.contains(&spec) {
+            return Err(format!("--gpus lists {spec} twice"));
+        }
+        chosen.push(spec);
+    }
+    Ok((chosen, None))
+}
+
+/// The weight file to use and a notice for the user.
+fn weights(args: &InferArgs, model: ModelKind) -> Result<(Option<PathBuf>, String), String> {
+    if let Some(path) = &args.weights {
+        if !path.is_file() {
+            return Err(format!("--weights {}: no such file", path.display()));
+        }
+        return Ok((Some(path.clone()), String::new()));
+    }
+    let cached = cached_file_name(model)
+        .and_then(|name| Some(weights_dir()?.join(name)))
+        .filter(|p| p.is_file());
+    Ok(match cached {
+        Some(path) => {
+            let notice = format!("pipeline: {model} weights from {}", path.display());
+            (Some(path), notice)
+        }
+        None => (
+            None,
+            format!(
+                "pipeline: no --weights: {model} runs with seeded random weights (seed {}), \
+                 so its predictions mean nothing; for real ones run scripts/fetch-weights.sh",
+                args.seed
+            ),
+        ),
+    })
+}
+
+pub(crate) fn run(args: &InferArgs) -> Outcome {
+    match plan(args) {
+        Ok((config, notices)) => {
+            if !args.quiet {
+                for notice in notices.iter().filter(|n| !n.is_empty()) {
+                    eprintln!("{notice}");
+                }
+            }
+            finish(args, &config, coordinator::run(&config))
+        }
+        Err(message) => Outcome::Failed(message),
+    }
+}
+
+fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
+    if !args.data.is_dir() {
+        return Err(format!(
+            "--data {}: not a folder (or it does not exist)",
+            args.data.display()
+        ));
+    }
+    let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
+    let batch_size = match args.batch_size.trim() {
+        "auto" => None,
+        n => match n.parse::<usize>() {
+            Ok(n) if (1..=4096).contains(&n) => Some(n),
+            _ => return Err(format!("--batch-size {n}: expected auto or 1..=4096")),
+        },
+    };
+    let format =
+        choose_format(args.format.as_deref(), &args.out).map_err(|e| format!("--format: {e}"))?;
+    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty())
+        && !parent.is_dir()
+    {
+        return Err(format!(
+            "--out {}: folder {} does not exist",
+            args.out.display(),
+            parent.display()
+        ));
+    }
+    let (slots, device_notice) = devices(&args.gpus)?;
+    let devices: Vec<DeviceSpec> = slots
+        .iter()
+        .flat_map(|d| std::iter::repeat_n(d.clone(), args.workers_per_gpu as usize))
+        .collect();
+    let (weights, weights_notice) = weights(args, model)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let loader_threads = args
+        .loader_threads
+        .map_or((cores / devices.len()).max(1), |n| n as usize);
+    let task = match args.task {
+        TaskArg::Classify => Task::Classify {
+            top_k: args.top_k as usize,
+        },
+        TaskArg::Embed => Task::Embed,
+    };
+    let exe = std::env::current_exe()
+        .map_err(|e| format!("cannot find the pipeline executable to start workers: {e}"))?;
+    let config = RunConfig {
+        data: args.data.clone(),
+        devices,
+        worker: WorkerConfig {
+            name: String::new(),
+            device: DeviceSpec::Cpu,
+            model,
+            weights,
+            seed: args.seed,
+            task,
+            batch_size,
+            loader_threads,
+            preprocess: model.default_preprocess(),
+            limits: DecodeLimits::default(),
+        },
+        chunk_size: args.chunk_size,
+        out: args.out.clone(),
+        format,
+        feature_dim: model.feature_dim(),
+        exe,
+        max_attempts: MAX_ATTEMPTS,
+        max_restarts: MAX_RESTARTS,
+        quiet: args.quiet,
+    };
+    Ok((
+        config,
+        vec![device_notice.unwrap_or_default(), weights_notice],
+    ))
+}
+
+fn finish(
+    args: &InferArgs,
+    config: &RunConfig,
+    result: Result<RunSummary, coordinator::RunError>,
+) -> Outcome {
+    let summary = match result {
+        Ok(summary) => summary,
+        Err(e) => return Outcome::Failed(e.to_string()),
+    };
+    if let Some(path) = &args.report {
+        let report = serde_json::json!({
+            "summary": &summary,
+            "config": {
+                "data": config.data,
+                "devices": config.devices.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                "model": config.worker.model.name(),
+                "weights": config.worker.weights,
+                "task": config.worker.task,
+                "batch_size": config.worker.batch_size,
+                "loader_threads": config.worker.loader_threads,
+                "chunk_size": config.chunk_size,
+            },
+        });
+        let written = serde_json::to_vec_pretty(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|bytes| std::fs::write(path, bytes));
+        if let Err(e) = written {
+            return Outcome::Failed(format!("--report {}: {e}", path.display()));
+        }
+    }
+    if !args.quiet {
+        eprintln!("{}", summary_line(&summary));
+    }
+    if summary.failures > 0 {
+        Outcome::ItemsFailed
+    } else {
+        Outcome::Success
+    }
+}
+
+fn summary_line(s: &RunSummary) -> String {
+    let mut kinds: Vec<_> = s.failures_by_kind.iter().collect();
+    kinds.sort();
+    let failures = if s.failures == 0 {
+        "no failures".to_owned()
+    } else {
+        let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        format!("{} failed ({})", s.failures, by_kind.join(", "))
+    };
+    format!(
+        "pipeline: {} images, {failures}, {:.1} s, {:.1} images/s, {} OOM backoffs, {} retries → {}",
+        s.images,
+        s.wall_s,
+        s.images_per_s,
+        s.oom_backoffs,
+        s.retries,
+        s.out.display()
+    )
+}

@@ -1,0 +1,496 @@
+//! `pipeline infer` end to end: the real binary, real worker processes, real
+//! files from `fixtures` (good and broken), and lavapipe as the Vulkan device.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use fixtures::{Dataset, DatasetSpec};
+use serde_json::Value;
+use tempfile::TempDir;
+
+fn pipeline(args: &[&str], cwd: &Path, weights_dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args(args)
+        .current_dir(cwd)
+        .env("PIPELINE_WEIGHTS_DIR", weights_dir)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .expect("the pipeline binary runs")
+}
+
+/// A dataset with good and broken files, in a temporary folder.
+fn dataset(images: usize) -> (TempDir, Dataset) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = fixtures::generate(
+        &dir.path().join("data"),
+        &DatasetSpec {
+            images,
+            seed: 11,
+            broken: true,
+        },
+    )
+    .expect("fixtures are written");
+    (dir, data)
+}
+
+fn infer(dir: &Path, data: &Path, out: &str, extra: &[&str]) -> (Output, PathBuf) {
+    let out_path = dir.join(out);
+    let mut args = vec![
+        "infer",
+        "--data",
+        data.to_str().expect("utf-8 temp path"),
+        "--out",
+        out_path.to_str().expect("utf-8 temp path"),
+        "--model",
+        "tiny",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    let empty = dir.join("no-weights");
+    (pipeline(&args, dir, &empty), out_path)
+}
+
+fn records(path: &Path) -> Vec<Value> {
+    fs::read_to_string(path)
+        .expect("output exists")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn the_bytes_do_not_depend_on_workers_chunks_or_batch_size() {
+    let (dir, data) = dataset(30);
+    let root = &data.root;
+    let (one, one_out) = infer(
+        dir.path(),
+        root,
+        "one.jsonl",
+        &["--gpus", "cpu", "--chunk-size", "7", "--batch-size", "4"],
+    );
+    assert_eq!(one.status.code(), Some(1), "{}", stderr(&one));
+    let (three, three_out) = infer(
+        dir.path(),
+        root,
+        "three.jsonl",
+        &[
+            "--gpus",
+            "cpu",
+            "--workers-per-gpu",
+            "3",
+            "--chunk-size",
+            "3",
+            "--batch-size",
+            "8",
+        ],
+    );
+    assert_eq!(three.status.code(), Some(1), "{}", stderr(&three));
+    let want = fs::read(&one_out).expect("one worker's output");
+    assert!(!want.is_empty());
+    if fs::read(&three_out).expect("three workers' output") != want {
+        let (a, b) = (records(&one_out), records(&three_out));
+        let first = a.iter().zip(&b).find(|(x, y)| x != y);
+        panic!("3 workers, other chunk and batch sizes: output differs at {first:#?}");
+    }
+}
+
+/// Three lavapipe workers run the Vulkan code path and agree with the CPU
+/// backend record for record. Not byte for byte: the two backends sum in
+/// different orders (im2col GEMM on the CPU, direct convolution kernels on
+/// Vulkan), so probabilities differ around 1e-6 relative.
+#[test]
+fn three_software_vulkan_workers_agree_with_the_cpu() {
+    let (dir, data) = dataset(12);
+    let root = &data.root;
+    let (cpu, cpu_out) = infer(
+        dir.path(),
+        root,
+        "cpu.jsonl",
+        &["--gpus", "cpu", "--chunk-size", "5"],
+    );
+    assert_eq!(cpu.status.code(), Some(1), "{}", stderr(&cpu));
+    let (sw, sw_out) = infer(
+        dir.path(),
+        root,
+        "software.jsonl",
+        &[
+            "--gpus",
+            "software",
+            "--workers-per-gpu",
+            "3",
+            "--chunk-size",
+            "2",
+            "--batch-size",
+            "3",
+        ],
+    );
+    assert_eq!(sw.status.code(), Some(1), "{}", stderr(&sw));
+    let (want, got) = (records(&cpu_out), records(&sw_out));
+    assert_eq!(want.len(), got.len());
+    for (w, g) in want.iter().zip(&got) {
+        assert_eq!(
+            (&w["index"], &w["path"], &w["error"]),
+            (&g["index"], &g["path"], &g["error"])
+        );
+        let (Some(wk), Some(gk)) = (w["top_k"].as_array(), g["top_k"].as_array()) else {
+            assert_eq!(w.get("top_k"), g.get("top_k"), "{w} vs {g}");
+            continue;
+        };
+        let probs = |top: &[Value]| -> BTreeMap<u64, f64> {
+            top.iter()
+                .map(|c| {
+                    (
+                        c["class"].as_u64().expect("class"),
+                        c["prob"].as_f64().expect("prob"),
+                    )
+                })
+                .collect()
+        };
+        let (wp, gp) = (probs(wk), probs(gk));
+        let shared: Vec<u64> = wp.keys().filter(|c| gp.contains_key(c)).copied().collect();
+        // Near-ties may trade places at the bottom of the top-k, no more.
+        assert!(shared.len() + 1 >= wp.len(), "{w}\nvs\n{g}");
+        for class in shared {
+            let (a, b) = (wp[&class], gp[&class]);
+            assert!(
+                (a - b).abs() <= 1e-4 * a.max(b),
+                "class {class}: {a} vs {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_item_once_in_order_with_broken_files_as_error_records_and_exit_1() {
+    let (dir, data) = dataset(26);
+    let (out, path) = infer(
+        dir.path(),
+        &data.root,
+        "p.jsonl",
+        &["--gpus", "cpu", "--chunk-size", "5", "--top-k", "3"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let recs = records(&path);
+    let broken_present: Vec<_> = data.broken.iter().filter(|b| b.path.exists()).collect();
+    assert_eq!(recs.len(), data.good.len() + broken_present.len());
+    let mut paths = Vec::new();
+    for (i, rec) in recs.iter().enumerate() {
+        assert_eq!(rec["index"], i as u64, "{rec}");
+        let rel = rec["path"].as_str().expect("path is a string");
+        paths.push(rel.to_owned());
+        let file = data.root.join(rel);
+        match broken_present.iter().find(|b| b.path == file) {
+            Some(b) if !(b.needs_unprivileged && is_root()) => {
+                assert_eq!(rec["error"]["kind"], b.expected.as_str(), "{rec}");
+                assert!(
+                    rec["error"]["message"]
+                        .as_str()
+                        .is_some_and(|m| !m.is_empty())
+                );
+                assert!(rec.get("top_k").is_none(), "{rec}");
+            }
+            Some(_) => {}
+            None => {
+                let top = rec["top_k"].as_array().expect("good items have top_k");
+                assert_eq!(top.len(), 3, "{rec}");
+                let probs: Vec<f64> = top
+                    .iter()
+                    .map(|c| c["prob"].as_f64().expect("prob"))
+                    .collect();
+                assert!(probs.windows(2).all(|w| w[0] >= w[1]), "{rec}");
+                assert!(top[0]["label"].as_str().is_some_and(|l| !l.is_empty()));
+            }
+        }
+    }
+    let mut sorted = paths.clone();
+    sorted.sort();
+    assert_eq!(paths, sorted, "records are in sorted path order");
+}
+
+fn is_root() -> bool {
+    fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn csv_and_parquet_hold_what_jsonl_holds() {
+    let (dir, data) = dataset(14);
+    let common = ["--gpus", "cpu", "--chunk-size", "4", "--top-k", "2"];
+    let (j, jsonl) = infer(dir.path(), &data.root, "p.jsonl", &common);
+    let (c, csv_path) = infer(dir.path(), &data.root, "p.csv", &common);
+    let (p, parquet_path) = infer(dir.path(), &data.root, "p.parquet", &common);
+    for out in [&j, &c, &p] {
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(out));
+    }
+    let want = records(&jsonl);
+
+    let mut reader = csv::Reader::from_path(&csv_path).expect("csv opens");
+    let header: Vec<String> = reader
+        .headers()
+        .expect("header")
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        header[..5],
+        ["index", "path", "class_1", "label_1", "prob_1"]
+    );
+    let rows: Vec<csv::StringRecord> = reader.records().map(|r| r.expect("csv row")).collect();
+    assert_eq!(rows.len(), want.len());
+    for (row, rec) in rows.iter().zip(&want) {
+        let field = |name: &str| &row[header.iter().position(|h| h == name).expect("column")];
+        assert_eq!(field("index"), rec["index"].to_string());
+        assert_eq!(field("path"), rec["path"].as_str().expect("path"));
+        match rec.get("top_k").and_then(Value::as_array) {
+            Some(top) => {
+                for (k, class) in top.iter().enumerate() {
+                    assert_eq!(
+                        field(&format!("class_{}", k + 1)),
+                        class["class"].to_string()
+                    );
+                    assert_eq!(
+                        field(&format!("label_{}", k + 1)),
+                        class["label"].as_str().expect("label")
+                    );
+                    let prob: f32 = field(&format!("prob_{}", k + 1)).parse().expect("prob");
+                    assert_eq!(prob, class["prob"].as_f64().expect("prob") as f32);
+                }
+                assert_eq!(field("error_kind"), "");
+            }
+            None => {
+                assert_eq!(
+                    field("error_kind"),
+                    rec["error"]["kind"].as_str().expect("kind")
+                );
+                assert_eq!(
+                    field("error_message"),
+                    rec["error"]["message"].as_str().expect("msg")
+                );
+                assert_eq!(field("class_1"), "");
+            }
+        }
+    }
+
+    let parquet = parquet_rows(&parquet_path);
+    assert_eq!(
+        parquet, want,
+        "parquet rows, rebuilt as JSON, equal the JSONL records"
+    );
+}
+
+/// Reads the Parquet file back with the arrow reader and rebuilds each row
+/// as the JSONL record it should equal.
+fn parquet_rows(path: &Path) -> Vec<Value> {
+    use arrow_array::Array;
+    use arrow_array::cast::AsArray;
+    use arrow_array::types::{Float32Type, UInt32Type, UInt64Type};
+    let file = fs::File::open(path).expect("parquet opens");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("a parquet file")
+        .build()
+        .expect("a reader");
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch = batch.expect("a record batch");
+        let index = batch
+            .column_by_name("index")
+            .expect("index")
+            .as_primitive::<UInt64Type>();
+        let paths = batch
+            .column_by_name("path")
+            .expect("path")
+            .as_string::<i32>();
+        let top = batch
+            .column_by_name("top_k")
+            .expect("top_k")
+            .as_list::<i32>();
+        let kind = batch
+            .column_by_name("error_kind")
+            .expect("kind")
+            .as_string::<i32>();
+        let message = batch
+            .column_by_name("error_message")
+            .expect("msg")
+            .as_string::<i32>();
+        for r in 0..batch.num_rows() {
+            let mut rec = serde_json::Map::new();
+            rec.insert("index".into(), index.value(r).into());
+            rec.insert("path".into(), paths.value(r).into());
+            if top.is_valid(r) {
+                let entries = top.value(r);
+                let s = entries.as_struct();
+                let class = s.column(0).as_primitive::<UInt32Type>();
+                let label = s.column(1).as_string::<i32>();
+                let prob = s.column(2).as_primitive::<Float32Type>();
+                let list: Vec<Value> = (0..s.len())
+                    .map(|k| {
+                        serde_json::json!({
+                            "class": class.value(k),
+                            "label": label.value(k),
+                            // As JSONL writes it: the shortest f32 digits.
+                            "prob": prob.value(k).to_string().parse::<f64>().expect("a number"),
+                        })
+                    })
+                    .collect();
+                rec.insert("top_k".into(), list.into());
+            }
+            if kind.is_valid(r) {
+                rec.insert(
+                    "error".into(),
+                    serde_json::json!({"kind": kind.value(r), "message": message.value(r)}),
+                );
+            }
+            rows.push(Value::Object(rec));
+        }
+    }
+    rows
+}
+
+#[test]
+fn embed_writes_the_pooled_features() {
+    let (dir, data) = dataset(5);
+    let (out, path) = infer(
+        dir.path(),
+        &data.root,
+        "e.jsonl",
+        &["--gpus", "cpu", "--task", "embed"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let recs = records(&path);
+    let good: Vec<&Value> = recs.iter().filter(|r| r.get("error").is_none()).collect();
+    let readable_by_root = data
+        .broken
+        .iter()
+        .filter(|b| b.needs_unprivileged && b.path.exists() && is_root())
+        .count();
+    assert_eq!(good.len(), data.good.len() + readable_by_root);
+    for rec in good {
+        let e = rec["embedding"].as_array().expect("embedding");
+        assert_eq!(e.len(), 128, "tiny's feature width");
+        assert!(e.iter().any(|v| v.as_f64().is_some_and(|v| v != 0.0)));
+    }
+}
+
+/// The README's main job: no flags but `--data`, on a machine with no GPU,
+/// with EfficientNet-Lite0's real weights in the cache folder.
+#[test]
+fn infer_with_only_data_runs_on_the_cpu_and_names_the_photos() {
+    let weights = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/weights");
+    assert!(
+        weights.join("efficientnet-lite0-57934424.pth").is_file(),
+        "run scripts/fetch-weights.sh first (scripts/test.sh does)"
+    );
+    let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = pipeline(
+        &["infer", "--data", samples.to_str().expect("utf-8 path")],
+        dir.path(),
+        &weights,
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("no GPU found; running on the CPU"), "{err}");
+    assert!(err.contains("efficientnet_lite0 weights from"), "{err}");
+    let recs = records(&dir.path().join("predictions.jsonl"));
+    let top1: BTreeMap<String, String> = recs
+        .iter()
+        .map(|r| {
+            (
+                r["path"].as_str().expect("path").to_owned(),
+                r["top_k"][0]["label"].as_str().expect("label").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(top1.len(), 5, "{top1:?}");
+    assert!(top1["cat_chelsea.jpg"].contains("cat"), "{top1:?}");
+    assert_eq!(top1["coffee.jpg"], "espresso", "{top1:?}");
+}
+
+#[test]
+fn bad_flags_paths_and_weights_are_one_line_errors_with_exit_2() {
+    let (dir, data) = dataset(3);
+    let root = data.root.to_str().expect("utf-8 path");
+    let garbage = dir.path().join("garbage.pth");
+    fs::write(&garbage, b"this is not a checkpoint").expect("write");
+    let garbage = garbage.to_str().expect("utf-8 path");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["infer", "--data", "/no/such/folder"], "--data"),
+        (vec!["infer", "--data", root, "--model", "vgg16"], "--model"),
+        (
+            vec!["infer", "--data", root, "--weights", "/no/such.pth"],
+            "--weights",
+        ),
+        (vec!["infer", "--data", root, "--gpus", "7"], "--gpus 7"),
+        (vec!["infer", "--data", root, "--gpus", "tpu"], "--gpus"),
+        (
+            vec!["infer", "--data", root, "--batch-size", "0"],
+            "--batch-size",
+        ),
+        (vec!["infer", "--data", root, "--format", "xml"], "--format"),
+        (
+            vec!["infer", "--data", root, "--out", "/no/such/dir/p.jsonl"],
+            "--out",
+        ),
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--gpus",
+                "cpu",
+                "--model",
+                "tiny",
+                "--weights",
+                garbage,
+            ],
+            "garbage.pth",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = pipeline(&args, dir.path(), &dir.path().join("none"));
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        let errors: Vec<&str> = err
+            .lines()
+            .filter(|l| l.starts_with("pipeline: error:"))
+            .collect();
+        assert_eq!(errors.len(), 1, "{args:?}: {err}");
+        assert!(errors[0].contains(needle), "{args:?}: {err}");
+        assert!(
+            !dir.path().join("predictions.jsonl").exists(),
+            "{args:?} wrote output"
+        );
+    }
+}
+
+#[test]
+fn devices_lists_the_cpu_and_lavapipe_without_a_gpu() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = pipeline(&["devices", "--json"], dir.path(), dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let listing: Value = serde_json::from_slice(&out.stdout).expect("devices --json is JSON");
+    assert!(
+        listing["cpu"]["cores"].as_u64().is_some_and(|n| n >= 1),
+        "{listing}"
+    );
+    let adapters = listing["adapters"].as_array().expect("adapters");
+    assert!(
+        adapters
+            .iter()
+            .any(|a| a["kind"] == "cpu" && a["spec"] == "software"),
+        "lavapipe is listed as --gpus software: {listing}"
+    );
+    let table = pipeline(&["devices"], dir.path(), dir.path());
+    assert_eq!(table.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&table.stdout).contains("no GPU found"));
+}

@@ -494,3 +494,53 @@ fn devices_lists_the_cpu_and_lavapipe_without_a_gpu() {
     assert_eq!(table.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&table.stdout).contains("no GPU found"));
 }
+
+/// A worker that dies mid-run (SIGABRT, injected) costs its chunk, not the
+/// run: it is reported, restarted, the chunk runs again, and the output is
+/// the same as a clean run's.
+#[test]
+fn a_dead_worker_is_reported_restarted_and_costs_nothing_in_the_output() {
+    let (dir, data) = dataset(16);
+    let common = ["--gpus", "cpu", "--chunk-size", "4", "--batch-size", "4"];
+    let (clean, clean_out) = infer(dir.path(), &data.root, "clean.jsonl", &common);
+    assert_eq!(clean.status.code(), Some(1), "{}", stderr(&clean));
+
+    let marker = dir.path().join("crashed-once");
+    let report = dir.path().join("report.json");
+    let mut args = common.to_vec();
+    args.extend(["--report", report.to_str().expect("utf-8 path")]);
+    let out_path = dir.path().join("crash.jsonl");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    cmd.args(["infer", "--data", data.root.to_str().expect("utf-8 path")])
+        .args([
+            "--out",
+            out_path.to_str().expect("utf-8 path"),
+            "--model",
+            "tiny",
+        ])
+        .args(&args)
+        .current_dir(dir.path())
+        .env("PIPELINE_WEIGHTS_DIR", dir.path().join("none"))
+        .env(
+            "FAILPOINTS",
+            format!("worker-crash=return({})", marker.display()),
+        );
+    let crashed = cmd.output().expect("the pipeline binary runs");
+    let err = stderr(&crashed);
+    assert!(
+        marker.exists(),
+        "the failpoint fired (is the failpoints feature on?): {err}"
+    );
+    assert_eq!(crashed.status.code(), Some(1), "{err}");
+    assert!(err.contains("exited with signal 6 (SIGABRT)"), "{err}");
+    assert_eq!(
+        fs::read(&out_path).expect("output"),
+        fs::read(&clean_out).expect("clean output"),
+        "the output after a crash equals a clean run's"
+    );
+    let report: Value = serde_json::from_slice(&fs::read(&report).expect("report")).expect("json");
+    // The chunks it held (at most the two it keeps queued) ran again.
+    let retries = report["summary"]["retries"].as_u64().expect("retries");
+    assert!((1..=2).contains(&retries), "{report}");
+    assert_eq!(report["summary"]["restarts"], 1, "{report}");
+}

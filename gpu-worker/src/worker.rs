@@ -143,6 +143,7 @@ where
         let (chunk, group_done) = (batch.group, batch.group_done);
         stream.recycle(batch);
         let message = if group_done {
+            crate::failpoints::crash_once();
             let (mut outcomes, times) = open_chunks.remove(&chunk).unwrap_or_default();
             outcomes.sort_unstable_by_key(|o| o.index);
             FromWorker::ChunkDone {
@@ -191,8 +192,8 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
 /// What the coordinator shows for this worker's device.
 fn engine_device_name(spec: &DeviceSpec) -> String {
     match spec {
-        DeviceSpec::Cpu => "cpu (burn flex)".into(),
-        DeviceSpec::Software => "software Vulkan (Mesa lavapipe)".into(),
+        DeviceSpec::Cpu => "burn flex".into(),
+        DeviceSpec::Software => "Mesa lavapipe".into(),
         DeviceSpec::Gpu(i) => format!("Vulkan GPU {i}"),
     }
 }

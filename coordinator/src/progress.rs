@@ -43,8 +43,16 @@ impl Progress {
             let overall = multi.add(ProgressBar::new(total));
             overall.set_style(
                 ProgressStyle::with_template(
-                    "{bar:40.cyan/blue} {pos}/{len} images · {per_sec} · ETA {eta} ",
+                    "{bar:40.cyan/blue} {pos}/{len} images · {rate} · ETA {eta} ",
                 )
+                .map(|style| {
+                    style.with_key(
+                        "rate",
+                        |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                            let _ = write!(w, "{:.1} images/s", state.per_sec());
+                        },
+                    )
+                })
                 .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             Mode::Bars {

@@ -40,6 +40,19 @@ fn main() {
                 .expect("f32");
             println!("head, host, softmax: ok {}", v[0]);
         }
+        4 | 5 => {
+            let kind = if step == 4 {
+                ModelKind::Resnet18
+            } else {
+                ModelKind::EfficientnetLite0
+            };
+            let model = Model::random(kind, 0, &d).with_pointwise_as_3x3(true);
+            let engine =
+                Engine::new(d, model, Task::Classify { top_k: 5 }).with_matmul_free_head(true);
+            let pixels = vec![100u8; 2 * 3 * 224 * 224];
+            let p = engine.infer(&pixels, 2, 2, 224, &Normalize::imagenet());
+            println!("{kind:?} engine: {:?}", p.map(|p| p.len()));
+        }
         _ => {
             let engine =
                 Engine::new(d, model, Task::Classify { top_k: 5 }).with_matmul_free_head(true);

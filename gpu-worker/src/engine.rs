@@ -12,7 +12,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 
 use burn::tensor::activation::softmax;
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
-use pipeline_core::{ClassScore, Normalize, Prediction, Task};
+use pipeline_core::{ClassScore, DeviceSpec, Normalize, Prediction, Task};
 
 use crate::model::Model;
 
@@ -50,6 +50,16 @@ impl Engine {
             task,
             matmul_free_head: false,
         }
+    }
+
+    /// An engine for `model` on the device `spec` names, with that device's
+    /// workarounds: on Mesa's lavapipe, 1×1 convolutions run as 3×3 ones and
+    /// the classifier without a matmul (see [`Model::with_pointwise_as_3x3`]
+    /// and [`Engine::with_matmul_free_head`]).
+    pub fn for_device(spec: &DeviceSpec, device: Device, model: Model, task: Task) -> Self {
+        let software = *spec == DeviceSpec::Software;
+        Self::new(device, model.with_pointwise_as_3x3(software), task)
+            .with_matmul_free_head(software)
     }
 
     /// Computes the class logits without a matmul kernel (see

@@ -177,8 +177,7 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
     let batch_size = config
         .batch_size
         .unwrap_or_else(|| default_batch(&config.device));
-    let engine = Engine::new(device, model, config.task)
-        .with_matmul_free_head(config.device == DeviceSpec::Software);
+    let engine = Engine::for_device(&config.device, device, model, config.task);
     let loader = Loader::new(LoaderConfig {
         threads: config.loader_threads.max(1),
         batch_size,

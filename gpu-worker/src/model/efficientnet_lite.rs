@@ -12,6 +12,7 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::activation::relu6;
 use burn::tensor::{Device, Tensor};
 
+use super::RunConv;
 use super::resnet::global_avg_pool;
 
 /// The image side the static padding is computed for.
@@ -94,13 +95,13 @@ impl MbConv {
         }
     }
 
-    fn forward(&self, input: Tensor<4>) -> Tensor<4> {
+    fn forward(&self, input: Tensor<4>, wide: bool) -> Tensor<4> {
         let mut x = input.clone();
         if let (Some(conv), Some(bn)) = (&self._expand_conv, &self._bn0) {
-            x = relu6(bn.forward(conv.forward(x)));
+            x = relu6(bn.forward(conv.run(x, wide)));
         }
-        x = relu6(self._bn1.forward(self._depthwise_conv.forward(x)));
-        x = self._bn2.forward(self._project_conv.forward(x));
+        x = relu6(self._bn1.forward(self._depthwise_conv.run(x, wide)));
+        x = self._bn2.forward(self._project_conv.run(x, wide));
         if self.skip { x + input } else { x }
     }
 }
@@ -139,12 +140,12 @@ impl EfficientNetLite {
         }
     }
 
-    pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
-        let mut x = relu6(self._bn0.forward(self._conv_stem.forward(x)));
+    pub(crate) fn features(&self, x: Tensor<4>, wide: bool) -> Tensor<2> {
+        let mut x = relu6(self._bn0.forward(self._conv_stem.run(x, wide)));
         for block in &self._blocks {
-            x = block.forward(x);
+            x = block.forward(x, wide);
         }
-        x = relu6(self._bn1.forward(self._conv_head.forward(x)));
+        x = relu6(self._bn1.forward(self._conv_head.run(x, wide)));
         global_avg_pool(x)
     }
 

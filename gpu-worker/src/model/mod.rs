@@ -8,7 +8,10 @@ mod tiny;
 use std::path::Path;
 
 use burn::module::{Module, ModuleMapper, Param};
-use burn::nn::Linear;
+use burn::nn::conv::Conv2d;
+use burn::nn::{Linear, PaddingConfig2d};
+use burn::tensor::module::conv2d;
+use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{Device, Tensor};
 use pipeline_core::ModelKind;
 
@@ -34,6 +37,7 @@ enum Network {
 pub struct Model {
     kind: ModelKind,
     network: Network,
+    pointwise_as_3x3: bool,
 }
 
 /// torchvision's `Sequential` downsample, named in our struct.
@@ -62,7 +66,11 @@ impl Model {
                 device,
             )),
         };
-        Self { kind, network }
+        Self {
+            kind,
+            network,
+            pointwise_as_3x3: false,
+        }
     }
 
     /// Weights from a `.pth` or `.safetensors` file with the model's
@@ -83,12 +91,23 @@ impl Model {
         self.kind
     }
 
+    /// Runs every 1×1 convolution as the equivalent 3×3 one (the 1×1
+    /// weights in the centre of zero taps, padding 1): the same result, nine
+    /// times the work. For Mesa's lavapipe, where burn's autotune sends 1×1
+    /// convolutions to matmul kernels that crash the driver, while 3×3
+    /// convolutions run correctly.
+    pub fn with_pointwise_as_3x3(mut self, on: bool) -> Self {
+        self.pointwise_as_3x3 = on;
+        self
+    }
+
     /// Pooled penultimate features, `[N, feature_dim]`.
     pub fn features(&self, x: Tensor<4>) -> Tensor<2> {
+        let wide = self.pointwise_as_3x3;
         match &self.network {
-            Network::Tiny(m) => m.features(x),
-            Network::ResNet(m) => m.features(x),
-            Network::Lite(m) => m.features(x),
+            Network::Tiny(m) => m.features(x, wide),
+            Network::ResNet(m) => m.features(x, wide),
+            Network::Lite(m) => m.features(x, wide),
         }
     }
 
@@ -124,6 +143,33 @@ impl Model {
             Network::ResNet(m) => m.classifier(),
             Network::Lite(m) => m.classifier(),
         }
+    }
+}
+
+/// A convolution layer run either as itself or, for 1×1 kernels without
+/// padding when `wide` is set, as the equivalent 3×3 convolution.
+pub(crate) trait RunConv {
+    fn run(&self, x: Tensor<4>, wide: bool) -> Tensor<4>;
+}
+
+impl RunConv for Conv2d {
+    fn run(&self, x: Tensor<4>, wide: bool) -> Tensor<4> {
+        let unpadded = matches!(
+            self.padding,
+            PaddingConfig2d::Valid | PaddingConfig2d::Explicit(0, 0, 0, 0)
+        );
+        if !(wide && self.kernel_size == [1, 1] && unpadded) {
+            return self.forward(x);
+        }
+        // A 3×1 kernel (a zero tap above and below, padding 1 in height)
+        // is enough to stay off the 1×1 path, at three times the work.
+        let weight = self.weight.val().pad((0, 0, 1, 1), PadMode::Constant(0.0));
+        conv2d(
+            x,
+            weight,
+            self.bias.as_ref().map(Param::val),
+            ConvOptions::new(self.stride, [1, 0], self.dilation, self.groups),
+        )
     }
 }
 

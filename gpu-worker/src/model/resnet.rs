@@ -10,6 +10,8 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
+use super::RunConv;
+
 /// Block type and blocks per stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ResNetDepth {
@@ -104,15 +106,15 @@ impl Block {
         }
     }
 
-    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+    fn forward(&self, x: Tensor<4>, wide: bool) -> Tensor<4> {
         let identity = match &self.downsample {
-            Some(d) => d.bn.forward(d.conv.forward(x.clone())),
+            Some(d) => d.bn.forward(d.conv.run(x.clone(), wide)),
             None => x.clone(),
         };
-        let mut out = relu(self.bn1.forward(self.conv1.forward(x)));
-        out = self.bn2.forward(self.conv2.forward(out));
+        let mut out = relu(self.bn1.forward(self.conv1.run(x, wide)));
+        out = self.bn2.forward(self.conv2.run(out, wide));
         if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
-            out = bn3.forward(conv3.forward(relu(out)));
+            out = bn3.forward(conv3.run(relu(out), wide));
         }
         relu(out + identity)
     }
@@ -174,10 +176,10 @@ impl ResNet {
     }
 
     /// Pooled penultimate features, `[N, 512 × expansion]`.
-    pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
+    pub(crate) fn features(&self, x: Tensor<4>, wide: bool) -> Tensor<2> {
         let mut x = self
             .maxpool
-            .forward(relu(self.bn1.forward(self.conv1.forward(x))));
+            .forward(relu(self.bn1.forward(self.conv1.run(x, wide))));
         for block in self
             .layer1
             .iter()
@@ -185,7 +187,7 @@ impl ResNet {
             .chain(&self.layer3)
             .chain(&self.layer4)
         {
-            x = block.forward(x);
+            x = block.forward(x, wide);
         }
         global_avg_pool(x)
     }

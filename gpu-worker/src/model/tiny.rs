@@ -8,6 +8,7 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
+use super::RunConv;
 use super::resnet::global_avg_pool;
 
 /// Conv → BatchNorm → ReLU.
@@ -50,9 +51,9 @@ impl Tiny {
         }
     }
 
-    pub(crate) fn features(&self, mut x: Tensor<4>) -> Tensor<2> {
+    pub(crate) fn features(&self, mut x: Tensor<4>, wide: bool) -> Tensor<2> {
         for layer in &self.features {
-            x = relu(layer.bn.forward(layer.conv.forward(x)));
+            x = relu(layer.bn.forward(layer.conv.run(x, wide)));
         }
         global_avg_pool(x)
     }

@@ -45,7 +45,8 @@ pub(crate) struct InferArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) data: PathBuf,
     /// Devices: `all` (every GPU `CUDA_VISIBLE_DEVICES` allows, else the CPU),
-    /// `cpu`, `software` (Mesa's software Vulkan), or GPU indices `0,2`.
+    /// `cpu`, `software` (Mesa's software Vulkan), GPU indices `0,2` (PCI bus
+    /// order, as nvidia-smi) or PCI bus ids `0000:01:00.0`.
     #[arg(long, default_value = "all", value_name = "LIST")]
     pub(crate) gpus: String,
     /// Worker processes per device.

@@ -66,7 +66,16 @@ fn devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     let mut chosen = Vec::new();
     let mut gpu_count = None;
     for part in flag.split(',') {
-        let spec: DeviceSpec = part.parse().map_err(|e| format!("--gpus: {e}"))?;
+        let part = part.trim();
+        let spec = if part.contains(':') && part.contains('.') {
+            // A PCI bus id, as nvidia-smi and lspci print it.
+            let index = gpu_worker::gpu_index_by_pci(part).ok_or_else(|| {
+                format!("--gpus {part}: no Vulkan GPU at that PCI bus id (see `pipeline devices`)")
+            })?;
+            DeviceSpec::Gpu(index)
+        } else {
+            part.parse().map_err(|e| format!("--gpus: {e}"))?
+        };
         if let DeviceSpec::Gpu(i) = spec {
             let count = *gpu_count.get_or_insert_with(|| gpu_worker::gpus().len());
             if i >= count {

@@ -433,6 +433,10 @@ fn bad_flags_paths_and_weights_are_one_line_errors_with_exit_2() {
         (vec!["infer", "--data", root, "--gpus", "7"], "--gpus 7"),
         (vec!["infer", "--data", root, "--gpus", "tpu"], "--gpus"),
         (
+            vec!["infer", "--data", root, "--gpus", "0000:41:00.0"],
+            "PCI bus id",
+        ),
+        (
             vec!["infer", "--data", root, "--batch-size", "0"],
             "--batch-size",
         ),

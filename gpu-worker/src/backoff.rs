@@ -4,7 +4,7 @@
 //! instead of looping. Every change of batch size is reported.
 
 use loader::Batch;
-use pipeline_core::{ItemError, ItemErrorKind, ItemIndex, Prediction};
+use pipeline_core::{ItemError, ItemErrorKind, ItemIndex, ModelKind, Prediction};
 
 use crate::engine::{Engine, EngineError};
 
@@ -27,6 +27,38 @@ pub type ItemResult = (ItemIndex, Result<Prediction, ItemError>);
 pub struct OomBackoff {
     batch_size: usize,
     shrinks: u32,
+}
+
+/// Largest starting batch [`start_batch`] picks.
+pub const MAX_START_BATCH: usize = 256;
+
+/// Estimated device memory one 224×224 image needs in an f32 inference
+/// forward pass (the largest pair of live activations plus convolution
+/// workspace), rounded up: an overshoot costs one OOM backoff, an
+/// undershoot costs throughput for the whole run.
+fn bytes_per_image(model: ModelKind) -> u64 {
+    const MIB: u64 = 1 << 20;
+    MIB * match model {
+        ModelKind::Tiny => 4,
+        ModelKind::Resnet18 => 40,
+        ModelKind::Resnet34 => 50,
+        ModelKind::Resnet50 => 120,
+        ModelKind::Resnet101 => 160,
+        ModelKind::Resnet152 => 200,
+        ModelKind::EfficientnetLite0 => 80,
+    }
+}
+
+/// The starting batch for a device with `free_bytes` of free memory (from
+/// NVML): the largest power of two that fits in 70% of it (the rest is
+/// headroom for weights, the allocator's caches and other processes),
+/// between 1 and [`MAX_START_BATCH`].
+pub fn start_batch(free_bytes: u64, model: ModelKind) -> usize {
+    let fits = (free_bytes / 10 * 7) / bytes_per_image(model);
+    let fits = usize::try_from(fits)
+        .unwrap_or(usize::MAX)
+        .clamp(1, MAX_START_BATCH);
+    1 << fits.ilog2()
 }
 
 impl OomBackoff {
@@ -100,5 +132,21 @@ impl OomBackoff {
             }
         }
         Ok(results)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_start_batch_follows_free_memory() {
+        const GIB: u64 = 1 << 30;
+        assert_eq!(start_batch(80 * GIB, ModelKind::Resnet50), MAX_START_BATCH);
+        // 70% of 8 GiB is 5.6 GiB: 47 ResNet-50 images, so 32.
+        assert_eq!(start_batch(8 * GIB, ModelKind::Resnet50), 32);
+        assert_eq!(start_batch(8 * GIB, ModelKind::Resnet18), 128);
+        assert_eq!(start_batch(100 << 20, ModelKind::Resnet50), 1);
+        assert_eq!(start_batch(0, ModelKind::Tiny), 1);
     }
 }

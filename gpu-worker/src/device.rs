@@ -144,6 +144,15 @@ pub fn gpus() -> Vec<AdapterSummary> {
     gpus
 }
 
+/// The `gpu:N` index of the GPU at PCI bus id `id` (`0000:01:00.0`,
+/// `00000000:01:00.0` or `01:00.0`).
+pub fn gpu_index_by_pci(id: &str) -> Option<usize> {
+    let want = pci_key(id)?;
+    gpus()
+        .iter()
+        .position(|g| g.pci_bus_id.as_deref().and_then(pci_key) == Some(want))
+}
+
 /// `0000:01:00.0` (Vulkan) and `00000000:01:00.0` (NVML) as one number.
 fn pci_key(id: &str) -> Option<u64> {
     let (rest, function) = id.trim().rsplit_once('.')?;

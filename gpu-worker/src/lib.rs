@@ -15,8 +15,8 @@ mod model;
 mod weights;
 mod worker;
 
-pub use backoff::{BatchSizeChange, ItemResult, OomBackoff};
-pub use device::{AdapterSummary, DeviceError, adapters, device_for, gpus, open};
+pub use backoff::{BatchSizeChange, ItemResult, MAX_START_BATCH, OomBackoff, start_batch};
+pub use device::{AdapterSummary, DeviceError, adapters, device_for, gpu_index_by_pci, gpus, open};
 pub use engine::{Engine, EngineError, top_k_of};
 pub use model::{Model, NUM_CLASSES};
 pub use weights::WeightsError;

@@ -18,11 +18,11 @@ use std::time::Instant;
 use crossbeam_channel::bounded;
 use loader::{Loader, LoaderConfig, WorkGroup, WorkItem};
 use pipeline_core::{
-    ChunkTimes, DeviceSpec, FromWorker, ItemOutcome, PROTOCOL_VERSION, ToWorker, WorkerConfig,
-    read_frame, write_frame,
+    ChunkTimes, DeviceSpec, FromWorker, ItemOutcome, ModelKind, PROTOCOL_VERSION, ToWorker,
+    WorkerConfig, read_frame, write_frame,
 };
 
-use crate::backoff::OomBackoff;
+use crate::backoff::{OomBackoff, start_batch};
 use crate::device::open;
 use crate::engine::Engine;
 use crate::model::Model;
@@ -45,13 +45,17 @@ pub enum WorkerError {
     Failed(String),
 }
 
-/// Starting batch when the user gave none. GPUs get more once NVML reports
-/// free memory (issue #3); the CPU and lavapipe gain little beyond these.
-fn default_batch(device: &DeviceSpec) -> usize {
+/// Starting batch when the user gave none: from the GPU's free memory where
+/// NVML knows it, else 64 on a GPU; the CPU and lavapipe gain little beyond
+/// 16 and 8 (BENCHMARKS.md).
+fn default_batch(device: &DeviceSpec, model: ModelKind) -> usize {
     match device {
         DeviceSpec::Cpu => 16,
         DeviceSpec::Software => 8,
-        DeviceSpec::Gpu(_) => 64,
+        DeviceSpec::Gpu(i) => crate::device::gpus()
+            .get(*i)
+            .and_then(|gpu| gpu.memory)
+            .map_or(64, |(_, free)| start_batch(free, model)),
     }
 }
 
@@ -176,7 +180,7 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
     };
     let batch_size = config
         .batch_size
-        .unwrap_or_else(|| default_batch(&config.device));
+        .unwrap_or_else(|| default_batch(&config.device, config.model));
     let engine = Engine::for_device(&config.device, device, model, config.task);
     let loader = Loader::new(LoaderConfig {
         threads: config.loader_threads.max(1),

@@ -46,7 +46,7 @@ fn main() {
             } else {
                 ModelKind::EfficientnetLite0
             };
-            let model = Model::random(kind, 0, &d).with_pointwise_as_3x3(true);
+            let model = Model::random(kind, 0, &d).with_pointwise_as_3x1(true);
             let engine =
                 Engine::new(d, model, Task::Classify { top_k: 5 }).with_matmul_free_head(true);
             let pixels = vec![100u8; 2 * 3 * 224 * 224];

@@ -53,12 +53,12 @@ impl Engine {
     }
 
     /// An engine for `model` on the device `spec` names, with that device's
-    /// workarounds: on Mesa's lavapipe, 1×1 convolutions run as 3×3 ones and
-    /// the classifier without a matmul (see [`Model::with_pointwise_as_3x3`]
+    /// workarounds: on Mesa's lavapipe, 1×1 convolutions run as 3×1 ones and
+    /// the classifier without a matmul (see [`Model::with_pointwise_as_3x1`]
     /// and [`Engine::with_matmul_free_head`]).
     pub fn for_device(spec: &DeviceSpec, device: Device, model: Model, task: Task) -> Self {
         let software = *spec == DeviceSpec::Software;
-        Self::new(device, model.with_pointwise_as_3x3(software), task)
+        Self::new(device, model.with_pointwise_as_3x1(software), task)
             .with_matmul_free_head(software)
     }
 

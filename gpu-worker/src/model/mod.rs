@@ -37,7 +37,7 @@ enum Network {
 pub struct Model {
     kind: ModelKind,
     network: Network,
-    pointwise_as_3x3: bool,
+    pointwise_as_3x1: bool,
 }
 
 /// torchvision's `Sequential` downsample, named in our struct.
@@ -69,7 +69,7 @@ impl Model {
         Self {
             kind,
             network,
-            pointwise_as_3x3: false,
+            pointwise_as_3x1: false,
         }
     }
 
@@ -91,19 +91,19 @@ impl Model {
         self.kind
     }
 
-    /// Runs every 1×1 convolution as the equivalent 3×3 one (the 1×1
-    /// weights in the centre of zero taps, padding 1): the same result, nine
-    /// times the work. For Mesa's lavapipe, where burn's autotune sends 1×1
-    /// convolutions to matmul kernels that crash the driver, while 3×3
-    /// convolutions run correctly.
-    pub fn with_pointwise_as_3x3(mut self, on: bool) -> Self {
-        self.pointwise_as_3x3 = on;
+    /// Runs every 1×1 convolution as the equivalent 3×1 one (the 1×1
+    /// weights between a zero tap above and below, padding 1 in height): the
+    /// same sums, three times the work. For Mesa's lavapipe, where burn's
+    /// autotune sends 1×1 convolutions to matmul kernels that crash the
+    /// driver, while larger kernels take the direct path, which it runs.
+    pub fn with_pointwise_as_3x1(mut self, on: bool) -> Self {
+        self.pointwise_as_3x1 = on;
         self
     }
 
     /// Pooled penultimate features, `[N, feature_dim]`.
     pub fn features(&self, x: Tensor<4>) -> Tensor<2> {
-        let wide = self.pointwise_as_3x3;
+        let wide = self.pointwise_as_3x1;
         match &self.network {
             Network::Tiny(m) => m.features(x, wide),
             Network::ResNet(m) => m.features(x, wide),
@@ -147,7 +147,7 @@ impl Model {
 }
 
 /// A convolution layer run either as itself or, for 1×1 kernels without
-/// padding when `wide` is set, as the equivalent 3×3 convolution.
+/// padding when `wide` is set, as the equivalent 3×1 convolution.
 pub(crate) trait RunConv {
     fn run(&self, x: Tensor<4>, wide: bool) -> Tensor<4>;
 }

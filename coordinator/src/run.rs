@@ -282,6 +282,11 @@ struct Scheduler<'a> {
     log: LogLine,
     summary: RunSummary,
     first_failure: Option<String>,
+    /// Items of each unfinished chunk a worker reported done, per worker.
+    partial: HashMap<(usize, u64), u64>,
+    /// Items of each chunk already shown on the progress bar (the most any
+    /// one worker reported, so a speculative copy does not count twice).
+    shown: HashMap<u64, u64>,
 }
 
 impl<'a> Scheduler<'a> {
@@ -329,6 +334,8 @@ impl<'a> Scheduler<'a> {
             log: progress.logger(),
             summary: RunSummary::default(),
             first_failure: None,
+            partial: HashMap::new(),
+            shown: HashMap::new(),
         }
     }
 
@@ -441,7 +448,19 @@ impl<'a> Scheduler<'a> {
                     s.report.name
                 ));
             }
-            FromWorker::Progress { .. } => {}
+            FromWorker::Progress { chunk, items } => {
+                let Some(id) = self.slots[slot].handle.as_ref().map(|h| h.id) else {
+                    return Ok(());
+                };
+                let done = self.partial.entry((id, chunk)).or_default();
+                *done += items;
+                let done = *done;
+                let shown = self.shown.entry(chunk).or_default();
+                if done > *shown {
+                    progress.advance(done - *shown);
+                    *shown = done;
+                }
+            }
             FromWorker::ChunkDone {
                 chunk,
                 outcomes,
@@ -481,7 +500,8 @@ impl<'a> Scheduler<'a> {
                     s.report.device, s.report.batch_size
                 );
                 progress.worker(slot, format!("{}: {line}", s.report.name));
-                progress.advance(images);
+                progress.advance(images.saturating_sub(self.shown.remove(&chunk).unwrap_or(0)));
+                self.partial.retain(|&(_, c), _| c != chunk);
                 let records = self.records(outcomes);
                 writer
                     .commit(chunk, records)
@@ -563,7 +583,8 @@ impl<'a> Scheduler<'a> {
                         result: Err(error.clone()),
                     })
                     .collect();
-                progress.advance(state.chunk.len());
+                let shown = self.shown.remove(&chunk).unwrap_or(0);
+                progress.advance(state.chunk.len().saturating_sub(shown));
                 let records = self.records(outcomes);
                 writer
                     .commit(chunk, records)

@@ -9,7 +9,6 @@
 //! chunk's records do not depend on who computed them.
 
 use std::collections::{HashMap, VecDeque};
-use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -146,7 +145,7 @@ pub struct RunSummary {
     pub out: PathBuf,
 }
 
-/// The result of one chunk's dispatch bookkeeping.
+/// Where one chunk stands: done, how often it was tried, who runs it now.
 #[derive(Debug)]
 struct ChunkState {
     chunk: Chunk,
@@ -735,8 +734,92 @@ fn check_outcomes(chunk: &Chunk, outcomes: &[ItemOutcome]) -> Result<(), String>
 pub fn choose_format(flag: Option<&str>, out: &Path) -> Result<OutputFormat, String> {
     match flag {
         Some(f) => f.parse(),
-        None => Ok(OutputFormat::from_path(out)
-            .filter(|_| out.extension() != Some(OsStr::new("")))
-            .unwrap_or(OutputFormat::Jsonl)),
+        None => Ok(OutputFormat::from_path(out).unwrap_or(OutputFormat::Jsonl)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipeline_core::{ClassScore, Prediction};
+
+    fn outcome(index: u64) -> ItemOutcome {
+        ItemOutcome {
+            index,
+            result: Ok(Prediction::TopK(vec![ClassScore {
+                class: 1,
+                prob: 0.5,
+            }])),
+        }
+    }
+
+    #[test]
+    fn a_chunk_must_come_back_whole_and_in_order() {
+        let chunk = Chunk {
+            id: 2,
+            start: 10,
+            end: 13,
+        };
+        assert!(check_outcomes(&chunk, &[outcome(10), outcome(11), outcome(12)]).is_ok());
+        assert!(check_outcomes(&chunk, &[outcome(10), outcome(11)]).is_err());
+        assert!(check_outcomes(&chunk, &[outcome(10), outcome(12), outcome(11)]).is_err());
+        assert!(check_outcomes(&chunk, &[outcome(10), outcome(11), outcome(11)]).is_err());
+    }
+
+    #[test]
+    fn the_format_follows_the_flag_then_the_extension() {
+        let csv = Path::new("out/p.csv");
+        assert_eq!(choose_format(None, csv), Ok(OutputFormat::Csv));
+        assert_eq!(
+            choose_format(Some("parquet"), csv),
+            Ok(OutputFormat::Parquet)
+        );
+        assert_eq!(
+            choose_format(None, Path::new("p.PARQUET")),
+            Ok(OutputFormat::Parquet)
+        );
+        assert_eq!(choose_format(None, Path::new("p")), Ok(OutputFormat::Jsonl));
+        assert_eq!(
+            choose_format(None, Path::new("p.txt")),
+            Ok(OutputFormat::Jsonl)
+        );
+        assert!(choose_format(Some("xml"), csv).is_err());
+    }
+
+    #[test]
+    fn records_are_written_in_chunk_order_whatever_order_chunks_finish_in() {
+        struct Collect(std::rc::Rc<std::cell::RefCell<Vec<u64>>>);
+        impl RecordSink for Collect {
+            fn write(&mut self, record: &Record) -> std::io::Result<()> {
+                self.0.borrow_mut().push(record.index);
+                Ok(())
+            }
+            fn finish(self: Box<Self>) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let mut writer = OrderedWriter {
+            sink: Some(Box::new(Collect(seen.clone()))),
+            order: vec![0, 1, 2],
+            next: 0,
+            held: HashMap::new(),
+            write_s: 0.0,
+        };
+        let records = |ids: &[u64]| -> Vec<Record> {
+            ids.iter()
+                .map(|&index| Record {
+                    index,
+                    path: String::new(),
+                    result: outcome(index).result,
+                })
+                .collect()
+        };
+        writer.commit(2, records(&[4, 5])).expect("held");
+        writer.commit(1, records(&[2, 3])).expect("held");
+        assert!(seen.borrow().is_empty(), "nothing before chunk 0");
+        writer.commit(0, records(&[0, 1])).expect("written");
+        assert!(writer.complete());
+        assert_eq!(*seen.borrow(), vec![0, 1, 2, 3, 4, 5]);
     }
 }

@@ -499,18 +499,31 @@ impl<'a> Scheduler<'a> {
                     s.report.device, s.report.batch_size
                 );
                 progress.worker(slot, format!("{}: {line}", s.report.name));
-                progress.advance(images.saturating_sub(self.shown.remove(&chunk).unwrap_or(0)));
-                self.partial.retain(|&(_, c), _| c != chunk);
-                let records = self.records(outcomes);
-                writer
-                    .commit(chunk, records)
-                    .map_err(|source| RunError::Output {
-                        path: self.config.out.clone(),
-                        source,
-                    })?;
+                self.complete(chunk, outcomes, writer, progress)?;
             }
         }
         Ok(())
+    }
+
+    /// Hands a finished chunk's records to the writer and moves the bar by
+    /// what its `Progress` messages had not shown yet.
+    fn complete(
+        &mut self,
+        chunk: u64,
+        outcomes: Vec<ItemOutcome>,
+        writer: &mut OrderedWriter,
+        progress: &mut Progress,
+    ) -> Result<(), RunError> {
+        let shown = self.shown.remove(&chunk).unwrap_or(0);
+        progress.advance((outcomes.len() as u64).saturating_sub(shown));
+        self.partial.retain(|&(_, c), _| c != chunk);
+        let records = self.records(outcomes);
+        writer
+            .commit(chunk, records)
+            .map_err(|source| RunError::Output {
+                path: self.config.out.clone(),
+                source,
+            })
     }
 
     fn records(&mut self, outcomes: Vec<ItemOutcome>) -> Vec<Record> {
@@ -582,15 +595,7 @@ impl<'a> Scheduler<'a> {
                         result: Err(error.clone()),
                     })
                     .collect();
-                let shown = self.shown.remove(&chunk).unwrap_or(0);
-                progress.advance(state.chunk.len().saturating_sub(shown));
-                let records = self.records(outcomes);
-                writer
-                    .commit(chunk, records)
-                    .map_err(|source| RunError::Output {
-                        path: self.config.out.clone(),
-                        source,
-                    })?;
+                self.complete(chunk, outcomes, writer, progress)?;
             } else {
                 self.summary.retries += 1;
                 self.queue.push_front(chunk);

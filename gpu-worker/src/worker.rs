@@ -102,14 +102,13 @@ where
         .name("worker-stdin".into())
         .spawn(move || read_chunks(input, &chunk_tx))
         .map_err(|e| WorkerError::Failed(format!("cannot start the stdin thread: {e}")))?;
-    let stream = loader
+    let mut stream = loader
         .stream(chunk_rx)
         .map_err(|e| WorkerError::Failed(e.to_string()))?;
 
     let mut backoff = OomBackoff::new(batch_size);
     let mut open_chunks: HashMap<u64, (Vec<ItemOutcome>, ChunkTimes)> = HashMap::new();
     let mut waited = Instant::now();
-    let mut stream = stream;
     while let Some(batch) = stream.next() {
         let wait_loader_s = waited.elapsed().as_secs_f64();
         let started = Instant::now();

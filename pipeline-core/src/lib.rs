@@ -21,13 +21,14 @@ pub use device::{DeviceSpec, UnknownDevice};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use labels::{IMAGENET_CLASSES, imagenet_label, imagenet_labels};
 pub use manifest::{
-    BadShard, Chunk, IMAGE_EXTENSIONS, Manifest, ManifestEntry, ScanError, ScanProblem, Shard,
-    plan_chunks,
+    BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ManifestEntry, ScanError, ScanProblem,
+    Shard, plan_chunks,
 };
 pub use model::{ClassScore, ModelKind, Prediction, Task, UnknownModel};
 pub use panic::panic_message;
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};
 pub use protocol::{
-    ChunkTimes, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker, WorkItemSpec,
-    WorkerConfig, read_frame, write_frame,
+    ChunkTimes, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker,
+    WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,
+    write_frame,
 };

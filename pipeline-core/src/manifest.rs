@@ -115,7 +115,10 @@ fn has_image_extension(path: &Path) -> bool {
     })
 }
 
-struct Fnv64(u64);
+/// FNV-1a, 64 bits: a hash that is the same on every machine and every
+/// build (unlike std's `DefaultHasher`), for fingerprints stored on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fnv64(u64);
 
 impl Default for Fnv64 {
     fn default() -> Self {
@@ -124,10 +127,16 @@ impl Default for Fnv64 {
 }
 
 impl Fnv64 {
-    fn write(&mut self, bytes: &[u8]) {
+    /// Feeds `bytes`.
+    pub fn write(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3);
         }
+    }
+
+    /// The hash so far.
+    pub fn finish(&self) -> u64 {
+        self.0
     }
 }
 

@@ -8,7 +8,13 @@
 //! refuse each other with a clear message instead of misreading frames.
 //!
 //! Work is pulled: the worker states in `Ready` how many chunks it wants
-//! queued (`prefetch`), and every `ChunkDone` asks for one more.
+//! queued (`prefetch`), and every `ChunkDone` asks for one more. A "chunk"
+//! on the wire is the coordinator's unit of work: a whole chunk, or a piece
+//! of one it split to find an image that kills workers; its id is the
+//! coordinator's to interpret.
+//!
+//! Besides the messages, the worker's exit code speaks:
+//! [`WORKER_EXIT_DEVICE_LOST`] says its device ran out of memory or was lost.
 
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
@@ -23,6 +29,16 @@ use crate::preprocess::{DecodeLimits, PreprocessSpec};
 
 /// Bumped whenever a message changes shape.
 pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Exit code of a worker whose device ran out of memory in a way it could
+/// not back off from in the process, or was lost: the coordinator respawns
+/// it with half the batch and runs its work again, blaming no image.
+pub const WORKER_EXIT_DEVICE_LOST: i32 = 3;
+
+/// Exit code of a worker whose coordinator went away (its stdin closed
+/// without `Finish`): it stops at once instead of finishing work nobody
+/// will read.
+pub const WORKER_EXIT_ORPHANED: i32 = 4;
 
 /// Frames larger than this are refused as corrupt (an embedding chunk of
 /// 4096 items × 2048 floats is about 100 MB of JSON).

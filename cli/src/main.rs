@@ -18,22 +18,31 @@ use crate::exit::{Outcome, not_built};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Test builds only (cargo feature `failpoints`): `FAILPOINTS=…`.
+    gpu_worker::failpoints::setup_from_env();
     let outcome = match cli.command {
         Command::Infer(args) => infer::run(&args),
         Command::Devices(args) => devices::run(args.json),
         Command::Bench(_) => not_built("bench", 7),
         Command::Merge(_) => not_built("merge", 6),
-        Command::Worker => worker(),
+        Command::Worker => return worker(),
     };
     outcome.report()
 }
 
-/// The worker process: the protocol on stdin/stdout, logs on stderr.
-fn worker() -> Outcome {
-    gpu_worker::failpoints::setup_from_env();
+/// The worker process: the protocol on stdin/stdout, logs on stderr, and
+/// its own exit codes (`pipeline_core::WORKER_EXIT_*`).
+fn worker() -> ExitCode {
+    if let Err(e) = gpu_worker::ignore_stop_signals() {
+        eprintln!("pipeline worker: cannot ignore SIGINT/SIGTERM: {e}");
+    }
     let stdout = std::io::stdout();
     match gpu_worker::serve(std::io::stdin(), &mut stdout.lock()) {
-        Ok(()) => Outcome::Success,
-        Err(e) => Outcome::Failed(e.to_string()),
+        Ok(()) => ExitCode::SUCCESS,
+        Err(gpu_worker::WorkerError::DeviceLost(message)) => {
+            eprintln!("pipeline worker: {message}");
+            ExitCode::from(pipeline_core::WORKER_EXIT_DEVICE_LOST as u8)
+        }
+        Err(e) => Outcome::Failed(e.to_string()).report(),
     }
 }

@@ -9,7 +9,16 @@
 //! - `FAILPOINTS=worker-crash=return(FILE)`: the first worker to finish a
 //!   chunk while `FILE` does not exist creates it and aborts (SIGABRT)
 //!   before reporting the chunk — one dead worker, as a driver crash or
-//!   `kill -9` would leave, and never a second.
+//!   `kill -9` would leave, and never a second;
+//! - `FAILPOINTS=worker-crash-on=return(TEXT)`: every worker that is sent
+//!   an item whose path contains `TEXT` aborts: an image that kills any
+//!   worker, as a driver bug triggered by one file would;
+//! - `FAILPOINTS=worker-hang=return(FILE)`: the first worker to finish a
+//!   chunk while `FILE` does not exist creates it and then sleeps forever
+//!   instead of reporting the chunk;
+//! - `FAILPOINTS=device-lost=return(FILE)`: the first worker to start a
+//!   batch while `FILE` does not exist creates it and exits as a worker
+//!   whose device ran out of memory or was lost.
 
 /// Reads `FAILPOINTS` from the environment; call once at process start.
 pub fn setup_from_env() {
@@ -32,20 +41,67 @@ pub(crate) fn inject_oom(batch: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Creates `marker`; true for the one process that created it.
+#[cfg(feature = "failpoints")]
+fn first_to_create(marker: Option<String>) -> bool {
+    marker.is_some_and(|m| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(m)
+            .is_ok()
+    })
+}
+
 /// Aborts the process once per marker file, as a driver crash would.
 pub(crate) fn crash_once() {
     #[cfg(feature = "failpoints")]
     fail::fail_point!("worker-crash", |marker: Option<String>| {
-        let created = marker.is_some_and(|m| {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(m)
-                .is_ok()
-        });
-        if created {
+        if first_to_create(marker) {
             eprintln!("failpoint worker-crash: aborting");
             std::process::abort();
         }
     });
+}
+
+/// Aborts when a received item's path contains the point's text.
+pub(crate) fn crash_on(items: &[pipeline_core::WorkItemSpec]) {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("worker-crash-on", |text: Option<String>| {
+        let text = text.unwrap_or_default();
+        let hit = !text.is_empty()
+            && items
+                .iter()
+                .any(|item| String::from_utf8_lossy(&item.path).contains(&text));
+        if hit {
+            eprintln!("failpoint worker-crash-on: aborting");
+            std::process::abort();
+        }
+    });
+    let _ = items;
+}
+
+/// Hangs forever, once per marker file, as a wedged driver would.
+pub(crate) fn hang_once() {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("worker-hang", |marker: Option<String>| {
+        if first_to_create(marker) {
+            eprintln!("failpoint worker-hang: hanging");
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
+        }
+    });
+}
+
+/// Fails once per marker file as a lost device would.
+pub(crate) fn device_lost_once() -> Result<(), String> {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("device-lost", |marker: Option<String>| {
+        if first_to_create(marker) {
+            return Err("device lost (injected)".to_owned());
+        }
+        Ok(())
+    });
+    Ok(())
 }

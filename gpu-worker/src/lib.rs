@@ -20,4 +20,4 @@ pub use device::{AdapterSummary, DeviceError, adapters, device_for, gpu_index_by
 pub use engine::{Engine, EngineError, top_k_of};
 pub use model::{Model, NUM_CLASSES};
 pub use weights::WeightsError;
-pub use worker::{PREFETCH_CHUNKS, WorkerError, serve};
+pub use worker::{PREFETCH_CHUNKS, WorkerError, ignore_stop_signals, serve};

@@ -5,7 +5,12 @@
 //! through a bounded channel ([`CHUNK_QUEUE_CAPACITY`]); the loader's rayon
 //! pool decodes the current and next chunk; the calling thread runs the
 //! device and is the only writer of stdout. Dropping the chunk sender (on
-//! `Finish` or end of stdin) drains the loader and ends the loop.
+//! `Finish`) drains the loader and ends the loop; the end of stdin without
+//! `Finish` means the coordinator died, and the process exits at once.
+//!
+//! SIGINT and SIGTERM are ignored ([`ignore_stop_signals`]): on `scancel`
+//! or a Ctrl-C the coordinator decides what its workers finish, within its
+//! grace period, and then kills them.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -19,7 +24,7 @@ use crossbeam_channel::bounded;
 use loader::{Loader, LoaderConfig, WorkGroup, WorkItem};
 use pipeline_core::{
     ChunkTimes, DeviceSpec, FromWorker, ItemOutcome, ModelKind, PROTOCOL_VERSION, ToWorker,
-    WorkerConfig, read_frame, write_frame,
+    WORKER_EXIT_ORPHANED, WorkerConfig, read_frame, write_frame,
 };
 
 use crate::backoff::{OomBackoff, start_batch};
@@ -37,6 +42,11 @@ const CHUNK_QUEUE_CAPACITY: usize = PREFETCH_CHUNKS + 2;
 /// Why a worker stopped early.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkerError {
+    /// The device ran out of memory beyond what backoff handles, or was
+    /// lost; the process should exit with
+    /// [`pipeline_core::WORKER_EXIT_DEVICE_LOST`].
+    #[error("{0}")]
+    DeviceLost(String),
     /// The coordinator's pipe broke or sent something unreadable.
     #[error("protocol: {0}")]
     Protocol(String),
@@ -110,6 +120,8 @@ where
     let mut open_chunks: HashMap<u64, (Vec<ItemOutcome>, ChunkTimes)> = HashMap::new();
     let mut waited = Instant::now();
     while let Some(batch) = stream.next() {
+        crate::failpoints::device_lost_once()
+            .map_err(|message| WorkerError::DeviceLost(format!("{}: {message}", config.name)))?;
         let wait_loader_s = waited.elapsed().as_secs_f64();
         let started = Instant::now();
         let mut changes = Vec::new();
@@ -128,7 +140,15 @@ where
         }
         let results = match results {
             Ok(results) => results,
-            Err(e) => return fail(output, format!("{}: {e}", config.name)),
+            Err(e) => {
+                let message = format!("{}: {e}", config.name);
+                let _ = fail(output, message.clone());
+                return Err(if device_is_gone(&e) {
+                    WorkerError::DeviceLost(message)
+                } else {
+                    WorkerError::Failed(message)
+                });
+            }
         };
         let (outcomes, times) = open_chunks.entry(batch.group).or_default();
         times.wait_loader_s += wait_loader_s;
@@ -147,6 +167,7 @@ where
         stream.recycle(batch);
         let message = if group_done {
             crate::failpoints::crash_once();
+            crate::failpoints::hang_once();
             let (mut outcomes, times) = open_chunks.remove(&chunk).unwrap_or_default();
             outcomes.sort_unstable_by_key(|o| o.index);
             FromWorker::ChunkDone {
@@ -211,7 +232,34 @@ fn fail<W: Write>(output: &mut W, message: String) -> Result<(), WorkerError> {
     Err(WorkerError::Failed(message))
 }
 
-/// Feeds chunks to the loader until `Finish` or the end of stdin.
+/// Whether a device error means the device itself is unusable now (its
+/// memory is exhausted beyond backoff, or the driver lost it), so that a
+/// fresh process with a smaller batch is the way on.
+fn device_is_gone(error: &crate::engine::EngineError) -> bool {
+    let text = error.to_string().to_ascii_lowercase();
+    matches!(error, crate::engine::EngineError::OutOfMemory { .. })
+        || [
+            "out of memory",
+            "outofmemory",
+            "device lost",
+            "devicelost",
+            "lost device",
+        ]
+        .iter()
+        .any(|needle| text.contains(needle))
+}
+
+/// Makes SIGINT and SIGTERM harmless to this process (see the module doc).
+pub fn ignore_stop_signals() -> std::io::Result<()> {
+    let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&ignored))?;
+    }
+    Ok(())
+}
+
+/// Feeds chunks to the loader until `Finish`; exits the process if stdin
+/// ends without it (the coordinator is gone, nobody reads the results).
 fn read_chunks<R: Read>(
     mut input: R,
     chunks: &crossbeam_channel::Sender<WorkGroup>,
@@ -219,6 +267,7 @@ fn read_chunks<R: Read>(
     loop {
         match read_frame::<_, ToWorker>(&mut input) {
             Ok(Some(ToWorker::Chunk { id, items })) => {
+                crate::failpoints::crash_on(&items);
                 let items = items
                     .into_iter()
                     .map(|item| WorkItem {
@@ -230,7 +279,11 @@ fn read_chunks<R: Read>(
                     return Ok(()); // the device loop ended first
                 }
             }
-            Ok(Some(ToWorker::Finish)) | Ok(None) => return Ok(()),
+            Ok(Some(ToWorker::Finish)) => return Ok(()),
+            Ok(None) => {
+                eprintln!("the coordinator is gone (stdin closed); exiting");
+                std::process::exit(WORKER_EXIT_ORPHANED);
+            }
             Ok(Some(ToWorker::Hello { .. })) => {
                 return Err(WorkerError::Protocol("a second handshake".into()));
             }

@@ -83,6 +83,21 @@ pub(crate) struct InferArgs {
     /// jsonl, csv or parquet (default: from --out's extension, else jsonl).
     #[arg(long, value_name = "FORMAT")]
     pub(crate) format: Option<String>,
+    /// Replace an existing output and delete the parts of an earlier run.
+    #[arg(long, conflicts_with = "resume")]
+    pub(crate) overwrite: bool,
+    /// Treat an existing, complete output as done (exit 0) instead of
+    /// refusing it. Interrupted runs resume with or without this flag.
+    #[arg(long)]
+    pub(crate) resume: bool,
+    /// Seconds that work in flight may take to finish after SIGINT/SIGTERM.
+    #[arg(long, default_value_t = 20.0, value_name = "SECS")]
+    pub(crate) grace: f64,
+    /// Seconds without progress before a busy worker is killed as hung
+    /// (`auto`: 120 + 2 per image of its batch, 5× that before its first
+    /// batch).
+    #[arg(long, default_value = "auto", value_name = "auto|SECS")]
+    pub(crate) hang_timeout: String,
     /// Also write the run's summary, per-worker and per-stage times as JSON.
     #[arg(long, value_name = "FILE.json")]
     pub(crate) report: Option<PathBuf>,

@@ -1,6 +1,8 @@
 //! Exit codes, decided here and nowhere else, so scripts can trust them:
 //! 0 every item succeeded, 1 the output is complete but some items failed,
-//! 2 the run itself failed (bad flag, path, weights, config, or not built).
+//! 2 the run itself failed (bad flag, path, weights, config, full disk, or
+//! not built), 128 + N a signal N stopped it (130 SIGINT, 143 SIGTERM) and
+//! the same command resumes it.
 
 use std::process::ExitCode;
 
@@ -13,6 +15,13 @@ pub(crate) enum Outcome {
     ItemsFailed,
     /// The run could not do its job; the message is one line for the user.
     Failed(String),
+    /// A signal stopped the run, which can resume; the message says so.
+    Interrupted {
+        /// The signal number.
+        signal: i32,
+        /// One line for the user.
+        message: String,
+    },
 }
 
 impl Outcome {
@@ -25,13 +34,20 @@ impl Outcome {
             Outcome::Success => ExitCode::SUCCESS,
             Outcome::ItemsFailed => ExitCode::from(Self::ITEMS_FAILED),
             Outcome::Failed(message) => {
-                // One line, whatever the underlying error printed.
-                let line = message.split_whitespace().collect::<Vec<_>>().join(" ");
-                eprintln!("pipeline: error: {line}");
+                eprintln!("pipeline: error: {}", one_line(&message));
                 ExitCode::from(Self::RUN_FAILED)
+            }
+            Outcome::Interrupted { signal, message } => {
+                eprintln!("pipeline: {}", one_line(&message));
+                ExitCode::from(u8::try_from(128 + signal).unwrap_or(Self::RUN_FAILED))
             }
         }
     }
+}
+
+/// One line, whatever the underlying error printed.
+fn one_line(message: &str) -> String {
+    message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A subcommand whose issue has not landed yet.

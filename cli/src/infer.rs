@@ -9,10 +9,9 @@ use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Task, WorkerConfig};
 use crate::args::{InferArgs, TaskArg};
 use crate::exit::Outcome;
 
-/// Runs of one chunk before its items become `worker_crash` records.
-const MAX_ATTEMPTS: u32 = 3;
-/// Restarts of a worker slot whose process died after it was ready.
-const MAX_RESTARTS: u32 = 2;
+/// Deaths in a row of a worker slot (no finished task between them, none
+/// explained by a suspect image) before it is given up.
+const MAX_RESTARTS: u32 = 3;
 
 /// File name of each model's weights in the cache folder, as
 /// `scripts/fetch-weights.sh` writes them.
@@ -176,6 +175,23 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         },
         TaskArg::Embed => Task::Embed,
     };
+    if !(args.grace.is_finite() && args.grace >= 0.0) {
+        return Err(format!(
+            "--grace {}: expected seconds, 0 or more",
+            args.grace
+        ));
+    }
+    let hang_timeout = match args.hang_timeout.trim() {
+        "auto" => None,
+        secs => match secs.parse::<f64>() {
+            Ok(s) if s.is_finite() && s > 0.0 => Some(std::time::Duration::from_secs_f64(s)),
+            _ => {
+                return Err(format!(
+                    "--hang-timeout {secs}: expected auto or seconds above 0"
+                ));
+            }
+        },
+    };
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find the pipeline executable to start workers: {e}"))?;
     let config = RunConfig {
@@ -198,8 +214,11 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         format,
         feature_dim: model.feature_dim(),
         exe,
-        max_attempts: MAX_ATTEMPTS,
         max_restarts: MAX_RESTARTS,
+        hang_timeout,
+        grace: std::time::Duration::from_secs_f64(args.grace),
+        overwrite: args.overwrite,
+        resume: args.resume,
         quiet: args.quiet,
     };
     Ok((
@@ -215,8 +234,25 @@ fn finish(
 ) -> Outcome {
     let summary = match result {
         Ok(summary) => summary,
-        Err(e) => return Outcome::Failed(e.to_string()),
+        Err(e) => {
+            if let coordinator::RunError::Interrupted { signal, .. } = &e {
+                return Outcome::Interrupted {
+                    signal: *signal,
+                    message: e.to_string(),
+                };
+            }
+            return Outcome::Failed(e.to_string());
+        }
     };
+    if summary.already_complete {
+        if !args.quiet {
+            eprintln!(
+                "pipeline: {} is already complete (--resume); nothing to do",
+                summary.out.display()
+            );
+        }
+        return Outcome::Success;
+    }
     if let Some(path) = &args.report {
         let report = serde_json::json!({
             "summary": &summary,
@@ -229,6 +265,8 @@ fn finish(
                 "batch_size": config.worker.batch_size,
                 "loader_threads": config.worker.loader_threads,
                 "chunk_size": config.chunk_size,
+                "grace_s": config.grace.as_secs_f64(),
+                "hang_timeout_s": config.hang_timeout.map(|d| d.as_secs_f64()),
             },
         });
         let written = serde_json::to_vec_pretty(&report)
@@ -257,13 +295,20 @@ fn summary_line(s: &RunSummary) -> String {
         let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
         format!("{} failed ({})", s.failures, by_kind.join(", "))
     };
+    let resumed = if s.chunks_resumed > 0 {
+        format!(" ({} of {} chunks resumed)", s.chunks_resumed, s.chunks)
+    } else {
+        String::new()
+    };
     format!(
-        "pipeline: {} images, {failures}, {:.1} s, {:.1} images/s, {} OOM backoffs, {} retries → {}",
+        "pipeline: {} images{resumed}, {failures}, {:.1} s, {:.1} images/s, {} OOM backoffs, \
+         {} retries, {} restarts → {}",
         s.images,
         s.wall_s,
         s.images_per_s,
         s.oom_backoffs,
         s.retries,
+        s.restarts,
         s.out.display()
     )
 }

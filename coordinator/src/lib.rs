@@ -1,17 +1,25 @@
 //! One run's life: scan the dataset, plan chunks, spawn one `pipeline worker`
 //! process per device, hand chunks out as workers ask for them, survive dead
-//! workers, and write every item's record exactly once, in input order, as
-//! JSONL, CSV or Parquet — with progress on the terminal and a JSON report.
+//! and hung workers, commit each finished chunk as a part file (so an
+//! interrupted run resumes), and write every item's record exactly once, in
+//! input order, as JSONL, CSV or Parquet — with progress on the terminal and
+//! a JSON report.
 //!
 //! This crate never links burn: workers are separate processes, so a driver
 //! crash or a broken allocator costs one worker, not the run.
 
 #![deny(missing_docs)]
 
+mod failpoints;
 mod output;
+mod parts;
 mod progress;
 mod run;
+mod signals;
 mod workers;
 
 pub use output::{OutputFormat, Record};
-pub use run::{RunConfig, RunError, RunSummary, WorkerReport, choose_format, run};
+pub use parts::{PartsError, failures_path, parts_dir};
+pub use run::{
+    ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport, choose_format, run,
+};

@@ -19,8 +19,8 @@ use arrow_array::{
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema};
 use parquet::arrow::ArrowWriter;
-use pipeline_core::{ItemError, ItemIndex, Prediction, Task, imagenet_label};
-use serde::Serialize;
+use pipeline_core::{ClassScore, ItemError, ItemIndex, Prediction, Task, imagenet_label};
+use serde::{Deserialize, Serialize};
 
 /// One line of output: an item and what became of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -116,36 +116,86 @@ struct JsonlSink<W: Write> {
 
 impl<W: Write> RecordSink for JsonlSink<W> {
     fn write(&mut self, record: &Record) -> io::Result<()> {
-        let mut json = JsonRecord {
-            index: record.index,
-            path: &record.path,
-            top_k: None,
-            embedding: None,
-            error: None,
-        };
-        match &record.result {
-            Ok(Prediction::TopK(scores)) => {
-                json.top_k = Some(
-                    scores
-                        .iter()
-                        .map(|s| JsonClass {
-                            class: s.class,
-                            label: label(s.class),
-                            prob: s.prob,
-                        })
-                        .collect(),
-                );
-            }
-            Ok(Prediction::Embedding(values)) => json.embedding = Some(values),
-            Err(error) => json.error = Some(error),
-        }
-        serde_json::to_writer(&mut self.out, &json)?;
-        self.out.write_all(b"\n")
+        encode_jsonl(record, &mut self.out)
     }
 
     fn finish(mut self: Box<Self>) -> io::Result<()> {
         self.out.flush()
     }
+}
+
+/// Writes `record` as one JSONL line: the bytes of the JSONL output and of
+/// part files alike.
+pub(crate) fn encode_jsonl<W: Write>(record: &Record, out: &mut W) -> io::Result<()> {
+    let mut json = JsonRecord {
+        index: record.index,
+        path: &record.path,
+        top_k: None,
+        embedding: None,
+        error: None,
+    };
+    match &record.result {
+        Ok(Prediction::TopK(scores)) => {
+            json.top_k = Some(
+                scores
+                    .iter()
+                    .map(|s| JsonClass {
+                        class: s.class,
+                        label: label(s.class),
+                        prob: s.prob,
+                    })
+                    .collect(),
+            );
+        }
+        Ok(Prediction::Embedding(values)) => json.embedding = Some(values),
+        Err(error) => json.error = Some(error),
+    }
+    serde_json::to_writer(&mut *out, &json)?;
+    out.write_all(b"\n")
+}
+
+/// A JSONL line read back (labels are implied by the class).
+#[derive(Deserialize)]
+struct OwnedJsonRecord {
+    index: ItemIndex,
+    path: String,
+    #[serde(default)]
+    top_k: Option<Vec<ClassScore>>,
+    #[serde(default)]
+    embedding: Option<Vec<f32>>,
+    #[serde(default)]
+    error: Option<ItemError>,
+}
+
+/// Parses one line written by [`encode_jsonl`].
+pub(crate) fn decode_jsonl(line: &[u8]) -> io::Result<Record> {
+    let json: OwnedJsonRecord = serde_json::from_slice(line)?;
+    let result = match (json.top_k, json.embedding, json.error) {
+        (_, _, Some(error)) => Err(error),
+        (Some(scores), None, None) => Ok(Prediction::TopK(scores)),
+        (None, Some(values), None) => Ok(Prediction::Embedding(values)),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("record {} has neither a result nor an error", json.index),
+            ));
+        }
+    };
+    Ok(Record {
+        index: json.index,
+        path: json.path,
+        result,
+    })
+}
+
+/// The error of a JSONL line, without building the rest of its record.
+pub(crate) fn jsonl_error(line: &[u8]) -> io::Result<Option<ItemError>> {
+    #[derive(Deserialize)]
+    struct ErrorOnly {
+        #[serde(default)]
+        error: Option<ItemError>,
+    }
+    Ok(serde_json::from_slice::<ErrorOnly>(line)?.error)
 }
 
 /// One row per item. Classification: `class_1,label_1,prob_1,…` up to

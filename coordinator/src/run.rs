@@ -1,35 +1,61 @@
-//! One run's life: scan, plan chunks, spawn the workers, hand out chunks as
-//! workers ask, survive dead workers, and write results in input order.
+//! One run's life: scan, plan chunks, skip those a previous run committed,
+//! spawn the workers, hand out work as workers ask, survive dead and hung
+//! workers, commit every finished chunk as a part file, and assemble the
+//! output in input order.
 //!
-//! Scheduling is pull-based: a worker's `Ready` says how many chunks it
+//! Scheduling is pull-based: a worker's `Ready` says how many tasks it
 //! wants queued and each `ChunkDone` asks for one more, so a fast device is
-//! never held back by a slow one. When the queue is empty, an idle worker
-//! re-runs the oldest chunk still running elsewhere (speculative execution);
-//! the first result wins and the other is dropped, which is safe because a
-//! chunk's records do not depend on who computed them.
+//! never held back by a slow one. A task is a chunk or, after failures, a
+//! piece of one. When the queue is empty, an idle worker re-runs the oldest
+//! task still running elsewhere (speculative execution); the first result
+//! wins, which is safe because a record does not depend on who computed it.
+//!
+//! Failures, and what each costs:
+//! - a worker that dies (crash, signal, `kill -9`) or makes no progress
+//!   for the hang timeout (then it is killed) costs its tasks in flight:
+//!   they become *suspects* and run again alone on one worker, so the next
+//!   death has a certain cause. A suspect that kills its worker is split in
+//!   halves, down to single images; an image that kills a worker
+//!   [`ISOLATED_FAILURES`] times becomes a `worker_crash` record;
+//! - a worker that exits with [`WORKER_EXIT_DEVICE_LOST`] (device memory
+//!   exhausted, device lost) is respawned with half its batch, and its tasks
+//!   are simply queued again;
+//! - SIGINT/SIGTERM stop the hand-out; tasks in flight get the grace period
+//!   to finish and be committed, then the run exits resumable.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use pipeline_core::{
-    Chunk, DeviceSpec, FromWorker, ItemError, ItemErrorKind, ItemOutcome, Manifest, ToWorker,
-    WorkItemSpec, WorkerConfig, plan_chunks,
+    Chunk, DeviceSpec, Fnv64, FromWorker, ItemError, ItemErrorKind, ItemOutcome, Manifest,
+    ToWorker, WORKER_EXIT_DEVICE_LOST, WorkItemSpec, WorkerConfig, plan_chunks,
 };
 use serde::Serialize;
+use serde_json::json;
 
-use crate::output::{OutputFormat, Record, RecordSink, open_sink, partial_path};
+use crate::output::{OutputFormat, Record};
+use crate::parts::{PartStore, PartsError, parts_dir};
 use crate::progress::Progress;
+use crate::signals::{StopSignals, signal_name};
 use crate::workers::{Event, LogLine, WorkerHandle, describe_exit};
 
-/// How often the scheduler wakes up without events (progress, dead checks).
+/// How often the scheduler wakes up without events (signals, hang checks).
 const TICK: Duration = Duration::from_millis(200);
 
 /// How long finished workers get to exit before they are killed (a worker
 /// may still be running a speculative copy nobody needs).
 const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// Deaths of a worker running one image alone before that image becomes a
+/// `worker_crash` record: one more than a chance `kill -9` would explain.
+pub const ISOLATED_FAILURES: u32 = 2;
+
+/// The hang timeout's multiplier before a worker's first batch: model load,
+/// kernel compilation and autotuning happen there.
+const STARTUP_FACTOR: u32 = 5;
 
 /// Everything one run needs, validated by the front end.
 #[derive(Debug, Clone)]
@@ -52,10 +78,18 @@ pub struct RunConfig {
     pub feature_dim: usize,
     /// The `pipeline` executable to spawn workers from.
     pub exe: PathBuf,
-    /// Runs of one chunk before its items are failed as `worker_crash`.
-    pub max_attempts: u32,
-    /// Times a worker slot is restarted after its process died.
+    /// Deaths in a row (without a finished task between them, and not
+    /// explained by an isolated suspect) before a worker slot is given up.
     pub max_restarts: u32,
+    /// A worker with work in flight and no message for this long is killed
+    /// as hung; `None`: 120 s + 2 s per image of its batch.
+    pub hang_timeout: Option<Duration>,
+    /// After SIGINT/SIGTERM, how long tasks in flight may take to finish.
+    pub grace: Duration,
+    /// Start afresh: delete the parts of an earlier run, replace `out`.
+    pub overwrite: bool,
+    /// Accept a complete `out` as done instead of refusing it.
+    pub resume: bool,
     /// No progress or summary.
     pub quiet: bool,
 }
@@ -74,6 +108,23 @@ pub enum RunError {
         /// Why.
         source: std::io::Error,
     },
+    /// The output exists and the run was not told what to do with it.
+    #[error(
+        "--out {0} already exists; pass --overwrite to replace it, or --resume to keep it \
+         as the finished result"
+    )]
+    OutputExists(PathBuf),
+    /// The part folder cannot be used or assembled.
+    #[error(transparent)]
+    Parts(#[from] PartsError),
+    /// The weight file could not be read for the run's fingerprint.
+    #[error("--weights {path}: {source}")]
+    Weights {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The worker executable could not be started.
     #[error("cannot start a worker ({exe}): {source}")]
     Spawn {
@@ -85,6 +136,23 @@ pub enum RunError {
     /// Every worker failed; the message is the first worker's.
     #[error("{0}")]
     WorkersFailed(String),
+    /// SIGINT or SIGTERM stopped the run; what finished is committed.
+    #[error(
+        "stopped by {}: {committed} of {total} chunks are committed in {}; \
+         run the same command again to finish",
+        signal_name(*signal),
+        dir.display()
+    )]
+    Interrupted {
+        /// The signal.
+        signal: i32,
+        /// Chunks committed.
+        committed: u64,
+        /// Chunks in the run.
+        total: u64,
+        /// The part folder.
+        dir: PathBuf,
+    },
 }
 
 /// Per-worker totals for the report.
@@ -94,13 +162,14 @@ pub struct WorkerReport {
     pub name: String,
     /// The device it ran on.
     pub device: String,
-    /// Chunks it finished first.
+    /// Tasks it finished first.
     pub chunks: u64,
-    /// Images in those chunks.
+    /// Images in those tasks.
     pub images: u64,
     /// Batch size at the end.
     pub batch_size: usize,
-    /// Times the batch was halved on memory exhaustion.
+    /// Times the batch was halved on memory exhaustion (in the process, or
+    /// by a respawn after the process died of it).
     pub oom_backoffs: u64,
     /// Seconds its device waited for its loader.
     pub wait_loader_s: f64,
@@ -108,8 +177,8 @@ pub struct WorkerReport {
     pub infer_s: f64,
     /// Seconds from spawn to `Ready` (device open, model load).
     pub startup_s: f64,
-    /// How its process ended, when it ended before the run did.
-    pub died: Option<String>,
+    /// Processes that filled this slot and died, and how.
+    pub deaths: Vec<String>,
 }
 
 /// What a run did.
@@ -120,39 +189,74 @@ pub struct RunSummary {
     /// Of which failed.
     pub failures: u64,
     /// Failures by kind.
-    pub failures_by_kind: HashMap<String, u64>,
+    pub failures_by_kind: std::collections::BTreeMap<String, u64>,
     /// Scan problems (unreadable folders, symlink loops).
     pub scan_problems: Vec<String>,
+    /// Chunks in the run.
+    pub chunks: u64,
+    /// Chunks an earlier run had committed (resume).
+    pub chunks_resumed: u64,
+    /// The output existed and `--resume` accepted it; nothing was run.
+    pub already_complete: bool,
     /// Seconds from start to the output's rename.
     pub wall_s: f64,
-    /// `images / wall_s`.
+    /// Images computed by this run per second of wall time.
     pub images_per_s: f64,
     /// Batch-size halvings over all workers.
     pub oom_backoffs: u64,
-    /// Chunks run again after a worker died.
+    /// Tasks run again after a worker died or hung.
     pub retries: u64,
-    /// Speculative duplicate runs of slow chunks.
+    /// Tasks split in halves to find an image that kills workers.
+    pub splits: u64,
+    /// Speculative duplicate runs of slow tasks.
     pub speculative: u64,
     /// Worker processes restarted.
     pub restarts: u64,
+    /// Workers killed for making no progress.
+    pub hangs: u64,
     /// Seconds to scan the dataset.
     pub scan_s: f64,
-    /// Seconds spent writing output records.
-    pub write_s: f64,
+    /// Seconds committing parts.
+    pub commit_s: f64,
+    /// Seconds assembling the output from the parts.
+    pub assemble_s: f64,
     /// Per worker.
     pub workers: Vec<WorkerReport>,
     /// Where the output is.
     pub out: PathBuf,
 }
 
-/// Where one chunk stands: done, how often it was tried, who runs it now.
+/// Where one chunk stands.
 #[derive(Debug)]
 struct ChunkState {
     chunk: Chunk,
+    committed: bool,
+    /// Outcomes of finished tasks, until every item has one.
+    outcomes: Vec<ItemOutcome>,
+}
+
+/// A range of one chunk's items, run as a unit: the whole chunk, or a piece
+/// after a split.
+#[derive(Debug)]
+struct Task {
+    chunk: u64,
+    start: u64,
+    end: u64,
+    /// Finished, or replaced by its halves.
     done: bool,
-    attempts: u32,
+    /// It was in flight when a worker died: it now runs alone.
+    suspect: bool,
+    /// Deaths of a worker that ran it alone.
+    isolated_failures: u32,
+    /// Worker ids running it.
     running_on: Vec<usize>,
     started: Option<Instant>,
+}
+
+impl Task {
+    fn len(&self) -> u64 {
+        self.end - self.start
+    }
 }
 
 /// A worker slot: the process currently filling it and its counters.
@@ -162,51 +266,60 @@ struct Slot {
     ready: bool,
     credit: usize,
     inflight: Vec<u64>,
+    /// The suspect task it runs alone.
+    isolated: Option<u64>,
     spawned: Instant,
-    restarts: u32,
+    last_heard: Instant,
+    first_batch_done: bool,
+    /// Killed by the watchdog; its `Closed` event is on its way.
+    hung: bool,
+    /// Deaths since it last finished a task.
+    deaths_in_a_row: u32,
+    /// Batch size to start the next process with (after a memory death).
+    batch_override: Option<usize>,
     done_images: u64,
     report: WorkerReport,
 }
 
-/// Writes chunks' records strictly in chunk order, holding early arrivals.
-struct OrderedWriter {
-    sink: Option<Box<dyn RecordSink>>,
-    order: Vec<u64>,
-    next: usize,
-    held: HashMap<u64, Vec<Record>>,
-    write_s: f64,
-}
-
-impl OrderedWriter {
-    fn commit(&mut self, chunk: u64, records: Vec<Record>) -> std::io::Result<()> {
-        self.held.insert(chunk, records);
-        let started = Instant::now();
-        while let Some(records) = self
-            .order
-            .get(self.next)
-            .and_then(|id| self.held.remove(id))
-        {
-            if let Some(sink) = self.sink.as_mut() {
-                for record in &records {
-                    sink.write(record)?;
+/// A stable description of everything the records depend on, so a resumed
+/// run can refuse parts that another configuration made. Devices, batch
+/// size and worker counts are not in it: they do not change the records
+/// (README: identity holds per device kind).
+fn identity(config: &RunConfig, manifest: &Manifest) -> Result<serde_json::Value, RunError> {
+    let weights = match &config.worker.weights {
+        Some(path) => {
+            let weights_error = |source| RunError::Weights {
+                path: path.clone(),
+                source,
+            };
+            let mut file = std::fs::File::open(path).map_err(weights_error)?;
+            let mut hash = Fnv64::default();
+            let mut buffer = vec![0u8; 1 << 20];
+            let mut bytes = 0u64;
+            loop {
+                let n = std::io::Read::read(&mut file, &mut buffer).map_err(weights_error)?;
+                if n == 0 {
+                    break;
                 }
+                hash.write(&buffer[..n]);
+                bytes += n as u64;
             }
-            self.next += 1;
+            json!({"bytes": bytes, "fnv64": format!("{:016x}", hash.finish())})
         }
-        self.write_s += started.elapsed().as_secs_f64();
-        Ok(())
-    }
-
-    fn complete(&self) -> bool {
-        self.next == self.order.len()
-    }
-
-    fn finish(&mut self) -> std::io::Result<()> {
-        match self.sink.take() {
-            Some(sink) => sink.finish(),
-            None => Ok(()),
-        }
-    }
+        None => json!({"random_seed": config.worker.seed}),
+    };
+    Ok(json!({
+        "inputs": {
+            "items": manifest.entries.len(),
+            "paths_fnv64": format!("{:016x}", manifest.fingerprint()),
+        },
+        "chunk_size": config.chunk_size,
+        "model": config.worker.model.name(),
+        "weights": weights,
+        "task": config.worker.task,
+        "preprocess": config.worker.preprocess,
+        "limits": config.worker.limits,
+    }))
 }
 
 /// Runs `config` to the end and returns what happened.
@@ -214,6 +327,36 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     let manifest = Manifest::scan(&config.data)?;
     let scan_s = started.elapsed().as_secs_f64();
+    let output_error = |path: &Path| {
+        let path = path.to_owned();
+        move |source| RunError::Output { path, source }
+    };
+    let parts = parts_dir(&config.out);
+    if config.overwrite {
+        match std::fs::remove_dir_all(&parts) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(output_error(&parts)(e));
+            }
+            _ => {}
+        }
+    } else if config.out.exists() && !parts.exists() {
+        if config.resume {
+            return Ok(RunSummary {
+                already_complete: true,
+                out: config.out.clone(),
+                ..RunSummary::default()
+            });
+        }
+        return Err(RunError::OutputExists(config.out.clone()));
+    }
+    let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
+    let store = PartStore::open(&config.out, &identity(config, &manifest)?)?;
+    let committed: HashSet<u64> = store.committed()?;
+    let resumed: Vec<&Chunk> = chunks
+        .iter()
+        .filter(|c| committed.contains(&c.id))
+        .collect();
+
     let mut progress = Progress::new(manifest.entries.len() as u64, config.quiet);
     for problem in &manifest.problems {
         progress.notice(&format!(
@@ -222,48 +365,54 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
             problem.message
         ));
     }
-    let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
-    let partial = partial_path(&config.out);
-    let output_error = |source| RunError::Output {
-        path: config.out.clone(),
-        source,
-    };
-    let sink = open_sink(
-        &partial,
+    if !resumed.is_empty() {
+        progress.notice(&format!(
+            "pipeline: resuming: {} of {} chunks are already committed in {}",
+            resumed.len(),
+            chunks.len(),
+            store.dir().display()
+        ));
+        progress.advance(resumed.iter().map(|c| c.len()).sum());
+    }
+    let signals = StopSignals::install()
+        .map_err(|e| RunError::WorkersFailed(format!("cannot install signal handlers: {e}")))?;
+    let mut run = Scheduler::new(
+        config,
+        &manifest,
+        &chunks,
+        &committed,
+        &store,
+        &mut progress,
+    );
+    let outcome = run.drive(&mut progress, &signals);
+    let computed = run.computed_images;
+    let mut summary = run.shut_down(&mut progress);
+    drop(signals);
+    outcome?;
+
+    let assembling = Instant::now();
+    let assembled = store.assemble(
+        &chunks,
+        &config.out,
         config.format,
         config.worker.task,
         config.feature_dim,
-    )
-    .map_err(output_error)?;
-    let mut writer = OrderedWriter {
-        sink: Some(sink),
-        order: chunks.iter().map(|c| c.id).collect(),
-        next: 0,
-        held: HashMap::new(),
-        write_s: 0.0,
-    };
-    let mut run = Scheduler::new(config, &manifest, &chunks, &mut progress);
-    let outcome = run.drive(&mut writer, &mut progress);
-    let mut summary = run.shut_down(&mut progress);
-    if let Err(e) = outcome {
-        let _ = writer.finish();
-        let _ = std::fs::remove_file(&partial);
-        progress.clear();
-        return Err(e);
-    }
-    writer.finish().map_err(output_error)?;
-    std::fs::rename(&partial, &config.out).map_err(output_error)?;
+    )?;
     progress.clear();
-    summary.images = manifest.entries.len() as u64;
+    summary.assemble_s = assembling.elapsed().as_secs_f64();
+    summary.images = assembled.records;
+    summary.failures = assembled.failures;
+    summary.failures_by_kind = assembled.failures_by_kind;
+    summary.chunks = chunks.len() as u64;
+    summary.chunks_resumed = resumed.len() as u64;
     summary.scan_s = scan_s;
-    summary.write_s = writer.write_s;
     summary.scan_problems = manifest
         .problems
         .iter()
         .map(|p| format!("{}: {}", p.path.display(), p.message))
         .collect();
     summary.wall_s = started.elapsed().as_secs_f64();
-    summary.images_per_s = summary.images as f64 / summary.wall_s.max(1e-9);
+    summary.images_per_s = computed as f64 / summary.wall_s.max(1e-9);
     summary.out = config.out.clone();
     Ok(summary)
 }
@@ -271,8 +420,15 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
 struct Scheduler<'a> {
     config: &'a RunConfig,
     manifest: &'a Manifest,
+    store: &'a PartStore,
     chunks: Vec<ChunkState>,
+    tasks: Vec<Task>,
+    /// Tasks to hand out, in order.
     queue: VecDeque<u64>,
+    /// Tasks that were in flight when a worker died: each runs alone.
+    suspects: VecDeque<u64>,
+    /// Chunks not committed yet.
+    remaining: usize,
     slots: Vec<Slot>,
     by_id: HashMap<usize, usize>,
     next_id: usize,
@@ -281,11 +437,15 @@ struct Scheduler<'a> {
     log: LogLine,
     summary: RunSummary,
     first_failure: Option<String>,
-    /// Items of each unfinished chunk a worker reported done, per worker.
+    /// Set by SIGINT/SIGTERM: the signal and when the grace period ends.
+    stopping: Option<(i32, Instant)>,
+    /// Items of each unfinished task a worker reported done, per worker.
     partial: HashMap<(usize, u64), u64>,
-    /// Items of each chunk already shown on the progress bar (the most any
+    /// Items of each task already shown on the progress bar (the most any
     /// one worker reported, so a speculative copy does not count twice).
     shown: HashMap<u64, u64>,
+    /// Images this run computed (not resumed).
+    computed_images: u64,
 }
 
 impl<'a> Scheduler<'a> {
@@ -293,9 +453,12 @@ impl<'a> Scheduler<'a> {
         config: &'a RunConfig,
         manifest: &'a Manifest,
         chunks: &[Chunk],
+        committed: &HashSet<u64>,
+        store: &'a PartStore,
         progress: &mut Progress,
     ) -> Self {
         let (events_tx, events) = unbounded();
+        let now = Instant::now();
         let slots = config
             .devices
             .iter()
@@ -305,26 +468,53 @@ impl<'a> Scheduler<'a> {
                 ready: false,
                 credit: 0,
                 inflight: Vec::new(),
-                spawned: Instant::now(),
-                restarts: 0,
+                isolated: None,
+                spawned: now,
+                last_heard: now,
+                first_batch_done: false,
+                hung: false,
+                deaths_in_a_row: 0,
+                batch_override: None,
                 done_images: 0,
                 report: WorkerReport::default(),
+            })
+            .collect();
+        let states: Vec<ChunkState> = chunks
+            .iter()
+            .map(|&chunk| ChunkState {
+                chunk,
+                committed: committed.contains(&chunk.id),
+                outcomes: Vec::new(),
+            })
+            .collect();
+        // Task `i` is chunk `i` whole; pieces get later ids.
+        let tasks: Vec<Task> = chunks
+            .iter()
+            .map(|c| Task {
+                chunk: c.id,
+                start: c.start,
+                end: c.end,
+                done: committed.contains(&c.id),
+                suspect: false,
+                isolated_failures: 0,
+                running_on: Vec::new(),
+                started: None,
             })
             .collect();
         Self {
             config,
             manifest,
-            chunks: chunks
+            store,
+            remaining: states.iter().filter(|c| !c.committed).count(),
+            queue: tasks
                 .iter()
-                .map(|&chunk| ChunkState {
-                    chunk,
-                    done: false,
-                    attempts: 0,
-                    running_on: Vec::new(),
-                    started: None,
-                })
+                .enumerate()
+                .filter(|(_, t)| !t.done)
+                .map(|(i, _)| i as u64)
                 .collect(),
-            queue: chunks.iter().map(|c| c.id).collect(),
+            suspects: VecDeque::new(),
+            chunks: states,
+            tasks,
             slots,
             by_id: HashMap::new(),
             next_id: 0,
@@ -333,8 +523,10 @@ impl<'a> Scheduler<'a> {
             log: progress.logger(),
             summary: RunSummary::default(),
             first_failure: None,
+            stopping: None,
             partial: HashMap::new(),
             shown: HashMap::new(),
+            computed_images: 0,
         }
     }
 
@@ -353,6 +545,9 @@ impl<'a> Scheduler<'a> {
         let mut worker = self.config.worker.clone();
         worker.name = self.worker_name(slot);
         worker.device = self.slots[slot].device.clone();
+        if let Some(batch) = self.slots[slot].batch_override {
+            worker.batch_size = Some(batch);
+        }
         let handle = WorkerHandle::spawn(&self.config.exe, id, &worker, &self.events_tx, &self.log)
             .map_err(|source| RunError::Spawn {
                 exe: self.config.exe.clone(),
@@ -364,32 +559,50 @@ impl<'a> Scheduler<'a> {
         s.handle = Some(handle);
         s.ready = false;
         s.credit = 0;
+        s.hung = false;
+        s.first_batch_done = false;
         s.spawned = Instant::now();
+        s.last_heard = s.spawned;
         self.by_id.insert(id, slot);
         Ok(())
     }
 
-    fn drive(
-        &mut self,
-        writer: &mut OrderedWriter,
-        progress: &mut Progress,
-    ) -> Result<(), RunError> {
-        if self.chunks.is_empty() {
+    fn in_flight(&self) -> bool {
+        self.slots.iter().any(|s| !s.inflight.is_empty())
+    }
+
+    fn drive(&mut self, progress: &mut Progress, signals: &StopSignals) -> Result<(), RunError> {
+        if self.remaining == 0 {
             return Ok(());
         }
         for slot in 0..self.slots.len() {
             self.spawn(slot)?;
         }
-        while !writer.complete() {
+        while self.remaining > 0 {
+            if let (Some(signal), None) = (signals.received(), self.stopping) {
+                self.stop(signal);
+            }
+            if let Some((signal, deadline)) = self.stopping
+                && (!self.in_flight() || Instant::now() >= deadline)
+            {
+                let committed = self.chunks.iter().filter(|c| c.committed).count() as u64;
+                return Err(RunError::Interrupted {
+                    signal,
+                    committed,
+                    total: self.chunks.len() as u64,
+                    dir: self.store.dir().to_owned(),
+                });
+            }
             match self.events.recv_timeout(TICK) {
                 Ok(Event::Message { id, message }) => {
                     if let Some(&slot) = self.by_id.get(&id) {
-                        self.on_message(slot, message, writer, progress)?;
+                        self.slots[slot].last_heard = Instant::now();
+                        self.on_message(slot, message, progress)?;
                     }
                 }
                 Ok(Event::Closed { id, error }) => {
                     if let Some(slot) = self.by_id.remove(&id) {
-                        self.on_closed(slot, error, writer, progress)?;
+                        self.on_closed(slot, error, progress)?;
                     }
                 }
                 Err(RecvTimeoutError::Timeout) => {}
@@ -397,8 +610,12 @@ impl<'a> Scheduler<'a> {
                     return Err(RunError::WorkersFailed("every worker is gone".into()));
                 }
             }
+            self.watch_for_hangs();
             self.dispatch();
-            if !writer.complete() && self.slots.iter().all(|s| s.handle.is_none()) {
+            if self.remaining > 0
+                && self.stopping.is_none()
+                && self.slots.iter().all(|s| s.handle.is_none())
+            {
                 return Err(RunError::WorkersFailed(
                     self.first_failure
                         .clone()
@@ -409,11 +626,61 @@ impl<'a> Scheduler<'a> {
         Ok(())
     }
 
+    /// The first SIGINT/SIGTERM: hand out nothing more.
+    fn stop(&mut self, signal: i32) {
+        let grace = self.config.grace;
+        self.stopping = Some((signal, Instant::now() + grace));
+        self.queue.clear();
+        self.suspects.clear();
+        let running: usize = self.slots.iter().map(|s| s.inflight.len()).sum();
+        (self.log)(&format!(
+            "pipeline: {}: no new work; waiting up to {:.0} s for {running} task(s) in flight \
+             (again to stop at once)",
+            signal_name(signal),
+            grace.as_secs_f64()
+        ));
+    }
+
+    /// Kills workers that have had work and said nothing for too long.
+    fn watch_for_hangs(&mut self) {
+        let base = self.config.hang_timeout;
+        for s in &mut self.slots {
+            let Some(handle) = s.handle.as_mut() else {
+                continue;
+            };
+            if s.hung || (s.ready && s.inflight.is_empty()) {
+                continue;
+            }
+            let batch = s
+                .report
+                .batch_size
+                .max(self.config.worker.batch_size.unwrap_or(0))
+                .max(1);
+            let timeout = base.unwrap_or_else(|| {
+                Duration::from_secs(120) + Duration::from_secs(2) * batch as u32
+            });
+            let timeout = if s.first_batch_done {
+                timeout
+            } else {
+                timeout * STARTUP_FACTOR
+            };
+            if s.last_heard.elapsed() > timeout {
+                (self.log)(&format!(
+                    "pipeline: {}: no progress for {:.0} s; killing it",
+                    s.report.name,
+                    timeout.as_secs_f64()
+                ));
+                handle.kill();
+                s.hung = true;
+                self.summary.hangs += 1;
+            }
+        }
+    }
+
     fn on_message(
         &mut self,
         slot: usize,
         message: FromWorker,
-        writer: &mut OrderedWriter,
         progress: &mut Progress,
     ) -> Result<(), RunError> {
         match message {
@@ -447,105 +714,125 @@ impl<'a> Scheduler<'a> {
                     s.report.name
                 ));
             }
-            FromWorker::Progress { chunk, items } => {
+            FromWorker::Progress { chunk: task, items } => {
+                self.slots[slot].first_batch_done = true;
                 let Some(id) = self.slots[slot].handle.as_ref().map(|h| h.id) else {
                     return Ok(());
                 };
-                let done = self.partial.entry((id, chunk)).or_default();
+                let done = self.partial.entry((id, task)).or_default();
                 *done += items;
                 let done = *done;
-                let shown = self.shown.entry(chunk).or_default();
+                let shown = self.shown.entry(task).or_default();
                 if done > *shown {
                     progress.advance(done - *shown);
                     *shown = done;
                 }
             }
             FromWorker::ChunkDone {
-                chunk,
+                chunk: task,
                 outcomes,
                 times,
-            } => {
-                let s = &mut self.slots[slot];
-                s.inflight.retain(|&c| c != chunk);
-                s.credit += 1;
-                s.report.wait_loader_s += times.wait_loader_s;
-                s.report.infer_s += times.infer_s;
-                let Some(state) = self.chunks.get_mut(chunk as usize) else {
-                    return Ok(());
-                };
-                let id = s.handle.as_ref().map_or(usize::MAX, |h| h.id);
-                state.running_on.retain(|&w| w != id);
-                if state.done {
-                    return Ok(()); // a speculative copy lost the race
-                }
-                if let Err(problem) = check_outcomes(&state.chunk, &outcomes) {
-                    (self.log)(&format!(
-                        "pipeline: {} returned a bad chunk {chunk} ({problem}); running it again",
-                        s.report.name
-                    ));
-                    if state.running_on.is_empty() {
-                        self.queue.push_front(chunk);
-                    }
-                    return Ok(());
-                }
-                state.done = true;
-                let images = state.chunk.len();
-                s.report.chunks += 1;
-                s.report.images += images;
-                s.done_images += images;
-                let rate = s.done_images as f64 / s.spawned.elapsed().as_secs_f64().max(1e-9);
-                let line = format!(
-                    "{}: batch {}, {rate:.1} images/s",
-                    s.report.device, s.report.batch_size
-                );
-                progress.worker(slot, format!("{}: {line}", s.report.name));
-                self.complete(chunk, outcomes, writer, progress)?;
-            }
+            } => self.on_done(slot, task, outcomes, times, progress)?,
         }
         Ok(())
     }
 
-    /// Hands a finished chunk's records to the writer and moves the bar by
-    /// what its `Progress` messages had not shown yet.
-    fn complete(
+    fn on_done(
         &mut self,
-        chunk: u64,
+        slot: usize,
+        task: u64,
         outcomes: Vec<ItemOutcome>,
-        writer: &mut OrderedWriter,
+        times: pipeline_core::ChunkTimes,
         progress: &mut Progress,
     ) -> Result<(), RunError> {
-        let shown = self.shown.remove(&chunk).unwrap_or(0);
-        progress.advance((outcomes.len() as u64).saturating_sub(shown));
-        self.partial.retain(|&(_, c), _| c != chunk);
-        let records = self.records(outcomes);
-        writer
-            .commit(chunk, records)
-            .map_err(|source| RunError::Output {
-                path: self.config.out.clone(),
-                source,
-            })
+        let s = &mut self.slots[slot];
+        s.inflight.retain(|&t| t != task);
+        if s.isolated == Some(task) {
+            s.isolated = None;
+        }
+        s.credit += 1;
+        s.first_batch_done = true;
+        s.deaths_in_a_row = 0;
+        s.report.wait_loader_s += times.wait_loader_s;
+        s.report.infer_s += times.infer_s;
+        let id = s.handle.as_ref().map_or(usize::MAX, |h| h.id);
+        let name = s.report.name.clone();
+        let Some(state) = self.tasks.get_mut(task as usize) else {
+            return Ok(());
+        };
+        state.running_on.retain(|&w| w != id);
+        if state.done {
+            return Ok(()); // a speculative copy lost the race
+        }
+        if let Err(problem) = check_outcomes(state.start..state.end, &outcomes) {
+            (self.log)(&format!(
+                "pipeline: {name} returned a bad task {task} ({problem}); running it again"
+            ));
+            if state.running_on.is_empty() {
+                self.queue.push_front(task);
+            }
+            return Ok(());
+        }
+        let images = state.len();
+        let s = &mut self.slots[slot];
+        s.report.chunks += 1;
+        s.report.images += images;
+        s.done_images += images;
+        let rate = s.done_images as f64 / s.spawned.elapsed().as_secs_f64().max(1e-9);
+        let line = format!(
+            "{}: batch {}, {rate:.1} images/s",
+            s.report.device, s.report.batch_size
+        );
+        progress.worker(slot, format!("{name}: {line}"));
+        self.finish_task(task, outcomes, progress)
     }
 
-    fn records(&mut self, outcomes: Vec<ItemOutcome>) -> Vec<Record> {
+    /// Records a task's outcomes; commits its chunk once every item of it
+    /// has one.
+    fn finish_task(
+        &mut self,
+        task: u64,
+        outcomes: Vec<ItemOutcome>,
+        progress: &mut Progress,
+    ) -> Result<(), RunError> {
+        let t = &mut self.tasks[task as usize];
+        t.done = true;
+        let chunk = t.chunk;
+        let shown = self.shown.remove(&task).unwrap_or(0);
+        progress.advance((outcomes.len() as u64).saturating_sub(shown));
+        self.partial.retain(|&(_, t), _| t != task);
+        self.computed_images += outcomes.len() as u64;
+        let state = &mut self.chunks[chunk as usize];
+        state.outcomes.extend(outcomes);
+        if state.outcomes.len() as u64 != state.chunk.len() {
+            return Ok(());
+        }
+        let mut outcomes = std::mem::take(&mut state.outcomes);
+        outcomes.sort_unstable_by_key(|o| o.index);
+        state.committed = true;
+        let records = self.records(outcomes);
+        let started = Instant::now();
+        self.store
+            .commit(chunk, &records)
+            .map_err(|source| RunError::Output {
+                path: self.store.dir().to_owned(),
+                source,
+            })?;
+        self.summary.commit_s += started.elapsed().as_secs_f64();
+        self.remaining -= 1;
+        Ok(())
+    }
+
+    fn records(&self, outcomes: Vec<ItemOutcome>) -> Vec<Record> {
         outcomes
             .into_iter()
-            .map(|o| {
-                if let Err(e) = &o.result {
-                    self.summary.failures += 1;
-                    *self
-                        .summary
-                        .failures_by_kind
-                        .entry(e.kind.to_string())
-                        .or_default() += 1;
-                }
-                Record {
-                    index: o.index,
-                    path: self.manifest.entries[o.index as usize]
-                        .relative
-                        .to_string_lossy()
-                        .into_owned(),
-                    result: o.result,
-                }
+            .map(|o| Record {
+                index: o.index,
+                path: self.manifest.entries[o.index as usize]
+                    .relative
+                    .to_string_lossy()
+                    .into_owned(),
+                result: o.result,
             })
             .collect()
     }
@@ -554,122 +841,221 @@ impl<'a> Scheduler<'a> {
         &mut self,
         slot: usize,
         error: Option<String>,
-        writer: &mut OrderedWriter,
         progress: &mut Progress,
     ) -> Result<(), RunError> {
         let Some(handle) = self.slots[slot].handle.take() else {
             return Ok(());
         };
         let id = handle.id;
-        let status = handle
-            .wait()
+        let status = handle.wait();
+        let device_lost = status
+            .as_ref()
+            .is_ok_and(|s| s.code() == Some(WORKER_EXIT_DEVICE_LOST));
+        let status = status
             .map(|s| describe_exit(&s))
             .unwrap_or_else(|e| e.to_string());
         let s = &mut self.slots[slot];
         let was_ready = s.ready;
         s.ready = false;
         s.credit = 0;
+        let isolated = s.isolated.take();
         let lost: Vec<u64> = std::mem::take(&mut s.inflight);
-        let mut why = format!("worker {} exited with {status}", s.report.name);
+        let mut why = if s.hung {
+            format!("worker {} hung and was killed", s.report.name)
+        } else {
+            format!("worker {} exited with {status}", s.report.name)
+        };
+        if device_lost {
+            why.push_str(" (device out of memory or lost)");
+        }
         if let Some(error) = error {
             why.push_str(&format!(" ({error})"));
         }
-        s.report.died = Some(status);
-        (self.log)(&format!("pipeline: {why}"));
-        for chunk in lost {
-            let state = &mut self.chunks[chunk as usize];
-            state.running_on.retain(|&w| w != id);
-            if state.done || !state.running_on.is_empty() {
+        s.report.deaths.push(status);
+        if self.stopping.is_none() {
+            (self.log)(&format!("pipeline: {why}"));
+        }
+        for task in lost {
+            let t = &mut self.tasks[task as usize];
+            t.running_on.retain(|&w| w != id);
+            if t.done || !t.running_on.is_empty() || self.stopping.is_some() {
                 continue;
             }
-            state.attempts += 1;
-            if state.attempts >= self.config.max_attempts {
-                let error = ItemError::new(
-                    ItemErrorKind::WorkerCrash,
-                    format!("{why}; chunk {chunk} failed {} times", state.attempts),
-                );
-                state.done = true;
-                let outcomes = (state.chunk.start..state.chunk.end)
-                    .map(|index| ItemOutcome {
-                        index,
-                        result: Err(error.clone()),
-                    })
-                    .collect();
-                self.complete(chunk, outcomes, writer, progress)?;
-            } else {
+            if device_lost {
+                // Memory is about the batch, not the images: no blame.
                 self.summary.retries += 1;
-                self.queue.push_front(chunk);
+                self.queue.push_front(task);
+            } else if isolated == Some(task) {
+                self.blame(task, &why, progress)?;
+            } else {
+                t.suspect = true;
+                self.summary.retries += 1;
+                self.suspects.push_back(task);
             }
+        }
+        if self.stopping.is_some() || self.remaining == 0 {
+            return Ok(());
         }
         // A worker that never became ready failed at setup (bad weights, no
         // such device): restarting it would fail the same way.
+        self.first_failure.get_or_insert(why);
         let s = &mut self.slots[slot];
-        if was_ready && s.restarts < self.config.max_restarts && !writer.complete() {
-            s.restarts += 1;
-            self.summary.restarts += 1;
-            self.first_failure.get_or_insert(why);
-            self.spawn(slot)?;
-        } else {
-            self.first_failure.get_or_insert(why);
+        if !was_ready {
+            return Ok(());
         }
+        if device_lost {
+            let from = s.report.batch_size.max(1);
+            let to = (from / 2).max(1);
+            s.batch_override = Some(to);
+            s.report.oom_backoffs += 1;
+            self.summary.oom_backoffs += 1;
+            (self.log)(&format!(
+                "pipeline: {}: restarting with batch {to} (was {from})",
+                s.report.name
+            ));
+        }
+        if isolated.is_none() {
+            s.deaths_in_a_row += 1;
+        }
+        if s.deaths_in_a_row > self.config.max_restarts {
+            (self.log)(&format!(
+                "pipeline: {}: died {} times in a row without finishing anything; \
+                 not restarting it",
+                s.report.name, s.deaths_in_a_row
+            ));
+            return Ok(());
+        }
+        self.summary.restarts += 1;
+        self.spawn(slot)
+    }
+
+    /// A task killed the worker that ran it alone: split it, or after
+    /// [`ISOLATED_FAILURES`] deaths on one image, fail that image.
+    fn blame(&mut self, task: u64, why: &str, progress: &mut Progress) -> Result<(), RunError> {
+        let t = &mut self.tasks[task as usize];
+        if t.len() == 1 {
+            t.isolated_failures += 1;
+            if t.isolated_failures < ISOLATED_FAILURES {
+                self.summary.retries += 1;
+                self.suspects.push_front(task);
+                return Ok(());
+            }
+            let error = ItemError::new(
+                ItemErrorKind::WorkerCrash,
+                format!("{why} on this image, {} times", t.isolated_failures),
+            );
+            let outcome = ItemOutcome {
+                index: t.start,
+                result: Err(error),
+            };
+            return self.finish_task(task, vec![outcome], progress);
+        }
+        t.done = true;
+        let (chunk, start, end) = (t.chunk, t.start, t.end);
+        let middle = start + (end - start) / 2;
+        let first = self.tasks.len() as u64;
+        for (start, end) in [(start, middle), (middle, end)] {
+            self.tasks.push(Task {
+                chunk,
+                start,
+                end,
+                done: false,
+                suspect: true,
+                isolated_failures: 0,
+                running_on: Vec::new(),
+                started: None,
+            });
+        }
+        self.summary.splits += 1;
+        self.suspects.push_front(first + 1);
+        self.suspects.push_front(first);
         Ok(())
     }
 
-    /// Hands out chunks to workers with credit; idle workers with an empty
-    /// queue take a copy of the oldest running chunk.
+    /// Hands out tasks to workers with credit. While suspects wait, workers
+    /// take no other work until one is idle and runs a suspect alone; idle
+    /// workers with an empty queue take a copy of the oldest running task.
     fn dispatch(&mut self) {
+        if self.stopping.is_some() {
+            return;
+        }
         for slot in 0..self.slots.len() {
-            while self.slots[slot].ready && self.slots[slot].credit > 0 {
-                let Some(chunk) = self.next_chunk_for(slot) else {
+            let s = &self.slots[slot];
+            if !s.ready || s.handle.is_none() || s.isolated.is_some() {
+                continue;
+            }
+            if let Some(&suspect) = self.suspects.front() {
+                if s.inflight.is_empty() && self.send(slot, suspect) {
+                    self.suspects.pop_front();
+                    self.slots[slot].isolated = Some(suspect);
+                }
+                continue;
+            }
+            while self.slots[slot].credit > 0 {
+                let Some(task) = self.next_task_for(slot) else {
                     break;
                 };
-                let items = self.items(chunk);
-                let s = &mut self.slots[slot];
-                let Some(handle) = s.handle.as_mut() else {
-                    break;
-                };
-                let id = handle.id;
-                if handle.send(&ToWorker::Chunk { id: chunk, items }).is_err() {
-                    // Its `Closed` event will requeue what it held.
-                    s.ready = false;
-                    if !self.chunks[chunk as usize].running_on.is_empty() {
-                        continue;
+                if !self.send(slot, task) {
+                    if self.tasks[task as usize].running_on.is_empty() {
+                        self.queue.push_front(task);
                     }
-                    self.queue.push_front(chunk);
                     break;
                 }
-                s.credit -= 1;
-                s.inflight.push(chunk);
-                let state = &mut self.chunks[chunk as usize];
-                if !state.running_on.is_empty() {
-                    self.summary.speculative += 1;
-                }
-                state.running_on.push(id);
-                state.started.get_or_insert_with(Instant::now);
             }
         }
     }
 
-    fn next_chunk_for(&mut self, slot: usize) -> Option<u64> {
-        while let Some(chunk) = self.queue.pop_front() {
-            if !self.chunks[chunk as usize].done {
-                return Some(chunk);
+    /// Sends `task` to `slot`'s worker; false if the worker is gone (its
+    /// `Closed` event will requeue what it held).
+    fn send(&mut self, slot: usize, task: u64) -> bool {
+        let items = self.items(task);
+        let s = &mut self.slots[slot];
+        let Some(handle) = s.handle.as_mut() else {
+            return false;
+        };
+        let id = handle.id;
+        if handle.send(&ToWorker::Chunk { id: task, items }).is_err() {
+            s.ready = false;
+            return false;
+        }
+        s.credit = s.credit.saturating_sub(1);
+        s.inflight.push(task);
+        if s.inflight.len() == 1 {
+            // The clock of a worker idle until now starts here.
+            s.last_heard = Instant::now();
+        }
+        let t = &mut self.tasks[task as usize];
+        if !t.running_on.is_empty() {
+            self.summary.speculative += 1;
+        }
+        t.running_on.push(id);
+        t.started.get_or_insert_with(Instant::now);
+        true
+    }
+
+    fn next_task_for(&mut self, slot: usize) -> Option<u64> {
+        while let Some(task) = self.queue.pop_front() {
+            if !self.tasks[task as usize].done {
+                return Some(task);
             }
         }
         if !self.slots[slot].inflight.is_empty() {
             return None;
         }
         let me = self.slots[slot].handle.as_ref()?.id;
-        self.chunks
+        self.tasks
             .iter()
-            .filter(|c| !c.done && c.running_on.len() == 1 && !c.running_on.contains(&me))
-            .min_by_key(|c| c.started)
-            .map(|c| c.chunk.id)
+            .enumerate()
+            .filter(|(_, t)| {
+                !t.done && !t.suspect && t.running_on.len() == 1 && !t.running_on.contains(&me)
+            })
+            .min_by_key(|(_, t)| t.started)
+            .map(|(i, _)| i as u64)
     }
 
-    fn items(&self, chunk: u64) -> Vec<WorkItemSpec> {
-        let c = &self.chunks[chunk as usize].chunk;
-        self.manifest.entries[c.start as usize..c.end as usize]
+    fn items(&self, task: u64) -> Vec<WorkItemSpec> {
+        let t = &self.tasks[task as usize];
+        self.manifest.entries[t.start as usize..t.end as usize]
             .iter()
             .map(|e| WorkItemSpec {
                 index: e.index,
@@ -685,7 +1071,11 @@ impl<'a> Scheduler<'a> {
     fn shut_down(&mut self, progress: &mut Progress) -> RunSummary {
         for slot in &mut self.slots {
             if let Some(handle) = slot.handle.as_mut() {
-                handle.finish();
+                if self.stopping.is_some() {
+                    handle.kill();
+                } else {
+                    handle.finish();
+                }
             }
         }
         let deadline = Instant::now() + EXIT_GRACE;
@@ -716,18 +1106,15 @@ fn absolute(root: &Path, relative: &Path) -> PathBuf {
     }
 }
 
-/// A chunk's outcomes must be exactly its items, in order.
-fn check_outcomes(chunk: &Chunk, outcomes: &[ItemOutcome]) -> Result<(), String> {
-    if outcomes.len() as u64 != chunk.len() {
-        return Err(format!(
-            "{} outcomes for {} items",
-            outcomes.len(),
-            chunk.len()
-        ));
+/// A task's outcomes must be exactly its items, in order.
+fn check_outcomes(items: std::ops::Range<u64>, outcomes: &[ItemOutcome]) -> Result<(), String> {
+    let expected = items.end - items.start;
+    if outcomes.len() as u64 != expected {
+        return Err(format!("{} outcomes for {expected} items", outcomes.len()));
     }
     match outcomes
         .iter()
-        .zip(chunk.start..chunk.end)
+        .zip(items)
         .find(|(o, want)| o.index != *want)
     {
         Some((o, want)) => Err(format!("item {} where {want} was expected", o.index)),
@@ -760,15 +1147,11 @@ mod tests {
 
     #[test]
     fn a_chunk_must_come_back_whole_and_in_order() {
-        let chunk = Chunk {
-            id: 2,
-            start: 10,
-            end: 13,
-        };
-        assert!(check_outcomes(&chunk, &[outcome(10), outcome(11), outcome(12)]).is_ok());
-        assert!(check_outcomes(&chunk, &[outcome(10), outcome(11)]).is_err());
-        assert!(check_outcomes(&chunk, &[outcome(10), outcome(12), outcome(11)]).is_err());
-        assert!(check_outcomes(&chunk, &[outcome(10), outcome(11), outcome(11)]).is_err());
+        let chunk = 10..13;
+        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11), outcome(12)]).is_ok());
+        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11)]).is_err());
+        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(12), outcome(11)]).is_err());
+        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11), outcome(11)]).is_err());
     }
 
     #[test]
@@ -789,42 +1172,5 @@ mod tests {
             Ok(OutputFormat::Jsonl)
         );
         assert!(choose_format(Some("xml"), csv).is_err());
-    }
-
-    #[test]
-    fn records_are_written_in_chunk_order_whatever_order_chunks_finish_in() {
-        struct Collect(std::rc::Rc<std::cell::RefCell<Vec<u64>>>);
-        impl RecordSink for Collect {
-            fn write(&mut self, record: &Record) -> std::io::Result<()> {
-                self.0.borrow_mut().push(record.index);
-                Ok(())
-            }
-            fn finish(self: Box<Self>) -> std::io::Result<()> {
-                Ok(())
-            }
-        }
-        let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
-        let mut writer = OrderedWriter {
-            sink: Some(Box::new(Collect(seen.clone()))),
-            order: vec![0, 1, 2],
-            next: 0,
-            held: HashMap::new(),
-            write_s: 0.0,
-        };
-        let records = |ids: &[u64]| -> Vec<Record> {
-            ids.iter()
-                .map(|&index| Record {
-                    index,
-                    path: String::new(),
-                    result: outcome(index).result,
-                })
-                .collect()
-        };
-        writer.commit(2, records(&[4, 5])).expect("held");
-        writer.commit(1, records(&[2, 3])).expect("held");
-        assert!(seen.borrow().is_empty(), "nothing before chunk 0");
-        writer.commit(0, records(&[0, 1])).expect("written");
-        assert!(writer.complete());
-        assert_eq!(*seen.borrow(), vec![0, 1, 2, 3, 4, 5]);
     }
 }

@@ -4,6 +4,7 @@
 //! child. Every thread reports into one [`Event`] channel.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -54,8 +55,11 @@ impl WorkerHandle {
         events: &Sender<Event>,
         log: &LogLine,
     ) -> std::io::Result<Self> {
+        // Its own process group: a Ctrl-C on the terminal reaches the
+        // coordinator only, which decides what the workers finish.
         let mut child = Command::new(exe)
             .arg("worker")
+            .process_group(0)
             .env("CUDA_VISIBLE_DEVICES", visible_devices(&config.device))
             .env("PIPELINE_WORKER_NAME", &config.name)
             .stdin(Stdio::piped())

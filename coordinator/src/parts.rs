@@ -1,0 +1,546 @@
+//! Committed chunks on disk, and the final file assembled from them.
+//!
+//! Next to the output `OUT` lives the folder `OUT.parts/`:
+//!
+//! - `run.json`: what the results depend on (the input list's hash, chunk
+//!   size, model, weights, task, preprocessing, decode limits). A run that
+//!   finds the folder resumes only if its own `run.json` is the same, and
+//!   otherwise says which of these changed.
+//! - `chunk-NNNNNNNN.jsonl`: one finished chunk's records, in the exact
+//!   bytes of the JSONL output, written to a temporary file, fsynced and
+//!   renamed, so a part is either whole or absent, whatever kills the
+//!   process.
+//!
+//! When every chunk is committed, the parts are read in chunk order into
+//! `OUT.partial`, which is fsynced and renamed to `OUT`; only then is the
+//! folder removed. A failure at any step leaves the parts where they were.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use pipeline_core::{Chunk, Task};
+use serde_json::Value;
+
+use crate::output::{
+    OutputFormat, Record, decode_jsonl, encode_jsonl, jsonl_error, open_sink, partial_path,
+};
+
+/// Version of the part folder's layout, stored in `run.json`.
+const PARTS_LAYOUT: u64 = 1;
+
+/// The part folder's description of the run.
+const RUN_FILE: &str = "run.json";
+
+/// `OUT.parts`, next to `OUT`.
+pub fn parts_dir(out: &Path) -> PathBuf {
+    with_suffix(out, ".parts")
+}
+
+/// `predictions.failures.jsonl` for `predictions.jsonl`: every failed
+/// item's record, for scripts that only want those.
+pub fn failures_path(out: &Path) -> PathBuf {
+    let stem = out.file_stem().unwrap_or_default().to_os_string();
+    let mut name = stem;
+    name.push(".failures.jsonl");
+    out.with_file_name(name)
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+fn part_name(chunk: u64) -> String {
+    format!("chunk-{chunk:08}.jsonl")
+}
+
+fn chunk_of(name: &str) -> Option<u64> {
+    name.strip_prefix("chunk-")?
+        .strip_suffix(".jsonl")?
+        .parse()
+        .ok()
+}
+
+/// Why the part folder cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PartsError {
+    /// Reading or writing failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file or folder.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The folder belongs to a run with other inputs or settings.
+    #[error(
+        "{dir} holds the parts of a run with {what}; pass --overwrite to start afresh \
+         (its parts are deleted)"
+    )]
+    Mismatch {
+        /// The folder.
+        dir: PathBuf,
+        /// What differs, in words.
+        what: String,
+    },
+    /// Chunks are missing at assembly time.
+    #[error("{dir}: {count} of {total} chunks are not committed yet (missing: {list})")]
+    Missing {
+        /// The folder.
+        dir: PathBuf,
+        /// How many.
+        count: usize,
+        /// Of how many.
+        total: usize,
+        /// The first few ids.
+        list: String,
+    },
+    /// A part does not hold its chunk's records.
+    #[error("{path} is damaged ({problem}); delete it and re-run to compute that chunk again")]
+    Damaged {
+        /// The part.
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> PartsError + '_ {
+    move |source| PartsError::Io {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The part folder of one output.
+#[derive(Debug)]
+pub(crate) struct PartStore {
+    dir: PathBuf,
+    temp_suffix: String,
+}
+
+/// What the assembled output holds.
+#[derive(Debug, Default)]
+pub(crate) struct Assembled {
+    pub(crate) records: u64,
+    pub(crate) failures: u64,
+    pub(crate) failures_by_kind: BTreeMap<String, u64>,
+}
+
+impl PartStore {
+    /// Opens `OUT.parts` for a run described by `identity`, creating it if
+    /// needed. An existing folder must describe the same run.
+    pub(crate) fn open(out: &Path, identity: &Value) -> Result<Self, PartsError> {
+        let dir = parts_dir(out);
+        let store = Self {
+            temp_suffix: format!(".tmp-{}", std::process::id()),
+            dir,
+        };
+        let mut identity = identity.clone();
+        if let Some(map) = identity.as_object_mut() {
+            map.insert("layout".into(), Value::from(PARTS_LAYOUT));
+        }
+        let run_file = store.dir.join(RUN_FILE);
+        match fs::read(&run_file) {
+            Ok(bytes) => {
+                let stored: Value =
+                    serde_json::from_slice(&bytes).map_err(|e| PartsError::Damaged {
+                        path: run_file.clone(),
+                        problem: e.to_string(),
+                    })?;
+                if let Some(what) = describe_difference(&stored, &identity) {
+                    return Err(PartsError::Mismatch {
+                        dir: store.dir.clone(),
+                        what,
+                    });
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir_all(&store.dir).map_err(io_error(&store.dir))?;
+                let bytes = serde_json::to_vec_pretty(&identity).map_err(io::Error::other);
+                let bytes = bytes.map_err(io_error(&run_file))?;
+                store
+                    .write_atomically(RUN_FILE, &bytes)
+                    .map_err(io_error(&run_file))?;
+            }
+            Err(e) => return Err(io_error(&run_file)(e)),
+        }
+        Ok(store)
+    }
+
+    /// The folder.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Ids of the chunks already committed.
+    pub(crate) fn committed(&self) -> Result<HashSet<u64>, PartsError> {
+        let mut ids = HashSet::new();
+        for entry in fs::read_dir(&self.dir).map_err(io_error(&self.dir))? {
+            let entry = entry.map_err(io_error(&self.dir))?;
+            if let Some(id) = entry.file_name().to_str().and_then(chunk_of) {
+                ids.insert(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// Commits one chunk's records: after this returns, the part survives
+    /// any crash of this process or the machine.
+    pub(crate) fn commit(&self, chunk: u64, records: &[Record]) -> io::Result<()> {
+        let mut bytes = Vec::with_capacity(records.len() * 160);
+        for record in records {
+            encode_jsonl(record, &mut bytes)?;
+        }
+        crate::failpoints::part_write()?;
+        self.write_atomically(&part_name(chunk), &bytes)
+    }
+
+    /// Temp file, write, fsync, rename, fsync the folder.
+    fn write_atomically(&self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let path = self.dir.join(name);
+        let temp = self.dir.join(format!("{name}{}", self.temp_suffix));
+        let written = File::create(&temp).and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_all()
+        });
+        if let Err(e) = written.and_then(|()| fs::rename(&temp, &path)) {
+            let _ = fs::remove_file(&temp);
+            return Err(e);
+        }
+        File::open(&self.dir)?.sync_all()
+    }
+
+    /// Writes `out` from the parts of `chunks`, in order, and the failures
+    /// file; removes the folder once `out` is in place.
+    pub(crate) fn assemble(
+        &self,
+        chunks: &[Chunk],
+        out: &Path,
+        format: OutputFormat,
+        task: Task,
+        feature_dim: usize,
+    ) -> Result<Assembled, PartsError> {
+        let committed = self.committed()?;
+        let missing: Vec<u64> = chunks
+            .iter()
+            .map(|c| c.id)
+            .filter(|id| !committed.contains(id))
+            .collect();
+        if !missing.is_empty() {
+            let mut list: Vec<String> = missing.iter().take(10).map(u64::to_string).collect();
+            if missing.len() > list.len() {
+                list.push("…".into());
+            }
+            return Err(PartsError::Missing {
+                dir: self.dir.clone(),
+                count: missing.len(),
+                total: chunks.len(),
+                list: list.join(", "),
+            });
+        }
+        let partial = partial_path(out);
+        let failures_file = failures_path(out);
+        let failures_partial = partial_path(&failures_file);
+        let result = self.write_output(
+            chunks,
+            &partial,
+            &failures_partial,
+            format,
+            task,
+            feature_dim,
+        );
+        let assembled = match result {
+            Ok(assembled) => assembled,
+            Err(e) => {
+                let _ = fs::remove_file(&partial);
+                let _ = fs::remove_file(&failures_partial);
+                return Err(e);
+            }
+        };
+        let folder = out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        fs::rename(&partial, out).map_err(io_error(out))?;
+        if assembled.failures > 0 {
+            fs::rename(&failures_partial, &failures_file).map_err(io_error(&failures_file))?;
+        } else {
+            let _ = fs::remove_file(&failures_partial);
+            // A failures file of an earlier run (--overwrite) would mislead.
+            let _ = fs::remove_file(&failures_file);
+        }
+        File::open(folder)
+            .and_then(|f| f.sync_all())
+            .map_err(io_error(folder))?;
+        fs::remove_dir_all(&self.dir).map_err(io_error(&self.dir))?;
+        Ok(assembled)
+    }
+
+    fn write_output(
+        &self,
+        chunks: &[Chunk],
+        partial: &Path,
+        failures_partial: &Path,
+        format: OutputFormat,
+        task: Task,
+        feature_dim: usize,
+    ) -> Result<Assembled, PartsError> {
+        let mut assembled = Assembled::default();
+        let mut failures =
+            io::BufWriter::new(File::create(failures_partial).map_err(io_error(failures_partial))?);
+        // JSONL parts are already the output's bytes: copy them. Other
+        // formats re-encode the records.
+        let mut jsonl = match format {
+            OutputFormat::Jsonl => Some(io::BufWriter::with_capacity(
+                1 << 20,
+                File::create(partial).map_err(io_error(partial))?,
+            )),
+            _ => None,
+        };
+        let mut sink = match format {
+            OutputFormat::Jsonl => None,
+            _ => Some(open_sink(partial, format, task, feature_dim).map_err(io_error(partial))?),
+        };
+        for chunk in chunks {
+            let path = self.dir.join(part_name(chunk.id));
+            let bytes = fs::read(&path).map_err(io_error(&path))?;
+            let damaged = |problem: String| PartsError::Damaged {
+                path: path.clone(),
+                problem,
+            };
+            let mut expected = chunk.start;
+            for line in bytes.split_inclusive(|&b| b == b'\n') {
+                if !line.ends_with(b"\n") {
+                    return Err(damaged("its last line is cut off".into()));
+                }
+                let record = match &sink {
+                    Some(_) => Some(decode_jsonl(line).map_err(|e| damaged(e.to_string()))?),
+                    None => None,
+                };
+                let index = match &record {
+                    Some(r) => r.index,
+                    None => {
+                        line_index(line).ok_or_else(|| damaged("a line has no index".into()))?
+                    }
+                };
+                if index != expected || index >= chunk.end {
+                    return Err(damaged(format!(
+                        "item {index} where {expected} was expected"
+                    )));
+                }
+                expected += 1;
+                let error = match &record {
+                    Some(r) => r.result.as_ref().err().cloned(),
+                    None => jsonl_error(line).map_err(|e| damaged(e.to_string()))?,
+                };
+                if let Some(error) = error {
+                    assembled.failures += 1;
+                    *assembled
+                        .failures_by_kind
+                        .entry(error.kind.to_string())
+                        .or_default() += 1;
+                    failures
+                        .write_all(line)
+                        .map_err(io_error(failures_partial))?;
+                }
+                match (&mut sink, record) {
+                    (Some(sink), Some(record)) => sink.write(&record),
+                    _ => jsonl.as_mut().map_or(Ok(()), |out| out.write_all(line)),
+                }
+                .map_err(io_error(partial))?;
+            }
+            if expected != chunk.end {
+                return Err(damaged(format!(
+                    "{} records for {} items",
+                    expected - chunk.start,
+                    chunk.len()
+                )));
+            }
+            assembled.records += chunk.len();
+        }
+        if let Some(sink) = sink {
+            sink.finish().map_err(io_error(partial))?;
+        }
+        if let Some(out) = jsonl {
+            let file = out
+                .into_inner()
+                .map_err(|e| io_error(partial)(e.into_error()))?;
+            file.sync_all().map_err(io_error(partial))?;
+        } else {
+            File::open(partial)
+                .and_then(|f| f.sync_all())
+                .map_err(io_error(partial))?;
+        }
+        let file = failures
+            .into_inner()
+            .map_err(|e| io_error(failures_partial)(e.into_error()))?;
+        file.sync_all().map_err(io_error(failures_partial))?;
+        Ok(assembled)
+    }
+}
+
+/// The `index` of a JSONL record, which [`encode_jsonl`] writes first.
+fn line_index(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(b"{\"index\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
+/// What a person would call each part of a run's identity.
+fn describe_key(key: &str) -> &str {
+    match key {
+        "inputs" => "other input files",
+        "chunk_size" => "another --chunk-size",
+        "model" => "another --model",
+        "weights" => "other weights",
+        "task" => "another --task or --top-k",
+        "preprocess" => "other preprocessing",
+        "limits" => "other decode limits",
+        "layout" => "an older version of pipeline",
+        other => other,
+    }
+}
+
+/// `None` when the two identities match, else what differs, with the old
+/// and new values.
+fn describe_difference(stored: &Value, now: &Value) -> Option<String> {
+    let empty = serde_json::Map::new();
+    let (old, new) = (
+        stored.as_object().unwrap_or(&empty),
+        now.as_object().unwrap_or(&empty),
+    );
+    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    let differences: Vec<String> = keys
+        .into_iter()
+        .filter(|k| old.get(*k) != new.get(*k))
+        .map(|k| {
+            let show = |v: Option<&Value>| v.map_or("nothing".to_owned(), Value::to_string);
+            format!(
+                "{} (was {}, now {})",
+                describe_key(k),
+                show(old.get(k)),
+                show(new.get(k))
+            )
+        })
+        .collect();
+    (!differences.is_empty()).then(|| differences.join("; "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pipeline_core::{ClassScore, ItemError, ItemErrorKind, Prediction, plan_chunks};
+    use serde_json::json;
+
+    fn record(index: u64) -> Record {
+        Record {
+            index,
+            path: format!("dir/{index}.jpg"),
+            result: if index % 3 == 2 {
+                Err(ItemError::new(ItemErrorKind::Decode, "bad \"bytes\"\n"))
+            } else {
+                Ok(Prediction::TopK(vec![ClassScore {
+                    class: index as u32,
+                    prob: 1.0 / (index as f32 + 3.0),
+                }]))
+            },
+        }
+    }
+
+    fn identity() -> Value {
+        json!({"model": "tiny", "chunk_size": 2, "inputs": {"items": 5}})
+    }
+
+    #[test]
+    fn parts_assemble_in_chunk_order_whatever_order_they_were_committed_in() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("p.jsonl");
+        let chunks = plan_chunks(5, 2);
+        let store = PartStore::open(&out, &identity()).expect("opened");
+        for chunk in chunks.iter().rev() {
+            let records: Vec<Record> = (chunk.start..chunk.end).map(record).collect();
+            store.commit(chunk.id, &records).expect("committed");
+        }
+        let task = Task::Classify { top_k: 1 };
+        let assembled = store
+            .assemble(&chunks, &out, OutputFormat::Jsonl, task, 0)
+            .expect("assembled");
+        assert_eq!((assembled.records, assembled.failures), (5, 1));
+        let mut direct = Vec::new();
+        for index in 0..5 {
+            encode_jsonl(&record(index), &mut direct).expect("encoded");
+        }
+        assert_eq!(fs::read(&out).expect("output"), direct);
+        let failures = fs::read_to_string(failures_path(&out)).expect("failures file");
+        assert_eq!(failures.lines().count(), 1);
+        assert!(failures.contains("\"index\":2"));
+        assert!(!parts_dir(&out).exists(), "the parts are removed");
+    }
+
+    #[test]
+    fn a_missing_or_damaged_part_stops_assembly_and_keeps_the_parts() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("p.jsonl");
+        let chunks = plan_chunks(5, 2);
+        let store = PartStore::open(&out, &identity()).expect("opened");
+        store.commit(0, &[record(0), record(1)]).expect("committed");
+        store.commit(2, &[record(4)]).expect("committed");
+        let task = Task::Classify { top_k: 1 };
+        let error = store
+            .assemble(&chunks, &out, OutputFormat::Jsonl, task, 0)
+            .expect_err("chunk 1 is missing");
+        assert!(error.to_string().contains("missing: 1"), "{error}");
+        store.commit(1, &[record(2)]).expect("committed");
+        let error = store
+            .assemble(&chunks, &out, OutputFormat::Csv, task, 0)
+            .expect_err("chunk 1 is short");
+        assert!(error.to_string().contains("damaged"), "{error}");
+        assert!(!out.exists() && !partial_path(&out).exists());
+        assert_eq!(store.committed().expect("listed").len(), 3);
+    }
+
+    #[test]
+    fn a_folder_of_another_run_is_refused_saying_what_changed() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("p.jsonl");
+        PartStore::open(&out, &identity()).expect("created");
+        PartStore::open(&out, &identity()).expect("same run reopens");
+        let mut other = identity();
+        other["model"] = json!("resnet18");
+        let error = PartStore::open(&out, &other).expect_err("another model");
+        let message = error.to_string();
+        assert!(
+            message.contains("another --model (was \"tiny\", now \"resnet18\")"),
+            "{message}"
+        );
+        assert!(!message.contains("chunk-size"), "{message}");
+    }
+
+    #[test]
+    fn every_f32_probability_survives_the_json_round_trip() {
+        // CSV and Parquet are re-encoded from the JSONL parts, so a float
+        // that came back different would change their bytes.
+        let mut x: u32 = 0x1234_5678;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let value = f32::from_bits(x & 0x3FFF_FFFF); // [0, 2)
+            let rec = Record {
+                index: 0,
+                path: String::new(),
+                result: Ok(Prediction::Embedding(vec![value])),
+            };
+            let mut line = Vec::new();
+            encode_jsonl(&rec, &mut line).expect("encoded");
+            let back = decode_jsonl(&line).expect("decoded");
+            assert_eq!(back, rec, "{value:e}");
+        }
+    }
+}

@@ -143,6 +143,13 @@ impl PartStore {
         if let Some(map) = identity.as_object_mut() {
             map.insert("layout".into(), Value::from(PARTS_LAYOUT));
         }
+        // Compare what was read from disk with what would be read: serde_json
+        // may parse a float to a neighbour of the value it printed.
+        let text = serde_json::to_vec_pretty(&identity).map_err(io::Error::other);
+        let text = text.map_err(io_error(&store.dir))?;
+        let identity: Value = serde_json::from_slice(&text)
+            .map_err(io::Error::other)
+            .map_err(io_error(&store.dir))?;
         let run_file = store.dir.join(RUN_FILE);
         match fs::read(&run_file) {
             Ok(bytes) => {
@@ -160,10 +167,8 @@ impl PartStore {
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 fs::create_dir_all(&store.dir).map_err(io_error(&store.dir))?;
-                let bytes = serde_json::to_vec_pretty(&identity).map_err(io::Error::other);
-                let bytes = bytes.map_err(io_error(&run_file))?;
                 store
-                    .write_atomically(RUN_FILE, &bytes)
+                    .write_atomically(RUN_FILE, &text)
                     .map_err(io_error(&run_file))?;
             }
             Err(e) => return Err(io_error(&run_file)(e)),
@@ -503,6 +508,15 @@ mod tests {
         assert!(error.to_string().contains("damaged"), "{error}");
         assert!(!out.exists() && !partial_path(&out).exists());
         assert_eq!(store.committed().expect("listed").len(), 3);
+    }
+
+    #[test]
+    fn float_settings_compare_equal_after_their_trip_through_run_json() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let out = dir.path().join("p.jsonl");
+        let floats = json!({"mean": [123.675_f32, 116.28_f32, 103.53_f32], "std": [58.395_f32]});
+        PartStore::open(&out, &floats).expect("created");
+        PartStore::open(&out, &floats).expect("the same floats reopen");
     }
 
     #[test]

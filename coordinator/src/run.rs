@@ -50,8 +50,10 @@ const TICK: Duration = Duration::from_millis(200);
 const EXIT_GRACE: Duration = Duration::from_secs(3);
 
 /// Deaths of a worker running one image alone before that image becomes a
-/// `worker_crash` record: one more than a chance `kill -9` would explain.
-pub const ISOLATED_FAILURES: u32 = 2;
+/// `worker_crash` record. A death costs a respawn (seconds), and a chance
+/// `kill -9` or OOM-killer hit must not turn a good image into an error, so
+/// a single death never does: it takes this many in a row on that image.
+pub const ISOLATED_FAILURES: u32 = 3;
 
 /// The hang timeout's multiplier before a worker's first batch: model load,
 /// kernel compilation and autotuning happen there.
@@ -273,6 +275,8 @@ struct Slot {
     first_batch_done: bool,
     /// Killed by the watchdog; its `Closed` event is on its way.
     hung: bool,
+    /// It said `Failed` before `Ready`: bad weights, no such device.
+    setup_failed: bool,
     /// Deaths since it last finished a task.
     deaths_in_a_row: u32,
     /// Batch size to start the next process with (after a memory death).
@@ -473,6 +477,7 @@ impl<'a> Scheduler<'a> {
                 last_heard: now,
                 first_batch_done: false,
                 hung: false,
+                setup_failed: false,
                 deaths_in_a_row: 0,
                 batch_override: None,
                 done_images: 0,
@@ -560,6 +565,7 @@ impl<'a> Scheduler<'a> {
         s.ready = false;
         s.credit = 0;
         s.hung = false;
+        s.setup_failed = false;
         s.first_batch_done = false;
         s.spawned = Instant::now();
         s.last_heard = s.spawned;
@@ -700,7 +706,9 @@ impl<'a> Scheduler<'a> {
                 progress.worker(slot, line);
             }
             FromWorker::Failed { message } => {
-                let name = &self.slots[slot].report.name;
+                let s = &mut self.slots[slot];
+                s.setup_failed |= !s.ready;
+                let name = &s.report.name;
                 (self.log)(&format!("pipeline: worker {name} failed: {message}"));
                 self.first_failure.get_or_insert(message);
             }
@@ -855,7 +863,6 @@ impl<'a> Scheduler<'a> {
             .map(|s| describe_exit(&s))
             .unwrap_or_else(|e| e.to_string());
         let s = &mut self.slots[slot];
-        let was_ready = s.ready;
         s.ready = false;
         s.credit = 0;
         let isolated = s.isolated.take();
@@ -896,11 +903,12 @@ impl<'a> Scheduler<'a> {
         if self.stopping.is_some() || self.remaining == 0 {
             return Ok(());
         }
-        // A worker that never became ready failed at setup (bad weights, no
-        // such device): restarting it would fail the same way.
+        // A worker that said its setup failed (bad weights, no such
+        // device) would fail the same way again. One killed while starting
+        // up is restarted like any other.
         self.first_failure.get_or_insert(why);
         let s = &mut self.slots[slot];
-        if !was_ready {
+        if s.setup_failed {
             return Ok(());
         }
         if device_lost {

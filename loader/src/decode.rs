@@ -144,17 +144,22 @@ fn check_pixels(width: u32, height: u32, limits: &DecodeLimits) -> Result<(), It
 fn format_is_truncated_jpeg(bytes: &[u8]) -> bool {
     let mut i = 2; // after SOI
     loop {
-        // Expect 0xFF (possibly several fill bytes), then the marker code.
+        // Bytes that are not a marker are extraneous data, which libjpeg
+        // (so Pillow) skips with a warning: skip to the next 0xFF, then its
+        // fill bytes, to the marker code.
+        while bytes.get(i).is_some_and(|&b| b != 0xFF) {
+            i += 1;
+        }
         while bytes.get(i) == Some(&0xFF) {
             i += 1;
         }
         let Some(&marker) = bytes.get(i) else {
             return true;
         };
-        if i == 0 || bytes[i - 1] != 0xFF {
-            return true; // garbage where a marker must be: treat as broken
-        }
         i += 1;
+        if marker != 0x01 && marker < 0xC0 {
+            continue; // 0xFF then a non-marker byte: extraneous data too
+        }
         match marker {
             0xD9 => return false,           // end of image
             0x01 | 0xD0..=0xD7 => continue, // TEM, RSTn: no length
@@ -235,7 +240,7 @@ fn decode_jpeg_draft(
 
 /// Reads a whole regular file, refusing special files (a FIFO would hang)
 /// and files over the size limit.
-fn read_file(path: &Path, limits: &DecodeLimits) -> Result<Vec<u8>, ItemError> {
+pub(crate) fn read_file(path: &Path, limits: &DecodeLimits) -> Result<Vec<u8>, ItemError> {
     let meta = fs::metadata(path).map_err(map_io_error)?;
     if !meta.is_file() {
         return Err(ItemError::new(
@@ -311,6 +316,18 @@ mod tests {
                 full.len()
             );
         }
+    }
+
+    #[test]
+    fn junk_between_segments_is_skipped_as_libjpeg_skips_it() {
+        // After SOI: stray bytes, then 0xFF with a non-marker code, then
+        // the real segments (Pillow's junk_jpeg_header.jpg in small).
+        let full = jpeg();
+        let mut junk = full[..2].to_vec();
+        junk.extend_from_slice(&[0x12, 0x34, 0xFF, 0x68, 0x00, 0x07]);
+        junk.extend_from_slice(&full[2..]);
+        assert!(!format_is_truncated_jpeg(&junk));
+        assert!(format_is_truncated_jpeg(&junk[..junk.len() / 2]));
     }
 
     #[test]

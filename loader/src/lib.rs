@@ -17,4 +17,6 @@ mod stream;
 pub use batch::{Batch, WorkGroup, WorkItem};
 pub use decode::{RgbImage, decode_rgb};
 pub use preprocess::Preprocessor;
-pub use stream::{BATCH_QUEUE_CAPACITY, BatchStream, Loader, LoaderConfig, LoaderError};
+pub use stream::{
+    BATCH_QUEUE_CAPACITY, BatchStream, Loader, LoaderConfig, LoaderError, load_bytes,
+};

@@ -20,7 +20,6 @@ use pipeline_core::{
 use rayon::prelude::*;
 
 use crate::batch::{Batch, WorkGroup, WorkItem};
-use crate::decode::decode_rgb;
 use crate::preprocess::Preprocessor;
 
 /// Finished batches that may wait for the consumer: one being consumed
@@ -211,10 +210,26 @@ fn pack(
 
 /// Decodes and preprocesses one file into `out`; a decoder panic becomes a
 /// `decode` error for this item only.
+/// Decodes an in-memory image file and preprocesses it into `out` (the CHW
+/// `u8` crop, `3 × crop × crop` bytes): the loader's work on one item after
+/// the read, and the entry point of the fuzz target (`loader/fuzz`).
+///
+/// A decoder panic is not caught here, so fuzzing finds it; the loader
+/// turns one into a `decode` error record.
+pub fn load_bytes(
+    bytes: &[u8],
+    spec: &PreprocessSpec,
+    limits: &DecodeLimits,
+    out: &mut [u8],
+) -> Result<(), ItemError> {
+    let image = crate::decode::decode_bytes(bytes, spec, limits)?;
+    PREPROCESSOR.with(|p| p.borrow_mut().run(&image, spec, out))
+}
+
 fn load_into(path: &Path, config: &LoaderConfig, out: &mut [u8]) -> Result<(), ItemError> {
     let run = || {
-        let image = decode_rgb(path, &config.spec, &config.limits)?;
-        PREPROCESSOR.with(|p| p.borrow_mut().run(&image, &config.spec, out))
+        let bytes = crate::decode::read_file(path, &config.limits)?;
+        load_bytes(&bytes, &config.spec, &config.limits, out)
     };
     catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
         Err(ItemError::new(

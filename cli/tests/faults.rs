@@ -495,6 +495,43 @@ fn a_changed_config_is_refused_and_overwrite_starts_afresh() {
     assert_same_output(&out, &want, &case.data);
 }
 
+#[test]
+fn a_file_deleted_between_scan_and_load_is_a_not_found_record() {
+    let case = Case::new(10, "tiny", &["--chunk-size", "4"]);
+    let want = case.clean();
+    let clean: Vec<Value> = String::from_utf8_lossy(&want)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    let victim = clean
+        .iter()
+        .find(|r| r.get("top_k").is_some())
+        .expect("a good image");
+    let victim_path = victim["path"].as_str().expect("path");
+    let file = case.data.root.join(victim_path);
+    let out = case.path("deleted.jsonl");
+    let run = case.run(
+        &out,
+        &[],
+        Some(&format!("after-scan=return({})", file.display())),
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    assert!(!file.exists(), "the failpoint deleted it");
+    let got: Vec<Value> = fs::read_to_string(&out)
+        .expect("output")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(got.len(), clean.len(), "the deleted file keeps its record");
+    for (g, w) in got.iter().zip(&clean) {
+        if g["path"] == victim_path {
+            assert_eq!(g["error"]["kind"], "not_found", "{g}");
+        } else {
+            assert_eq!(g, w);
+        }
+    }
+}
+
 /// Mounts a tmpfs of `size` at `dir`; false where the machine forbids it.
 fn mount_tmpfs(dir: &Path, options: &str) -> bool {
     fs::create_dir_all(dir).expect("mount point");

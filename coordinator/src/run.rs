@@ -331,6 +331,7 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     let manifest = Manifest::scan(&config.data)?;
     let scan_s = started.elapsed().as_secs_f64();
+    crate::failpoints::after_scan();
     let output_error = |path: &Path| {
         let path = path.to_owned();
         move |source| RunError::Output { path, source }

@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+mod cluster;
 mod failpoints;
 mod output;
 mod parts;
@@ -18,8 +19,9 @@ mod run;
 mod signals;
 mod workers;
 
+pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
 pub use output::{OutputFormat, Record};
 pub use parts::{PartsError, failures_path, parts_dir};
 pub use run::{
-    ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport, choose_format, run,
+    ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport, choose_format, merge, run,
 };

@@ -115,6 +115,32 @@ fn io_error(path: &Path) -> impl FnOnce(io::Error) -> PartsError + '_ {
     }
 }
 
+fn hostname() -> String {
+    fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "host".into())
+}
+
+/// What became of an attempt to assemble the output.
+#[derive(Debug)]
+pub(crate) enum Merge {
+    /// This process assembled it.
+    Done(Assembled),
+    /// Another process is assembling it right now.
+    Busy,
+    /// Another process assembled it already (the folder is gone).
+    AlreadyMerged,
+}
+
+/// What `run.json` says about the run, for `pipeline merge`.
+#[derive(Debug, Clone)]
+pub(crate) struct StoredRun {
+    pub(crate) items: u64,
+    pub(crate) chunk_size: u64,
+    pub(crate) task: Task,
+    pub(crate) model: String,
+}
+
 /// The part folder of one output.
 #[derive(Debug)]
 pub(crate) struct PartStore {
@@ -136,7 +162,8 @@ impl PartStore {
     pub(crate) fn open(out: &Path, identity: &Value) -> Result<Self, PartsError> {
         let dir = parts_dir(out);
         let store = Self {
-            temp_suffix: format!(".tmp-{}", std::process::id()),
+            // Shards on several nodes share the folder: host and pid.
+            temp_suffix: format!(".tmp-{}-{}", hostname(), std::process::id()),
             dir,
         };
         let mut identity = identity.clone();
@@ -179,6 +206,105 @@ impl PartStore {
     /// The folder.
     pub(crate) fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Opens the part folder of `out` as it is, for `pipeline merge`.
+    pub(crate) fn open_existing(out: &Path) -> Result<(Self, StoredRun), PartsError> {
+        let dir = parts_dir(out);
+        let run_file = dir.join(RUN_FILE);
+        let bytes = fs::read(&run_file).map_err(io_error(&run_file))?;
+        let damaged = |problem: String| PartsError::Damaged {
+            path: run_file.clone(),
+            problem,
+        };
+        let json: Value = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
+        let number = |pointer: &str| {
+            json.pointer(pointer)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| damaged(format!("no {pointer}")))
+        };
+        let stored = StoredRun {
+            items: number("/inputs/items")?,
+            chunk_size: number("/chunk_size")?,
+            task: serde_json::from_value(json["task"].clone())
+                .map_err(|e| damaged(format!("task: {e}")))?,
+            model: json["model"].as_str().unwrap_or_default().to_owned(),
+        };
+        Ok((
+            Self {
+                temp_suffix: format!(".tmp-{}-{}", hostname(), std::process::id()),
+                dir,
+            },
+            stored,
+        ))
+    }
+
+    /// Assembles `out` unless another process is doing it or did it; with
+    /// `wait`, waits for a busy one instead of returning `Busy`.
+    pub(crate) fn merge(
+        &self,
+        chunks: &[Chunk],
+        out: &Path,
+        format: OutputFormat,
+        task: Task,
+        feature_dim: usize,
+        wait: bool,
+    ) -> Result<Merge, PartsError> {
+        let lock_path = self.dir.join("merge.lock");
+        let lock = match fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+        {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Merge::AlreadyMerged),
+            Err(e) => return Err(io_error(&lock_path)(e)),
+        };
+        if wait {
+            lock.lock().map_err(io_error(&lock_path))?;
+        } else {
+            match lock.try_lock() {
+                Ok(()) => {}
+                Err(fs::TryLockError::WouldBlock) => return Ok(Merge::Busy),
+                Err(fs::TryLockError::Error(e)) => return Err(io_error(&lock_path)(e)),
+            }
+        }
+        // The one that held the lock before may have finished meanwhile.
+        if !self.dir.join(RUN_FILE).exists() {
+            return Ok(Merge::AlreadyMerged);
+        }
+        let assembled = self.assemble(chunks, out, format, task, feature_dim)?;
+        drop(lock);
+        Ok(Merge::Done(assembled))
+    }
+
+    /// Counts the records and failures of the committed parts of `chunks`.
+    pub(crate) fn tally(&self, chunks: &[Chunk]) -> Result<Assembled, PartsError> {
+        let mut tally = Assembled::default();
+        for chunk in chunks {
+            let path = self.dir.join(part_name(chunk.id));
+            let bytes = match fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_error(&path)(e)),
+            };
+            for line in bytes.split_inclusive(|&b| b == b'\n') {
+                tally.records += 1;
+                let error = jsonl_error(line).map_err(|e| PartsError::Damaged {
+                    path: path.clone(),
+                    problem: e.to_string(),
+                })?;
+                if let Some(error) = error {
+                    tally.failures += 1;
+                    *tally
+                        .failures_by_kind
+                        .entry(error.kind.to_string())
+                        .or_default() += 1;
+                }
+            }
+        }
+        Ok(tally)
     }
 
     /// Ids of the chunks already committed.

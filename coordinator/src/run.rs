@@ -30,14 +30,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use pipeline_core::{
-    Chunk, DeviceSpec, Fnv64, FromWorker, ItemError, ItemErrorKind, ItemOutcome, Manifest,
+    Chunk, DeviceSpec, Fnv64, FromWorker, ItemError, ItemErrorKind, ItemOutcome, Manifest, Shard,
     ToWorker, WORKER_EXIT_DEVICE_LOST, WorkItemSpec, WorkerConfig, plan_chunks,
 };
 use serde::Serialize;
 use serde_json::json;
 
 use crate::output::{OutputFormat, Record};
-use crate::parts::{PartStore, PartsError, parts_dir};
+use crate::parts::{Merge, PartStore, PartsError, parts_dir};
 use crate::progress::Progress;
 use crate::signals::{StopSignals, signal_name};
 use crate::workers::{Event, LogLine, WorkerHandle, describe_exit};
@@ -92,6 +92,14 @@ pub struct RunConfig {
     pub overwrite: bool,
     /// Accept a complete `out` as done instead of refusing it.
     pub resume: bool,
+    /// The part of the chunks this process runs ([`Shard::ALL`] on one
+    /// machine); shards share `out`'s part folder.
+    pub shard: Shard,
+    /// Where the shard came from (`--shard`, `SLURM_ARRAY_TASK_ID=1 of 3 tasks`).
+    pub shard_source: Option<String>,
+    /// With several shards: assemble the output if this shard finds every
+    /// chunk committed when it ends (`infer --merge`).
+    pub merge: bool,
     /// No progress or summary.
     pub quiet: bool,
 }
@@ -119,6 +127,15 @@ pub enum RunError {
     /// The part folder cannot be used or assembled.
     #[error(transparent)]
     Parts(#[from] PartsError),
+    /// `pipeline merge` found neither parts nor an output.
+    #[error("{0} does not exist: no shard has committed anything for this output yet")]
+    NothingToMerge(PathBuf),
+    /// `--overwrite` would delete the parts other shards committed.
+    #[error(
+        "--overwrite with shards would delete the parts the other shards commit; delete \
+         {0} once before starting the shards instead"
+    )]
+    OverwriteShards(PathBuf),
     /// The weight file could not be read for the run's fingerprint.
     #[error("--weights {path}: {source}")]
     Weights {
@@ -200,6 +217,14 @@ pub struct RunSummary {
     pub chunks_resumed: u64,
     /// The output existed and `--resume` accepted it; nothing was run.
     pub already_complete: bool,
+    /// This run's shard (`1/3`) when the dataset is split.
+    pub shard: Option<String>,
+    /// Chunks this shard owns (all of them without shards).
+    pub chunks_owned: u64,
+    /// Whether the output file was assembled (by this run). A shard that
+    /// ends before the others leaves that to `pipeline merge` or to the
+    /// last shard run with `--merge`.
+    pub merged: bool,
     /// Seconds from start to the output's rename.
     pub wall_s: f64,
     /// Images computed by this run per second of wall time.
@@ -337,6 +362,10 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
         move |source| RunError::Output { path, source }
     };
     let parts = parts_dir(&config.out);
+    let sharded = config.shard.count > 1;
+    if config.overwrite && sharded {
+        return Err(RunError::OverwriteShards(parts));
+    }
     if config.overwrite {
         match std::fs::remove_dir_all(&parts) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -357,12 +386,15 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
     let store = PartStore::open(&config.out, &identity(config, &manifest)?)?;
     let committed: HashSet<u64> = store.committed()?;
-    let resumed: Vec<&Chunk> = chunks
+    let owned: Vec<Chunk> = chunks
         .iter()
-        .filter(|c| committed.contains(&c.id))
+        .copied()
+        .filter(|c| config.shard.owns(c))
         .collect();
+    let resumed: Vec<&Chunk> = owned.iter().filter(|c| committed.contains(&c.id)).collect();
 
-    let mut progress = Progress::new(manifest.entries.len() as u64, config.quiet);
+    let owned_items: u64 = owned.iter().map(Chunk::len).sum();
+    let mut progress = Progress::new(owned_items, config.quiet);
     for problem in &manifest.problems {
         progress.notice(&format!(
             "pipeline: warning: skipped {}: {}",
@@ -370,25 +402,28 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
             problem.message
         ));
     }
+    if sharded {
+        progress.notice(&format!(
+            "pipeline: shard {} ({}): {} of {} chunks, {owned_items} of {} images",
+            config.shard,
+            config.shard_source.as_deref().unwrap_or("--shard"),
+            owned.len(),
+            chunks.len(),
+            manifest.entries.len()
+        ));
+    }
     if !resumed.is_empty() {
         progress.notice(&format!(
             "pipeline: resuming: {} of {} chunks are already committed in {}",
             resumed.len(),
-            chunks.len(),
+            owned.len(),
             store.dir().display()
         ));
         progress.advance(resumed.iter().map(|c| c.len()).sum());
     }
     let signals = StopSignals::install()
         .map_err(|e| RunError::WorkersFailed(format!("cannot install signal handlers: {e}")))?;
-    let mut run = Scheduler::new(
-        config,
-        &manifest,
-        &chunks,
-        &committed,
-        &store,
-        &mut progress,
-    );
+    let mut run = Scheduler::new(config, &manifest, &owned, &committed, &store, &mut progress);
     let outcome = run.drive(&mut progress, &signals);
     let computed = run.computed_images;
     let mut summary = run.shut_down(&mut progress);
@@ -396,20 +431,48 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     outcome?;
 
     let assembling = Instant::now();
-    let assembled = store.assemble(
-        &chunks,
-        &config.out,
-        config.format,
-        config.worker.task,
-        config.feature_dim,
-    )?;
+    let everything_committed = !sharded || {
+        let now = store.committed()?;
+        chunks.iter().all(|c| now.contains(&c.id))
+    };
+    let merge = if !sharded || (config.merge && everything_committed) {
+        store.merge(
+            &chunks,
+            &config.out,
+            config.format,
+            config.worker.task,
+            config.feature_dim,
+            !sharded,
+        )?
+    } else {
+        Merge::Busy
+    };
+    let totals = match merge {
+        Merge::Done(assembled) => {
+            summary.merged = true;
+            assembled
+        }
+        Merge::Busy | Merge::AlreadyMerged => {
+            if !config.merge {
+                progress.notice(&format!(
+                    "pipeline: shard {} done; run `pipeline merge --out {}` once every shard is",
+                    config.shard,
+                    config.out.display()
+                ));
+            }
+            // Count this shard's own records while its parts are there.
+            store.tally(&owned).unwrap_or_default()
+        }
+    };
     progress.clear();
     summary.assemble_s = assembling.elapsed().as_secs_f64();
-    summary.images = assembled.records;
-    summary.failures = assembled.failures;
-    summary.failures_by_kind = assembled.failures_by_kind;
+    summary.images = totals.records;
+    summary.failures = totals.failures;
+    summary.failures_by_kind = totals.failures_by_kind;
     summary.chunks = chunks.len() as u64;
+    summary.chunks_owned = owned.len() as u64;
     summary.chunks_resumed = resumed.len() as u64;
+    summary.shard = sharded.then(|| config.shard.to_string());
     summary.scan_s = scan_s;
     summary.scan_problems = manifest
         .problems
@@ -422,11 +485,52 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     Ok(summary)
 }
 
+/// `pipeline merge`: assembles `out` from the parts every shard committed,
+/// or says which chunks are missing.
+pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, RunError> {
+    let started = Instant::now();
+    if !parts_dir(out).exists() {
+        if out.exists() {
+            return Ok(RunSummary {
+                already_complete: true,
+                out: out.to_owned(),
+                ..RunSummary::default()
+            });
+        }
+        return Err(RunError::NothingToMerge(parts_dir(out)));
+    }
+    let (store, stored) = PartStore::open_existing(out)?;
+    let chunks = plan_chunks(stored.items, stored.chunk_size);
+    let format =
+        format.unwrap_or_else(|| OutputFormat::from_path(out).unwrap_or(OutputFormat::Jsonl));
+    let feature_dim = stored
+        .model
+        .parse::<pipeline_core::ModelKind>()
+        .map_or(0, |m| m.feature_dim());
+    let mut summary = RunSummary {
+        chunks: chunks.len() as u64,
+        out: out.to_owned(),
+        ..RunSummary::default()
+    };
+    match store.merge(&chunks, out, format, stored.task, feature_dim, true)? {
+        Merge::Done(assembled) => {
+            summary.merged = true;
+            summary.images = assembled.records;
+            summary.failures = assembled.failures;
+            summary.failures_by_kind = assembled.failures_by_kind;
+        }
+        Merge::Busy | Merge::AlreadyMerged => summary.already_complete = true,
+    }
+    summary.wall_s = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
 struct Scheduler<'a> {
     config: &'a RunConfig,
     manifest: &'a Manifest,
     store: &'a PartStore,
-    chunks: Vec<ChunkState>,
+    /// The chunks this process owns, by id.
+    chunks: HashMap<u64, ChunkState>,
     tasks: Vec<Task>,
     /// Tasks to hand out, in order.
     queue: VecDeque<u64>,
@@ -485,15 +589,18 @@ impl<'a> Scheduler<'a> {
                 report: WorkerReport::default(),
             })
             .collect();
-        let states: Vec<ChunkState> = chunks
+        let states: HashMap<u64, ChunkState> = chunks
             .iter()
-            .map(|&chunk| ChunkState {
-                chunk,
-                committed: committed.contains(&chunk.id),
-                outcomes: Vec::new(),
+            .map(|&chunk| {
+                let state = ChunkState {
+                    chunk,
+                    committed: committed.contains(&chunk.id),
+                    outcomes: Vec::new(),
+                };
+                (chunk.id, state)
             })
             .collect();
-        // Task `i` is chunk `i` whole; pieces get later ids.
+        // One task per owned chunk, whole; pieces get later ids.
         let tasks: Vec<Task> = chunks
             .iter()
             .map(|c| Task {
@@ -511,7 +618,7 @@ impl<'a> Scheduler<'a> {
             config,
             manifest,
             store,
-            remaining: states.iter().filter(|c| !c.committed).count(),
+            remaining: states.values().filter(|c| !c.committed).count(),
             queue: tasks
                 .iter()
                 .enumerate()
@@ -592,7 +699,7 @@ impl<'a> Scheduler<'a> {
             if let Some((signal, deadline)) = self.stopping
                 && (!self.in_flight() || Instant::now() >= deadline)
             {
-                let committed = self.chunks.iter().filter(|c| c.committed).count() as u64;
+                let committed = self.chunks.values().filter(|c| c.committed).count() as u64;
                 return Err(RunError::Interrupted {
                     signal,
                     committed,
@@ -811,7 +918,9 @@ impl<'a> Scheduler<'a> {
         progress.advance((outcomes.len() as u64).saturating_sub(shown));
         self.partial.retain(|&(_, t), _| t != task);
         self.computed_images += outcomes.len() as u64;
-        let state = &mut self.chunks[chunk as usize];
+        let Some(state) = self.chunks.get_mut(&chunk) else {
+            return Ok(());
+        };
         state.outcomes.extend(outcomes);
         if state.outcomes.len() as u64 != state.chunk.len() {
             return Ok(());

@@ -1,0 +1,265 @@
+//! What a cluster scheduler tells a run through its environment: which
+//! shard of the dataset this process owns, and which GPUs it was given.
+//!
+//! Shards, first match wins:
+//! 1. `--shard i/n`;
+//! 2. Slurm: a job array (`SLURM_ARRAY_TASK_ID` within `SLURM_ARRAY_TASK_MIN`
+//!    … `MAX` by `SLURM_ARRAY_TASK_STEP`, `SLURM_ARRAY_TASK_COUNT` tasks)
+//!    and/or the tasks of an `srun` step (`SLURM_PROCID` of
+//!    `SLURM_STEP_NUM_TASKS`, which only `srun` sets: a batch script's own
+//!    shell is not a step task). Both together multiply: array task `a` of
+//!    `A`, step task `p` of `P` is shard `a·P + p` of `A·P`;
+//! 3. a Kubernetes Indexed Job: `JOB_COMPLETION_INDEX` with `--num-shards`
+//!    (the Job's `completions`, which the pod cannot see).
+//!
+//! GPUs: `CUDA_VISIBLE_DEVICES`, else `SLURM_STEP_GPUS`, else
+//! `SLURM_JOB_GPUS`, limit `--gpus all`.
+
+use pipeline_core::Shard;
+
+/// Reads one environment variable (a closure, so tests need no real env).
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// The process environment.
+pub fn process_env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// Where a run's shard came from, for the log and the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardChoice {
+    /// The shard.
+    pub shard: Shard,
+    /// e.g. `--shard`, `SLURM_ARRAY_TASK_ID=2 of 3 tasks`.
+    pub source: String,
+}
+
+fn number(env: Env<'_>, name: &str) -> Result<Option<u32>, String> {
+    match env(name).filter(|v| !v.trim().is_empty()) {
+        None => Ok(None),
+        Some(v) => v
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| format!("{name}={v} is not a number")),
+    }
+}
+
+/// The array task's position and the array's size, when in a job array.
+fn slurm_array(env: Env<'_>) -> Result<Option<(u32, u32, String)>, String> {
+    let (Some(id), Some(count)) = (
+        number(env, "SLURM_ARRAY_TASK_ID")?,
+        number(env, "SLURM_ARRAY_TASK_COUNT")?,
+    ) else {
+        return Ok(None);
+    };
+    let min = number(env, "SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
+    let step = number(env, "SLURM_ARRAY_TASK_STEP")?.unwrap_or(1).max(1);
+    let position = id
+        .checked_sub(min)
+        .map(|d| d / step)
+        .filter(|p| *p < count)
+        .ok_or_else(|| {
+            format!(
+                "SLURM_ARRAY_TASK_ID={id} is not one of {count} tasks from {min} by {step}; \
+                 pass --shard i/n"
+            )
+        })?;
+    let source = format!("SLURM_ARRAY_TASK_ID={id} of {count} tasks");
+    Ok(Some((position, count, source)))
+}
+
+/// The step task's rank and the step's size, when run by `srun`.
+fn slurm_step(env: Env<'_>) -> Result<Option<(u32, u32, String)>, String> {
+    let (Some(rank), Some(tasks)) = (
+        number(env, "SLURM_PROCID")?,
+        number(env, "SLURM_STEP_NUM_TASKS")?,
+    ) else {
+        return Ok(None);
+    };
+    if tasks <= 1 {
+        return Ok(None);
+    }
+    if rank >= tasks {
+        return Err(format!(
+            "SLURM_PROCID={rank} with SLURM_STEP_NUM_TASKS={tasks}"
+        ));
+    }
+    Ok(Some((
+        rank,
+        tasks,
+        format!("SLURM_PROCID={rank} of {tasks} tasks"),
+    )))
+}
+
+/// This run's shard: from `--shard`, else the scheduler's environment,
+/// else the whole dataset (`None`).
+pub fn choose_shard(
+    flag: Option<&str>,
+    num_shards: Option<u32>,
+    env: Env<'_>,
+) -> Result<Option<ShardChoice>, String> {
+    if let Some(flag) = flag {
+        let shard: Shard = flag.parse().map_err(|e| format!("{e}"))?;
+        return Ok(Some(ShardChoice {
+            shard,
+            source: "--shard".into(),
+        }));
+    }
+    let array = slurm_array(env)?;
+    let step = slurm_step(env)?;
+    let slurm = match (array, step) {
+        (Some((a, count_a, sa)), Some((p, count_p, sp))) => {
+            Some((a * count_p + p, count_a * count_p, format!("{sa}, {sp}")))
+        }
+        (Some(one), None) | (None, Some(one)) => Some(one),
+        (None, None) => None,
+    };
+    if let Some((index, count, source)) = slurm {
+        return Ok(Some(ShardChoice {
+            shard: Shard { index, count },
+            source,
+        }));
+    }
+    if let Some(index) = number(env, "JOB_COMPLETION_INDEX")? {
+        let count = num_shards.ok_or_else(|| {
+            format!(
+                "JOB_COMPLETION_INDEX={index} is set (a Kubernetes Indexed Job): pass \
+                 --num-shards with the Job's completions"
+            )
+        })?;
+        if index >= count {
+            return Err(format!(
+                "JOB_COMPLETION_INDEX={index} is not below --num-shards {count}"
+            ));
+        }
+        return Ok(Some(ShardChoice {
+            shard: Shard { index, count },
+            source: format!("JOB_COMPLETION_INDEX={index} of {count}"),
+        }));
+    }
+    if num_shards.is_some() {
+        return Err(
+            "--num-shards needs JOB_COMPLETION_INDEX (a Kubernetes Indexed Job); \
+                    elsewhere use --shard i/n"
+                .into(),
+        );
+    }
+    Ok(None)
+}
+
+/// The GPUs the scheduler handed this process, as indices, and the
+/// variable that said so; `None` when nothing limits them.
+pub fn scheduler_gpus(env: Env<'_>) -> Option<(Vec<usize>, String)> {
+    // An empty CUDA_VISIBLE_DEVICES means "no GPU"; the Slurm variables
+    // count only when they hold something.
+    let cuda = env("CUDA_VISIBLE_DEVICES").map(|v| ("CUDA_VISIBLE_DEVICES", v));
+    let slurm = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"]
+        .into_iter()
+        .find_map(|name| Some((name, env(name).filter(|v| !v.trim().is_empty())?)));
+    let (name, value) = cuda.or(slurm)?;
+    let gpus = value
+        .split(',')
+        .filter_map(|s| s.trim().parse().ok())
+        .collect();
+    Some((gpus, format!("{name}={value}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn shard(pairs: &[(&str, &str)], num: Option<u32>) -> Result<Option<(u32, u32)>, String> {
+        let env = env_of(pairs);
+        choose_shard(None, num, &env).map(|c| c.map(|c| (c.shard.index, c.shard.count)))
+    }
+
+    #[test]
+    fn the_flag_wins_over_the_environment() {
+        let env = env_of(&[
+            ("SLURM_ARRAY_TASK_ID", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+        ]);
+        let choice = choose_shard(Some("2/5"), None, &env).expect("valid");
+        assert_eq!(choice.map(|c| (c.shard.index, c.shard.count)), Some((2, 5)));
+        assert!(choose_shard(Some("5/5"), None, &env).is_err());
+    }
+
+    #[test]
+    fn slurm_arrays_count_from_their_first_id_by_their_step() {
+        let plain = [
+            ("SLURM_ARRAY_TASK_ID", "2"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+        ];
+        assert_eq!(shard(&plain, None), Ok(Some((2, 3))));
+        let offset = [
+            ("SLURM_ARRAY_TASK_ID", "12"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "10"),
+            ("SLURM_ARRAY_TASK_STEP", "2"),
+        ];
+        assert_eq!(shard(&offset, None), Ok(Some((1, 3))));
+        let outside = [
+            ("SLURM_ARRAY_TASK_ID", "9"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+            ("SLURM_ARRAY_TASK_MIN", "10"),
+        ];
+        assert!(shard(&outside, None).is_err());
+    }
+
+    #[test]
+    fn srun_tasks_are_shards_but_a_batch_shell_is_not() {
+        let step = [("SLURM_PROCID", "1"), ("SLURM_STEP_NUM_TASKS", "2")];
+        assert_eq!(shard(&step, None), Ok(Some((1, 2))));
+        // `sbatch -n 4` without srun: the batch shell has SLURM_NTASKS but
+        // is one process, so it must run everything.
+        let batch = [("SLURM_PROCID", "0"), ("SLURM_NTASKS", "4")];
+        assert_eq!(shard(&batch, None), Ok(None));
+        let both = [
+            ("SLURM_ARRAY_TASK_ID", "1"),
+            ("SLURM_ARRAY_TASK_COUNT", "3"),
+            ("SLURM_PROCID", "1"),
+            ("SLURM_STEP_NUM_TASKS", "2"),
+        ];
+        assert_eq!(shard(&both, None), Ok(Some((3, 6))));
+    }
+
+    #[test]
+    fn kubernetes_indexed_jobs_need_the_completion_count() {
+        let k8s = [("JOB_COMPLETION_INDEX", "3")];
+        assert_eq!(shard(&k8s, Some(4)), Ok(Some((3, 4))));
+        assert!(shard(&k8s, None).is_err_and(|e| e.contains("--num-shards")));
+        assert!(shard(&k8s, Some(3)).is_err());
+        assert!(shard(&[], Some(3)).is_err());
+        assert_eq!(shard(&[], None), Ok(None));
+    }
+
+    #[test]
+    fn gpus_come_from_cuda_then_the_slurm_step_then_the_job() {
+        let env = env_of(&[("SLURM_STEP_GPUS", "1,3"), ("SLURM_JOB_GPUS", "0,1,2,3")]);
+        assert_eq!(
+            scheduler_gpus(&env),
+            Some((vec![1, 3], "SLURM_STEP_GPUS=1,3".into()))
+        );
+        let env = env_of(&[("CUDA_VISIBLE_DEVICES", "2"), ("SLURM_JOB_GPUS", "0,1")]);
+        assert_eq!(
+            scheduler_gpus(&env),
+            Some((vec![2], "CUDA_VISIBLE_DEVICES=2".into()))
+        );
+        assert_eq!(scheduler_gpus(&env_of(&[])), None);
+        let none = env_of(&[("CUDA_VISIBLE_DEVICES", ""), ("SLURM_JOB_GPUS", "0")]);
+        assert_eq!(
+            scheduler_gpus(&none),
+            Some((vec![], "CUDA_VISIBLE_DEVICES=".into()))
+        );
+    }
+}

@@ -22,7 +22,7 @@ pub(crate) enum Command {
     /// Measure throughput per stage, on real or generated images.
     Bench(Pending),
     /// Assemble the final output from the part files of all shards.
-    Merge(Pending),
+    Merge(MergeArgs),
     /// One device's worker process (spawned by `infer`; speaks the protocol
     /// on stdin/stdout).
     #[command(hide = true)]
@@ -98,6 +98,18 @@ pub(crate) struct InferArgs {
     /// batch).
     #[arg(long, default_value = "auto", value_name = "auto|SECS")]
     pub(crate) hang_timeout: String,
+    /// Run only shard INDEX of COUNT (e.g. `0/4`). Without it the shard comes
+    /// from Slurm (array task, srun task) or a Kubernetes Indexed Job.
+    #[arg(long, value_name = "INDEX/COUNT")]
+    pub(crate) shard: Option<String>,
+    /// Shards of a Kubernetes Indexed Job (its `completions`), with
+    /// `JOB_COMPLETION_INDEX` as this pod's shard.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) num_shards: Option<u32>,
+    /// With shards: the shard that finds every chunk committed when it
+    /// ends assembles the output (else run `pipeline merge`).
+    #[arg(long)]
+    pub(crate) merge: bool,
     /// Also write the run's summary, per-worker and per-stage times as JSON.
     #[arg(long, value_name = "FILE.json")]
     pub(crate) report: Option<PathBuf>,
@@ -112,6 +124,20 @@ pub(crate) struct DevicesArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// `pipeline merge`.
+#[derive(Debug, Args)]
+pub(crate) struct MergeArgs {
+    /// The output the shards wrote parts for (`FILE.parts` next to it).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) out: PathBuf,
+    /// jsonl, csv or parquet (default: from --out's extension, else jsonl).
+    #[arg(long, value_name = "FORMAT")]
+    pub(crate) format: Option<String>,
+    /// No summary; errors only.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
 }
 
 /// Arguments of a subcommand that is not built yet.

@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use coordinator::{RunConfig, RunSummary, choose_format};
-use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Task, WorkerConfig};
+use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Shard, Task, WorkerConfig};
 
-use crate::args::{InferArgs, TaskArg};
+use crate::args::{InferArgs, MergeArgs, TaskArg};
 use crate::exit::Outcome;
 
 /// Deaths in a row of a worker slot (no finished task between them, none
@@ -41,23 +41,38 @@ pub(crate) fn weights_dir() -> Option<PathBuf> {
 }
 
 /// `--gpus` → one device per worker slot (before `--workers-per-gpu`), and
-/// a notice when `all` found no GPU.
+/// a notice saying how `all` chose.
 fn devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     let flag = flag.trim();
     if flag.eq_ignore_ascii_case("all") {
         let gpus = gpu_worker::gpus();
-        let allowed: Option<Vec<usize>> = std::env::var("CUDA_VISIBLE_DEVICES")
-            .ok()
-            .map(|v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect());
+        // GPU indices are PCI bus order, as nvidia-smi and CUDA with
+        // CUDA_DEVICE_ORDER=PCI_BUS_ID number them.
+        let given = coordinator::scheduler_gpus(&coordinator::process_env);
         let chosen: Vec<DeviceSpec> = (0..gpus.len())
-            .filter(|i| allowed.as_ref().is_none_or(|a| a.contains(i)))
+            .filter(|i| {
+                given
+                    .as_ref()
+                    .is_none_or(|(allowed, _)| allowed.contains(i))
+            })
             .map(DeviceSpec::Gpu)
             .collect();
+        let names: Vec<String> = chosen.iter().map(ToString::to_string).collect();
+        let notice = match (&given, chosen.is_empty()) {
+            (Some((_, source)), true) => format!(
+                "pipeline: {source} names no Vulkan GPU of this machine; running on the CPU \
+                 (burn flex)"
+            ),
+            (None, true) => "pipeline: no GPU found; running on the CPU (burn flex)".to_owned(),
+            (Some((_, source)), false) => {
+                format!("pipeline: devices {} (from {source})", names.join(", "))
+            }
+            (None, false) => format!("pipeline: devices {}", names.join(", ")),
+        };
         if chosen.is_empty() {
-            let notice = "pipeline: no GPU found; running on the CPU (burn flex)".to_owned();
             return Ok((vec![DeviceSpec::Cpu], Some(notice)));
         }
-        return Ok((chosen, None));
+        return Ok((chosen, Some(notice)));
     }
     if flag.eq_ignore_ascii_case("none") {
         return Ok((vec![DeviceSpec::Cpu], None));
@@ -192,6 +207,11 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
             }
         },
     };
+    let shard = coordinator::choose_shard(
+        args.shard.as_deref(),
+        args.num_shards,
+        &coordinator::process_env,
+    )?;
     let exe = std::env::current_exe()
         .map_err(|e| format!("cannot find the pipeline executable to start workers: {e}"))?;
     let config = RunConfig {
@@ -219,6 +239,9 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         grace: std::time::Duration::from_secs_f64(args.grace),
         overwrite: args.overwrite,
         resume: args.resume,
+        shard: shard.as_ref().map_or(Shard::ALL, |c| c.shard),
+        shard_source: shard.map(|c| c.source),
+        merge: args.merge,
         quiet: args.quiet,
     };
     Ok((
@@ -267,6 +290,10 @@ fn finish(
                 "chunk_size": config.chunk_size,
                 "grace_s": config.grace.as_secs_f64(),
                 "hang_timeout_s": config.hang_timeout.map(|d| d.as_secs_f64()),
+                "shard": config.shard.to_string(),
+                "shard_source": config.shard_source,
+                "scheduler_gpus": coordinator::scheduler_gpus(&coordinator::process_env)
+                    .map(|(_, source)| source),
             },
         });
         let written = serde_json::to_vec_pretty(&report)
@@ -286,6 +313,39 @@ fn finish(
     }
 }
 
+/// `pipeline merge`.
+pub(crate) fn merge(args: &MergeArgs) -> Outcome {
+    let format = match &args.format {
+        Some(f) => match f.parse() {
+            Ok(f) => Some(f),
+            Err(e) => return Outcome::Failed(format!("--format: {e}")),
+        },
+        None => None,
+    };
+    match coordinator::merge(&args.out, format) {
+        Err(e) => Outcome::Failed(e.to_string()),
+        Ok(summary) if summary.already_complete => {
+            if !args.quiet {
+                eprintln!(
+                    "pipeline: {} is already merged; nothing to do",
+                    summary.out.display()
+                );
+            }
+            Outcome::Success
+        }
+        Ok(summary) => {
+            if !args.quiet {
+                eprintln!("{}", summary_line(&summary));
+            }
+            if summary.failures > 0 {
+                Outcome::ItemsFailed
+            } else {
+                Outcome::Success
+            }
+        }
+    }
+}
+
 fn summary_line(s: &RunSummary) -> String {
     let mut kinds: Vec<_> = s.failures_by_kind.iter().collect();
     kinds.sort();
@@ -296,19 +356,28 @@ fn summary_line(s: &RunSummary) -> String {
         format!("{} failed ({})", s.failures, by_kind.join(", "))
     };
     let resumed = if s.chunks_resumed > 0 {
-        format!(" ({} of {} chunks resumed)", s.chunks_resumed, s.chunks)
+        format!(
+            " ({} of {} chunks resumed)",
+            s.chunks_resumed, s.chunks_owned
+        )
     } else {
         String::new()
     };
+    let shard = s
+        .shard
+        .as_ref()
+        .map_or(String::new(), |shard| format!(" shard {shard}:"));
+    let target = if s.merged {
+        s.out.display().to_string()
+    } else {
+        format!(
+            "{} (not merged yet)",
+            coordinator::parts_dir(&s.out).display()
+        )
+    };
     format!(
-        "pipeline: {} images{resumed}, {failures}, {:.1} s, {:.1} images/s, {} OOM backoffs, \
-         {} retries, {} restarts → {}",
-        s.images,
-        s.wall_s,
-        s.images_per_s,
-        s.oom_backoffs,
-        s.retries,
-        s.restarts,
-        s.out.display()
+        "pipeline:{shard} {} images{resumed}, {failures}, {:.1} s, {:.1} images/s, \
+         {} OOM backoffs, {} retries, {} restarts → {target}",
+        s.images, s.wall_s, s.images_per_s, s.oom_backoffs, s.retries, s.restarts,
     )
 }

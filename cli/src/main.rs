@@ -24,7 +24,7 @@ fn main() -> ExitCode {
         Command::Infer(args) => infer::run(&args),
         Command::Devices(args) => devices::run(args.json),
         Command::Bench(_) => not_built("bench", 7),
-        Command::Merge(_) => not_built("merge", 6),
+        Command::Merge(args) => infer::merge(&args),
         Command::Worker => return worker(),
     };
     outcome.report()

@@ -28,21 +28,16 @@ fn help_lists_the_designed_subcommands_and_hides_worker() {
 }
 
 #[test]
-fn subcommands_not_built_say_so_in_one_line_and_exit_2() {
-    for (args, issue) in [
-        (&["bench", "--synthetic", "100"][..], "#7"),
-        (&["merge", "--out", "x.jsonl"][..], "#6"),
-    ] {
-        let out = pipeline(args);
-        assert_eq!(out.status.code(), Some(2), "{args:?}");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
-        assert!(
-            stderr.contains("not built yet") && stderr.contains(issue),
-            "{args:?}: {stderr}"
-        );
-        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
-    }
+fn a_subcommand_not_built_says_so_in_one_line_and_exits_2() {
+    let out = pipeline(&["bench", "--synthetic", "100"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("not built yet") && stderr.contains("#7"),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "bench printed to stdout");
 }
 
 #[test]

@@ -306,6 +306,11 @@ fn finish(
     if !args.quiet {
         eprintln!("{}", summary_line(&summary));
     }
+    items_outcome(&summary)
+}
+
+/// 0 or 1: whether any item of the output is an error record.
+fn items_outcome(summary: &RunSummary) -> Outcome {
     if summary.failures > 0 {
         Outcome::ItemsFailed
     } else {
@@ -337,11 +342,7 @@ pub(crate) fn merge(args: &MergeArgs) -> Outcome {
             if !args.quiet {
                 eprintln!("{}", summary_line(&summary));
             }
-            if summary.failures > 0 {
-                Outcome::ItemsFailed
-            } else {
-                Outcome::Success
-            }
+            items_outcome(&summary)
         }
     }
 }

@@ -135,6 +135,23 @@ fn text(out: &Output) -> String {
     )
 }
 
+/// Everything the job logs named `PREFIX*` in `dir` say.
+fn logs(dir: &Path, prefix: &str) -> String {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .expect("work dir")
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(prefix))
+        })
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|p| fs::read_to_string(p).unwrap_or_default())
+        .collect()
+}
+
 /// Committed parts of `out` whose chunk id is `shard` modulo `count`.
 fn parts_of_shard(out: &Path, shard: u64, count: u64) -> usize {
     fs::read_dir(coordinator::parts_dir(out)).map_or(0, |entries| {
@@ -204,19 +221,14 @@ fn shards_on_a_real_slurm_cluster_merge_to_the_single_machine_output() {
         ]
         .concat(),
     );
-    let logs: String = fs::read_dir(work)
-        .expect("work dir")
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.to_string_lossy().contains("array-"))
-        .map(|p| fs::read_to_string(p).unwrap_or_default())
-        .collect();
-    assert!(work.join("array.jsonl").exists(), "{logs}");
+    let array_logs = logs(work, "array-");
+    assert!(work.join("array.jsonl").exists(), "{array_logs}");
     assert!(
         fs::read(work.join("array.jsonl")).expect("merged") == want,
-        "{logs}"
+        "{array_logs}"
     );
     for shard in ["shard 0/3", "shard 1/3", "shard 2/3"] {
-        assert!(logs.contains(shard), "{shard} ran: {logs}");
+        assert!(array_logs.contains(shard), "{shard} ran: {array_logs}");
     }
     assert!(!coordinator::parts_dir(&work.join("array.jsonl")).exists());
 
@@ -237,18 +249,16 @@ fn shards_on_a_real_slurm_cluster_merge_to_the_single_machine_output() {
         ]
         .concat(),
     );
-    let logs: String = fs::read_dir(work)
-        .expect("work dir")
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.to_string_lossy().contains("srun-"))
-        .map(|p| fs::read_to_string(p).unwrap_or_default())
-        .collect();
-    assert!(work.join("srun.jsonl").exists(), "{logs}");
+    let srun_logs = logs(work, "srun-");
+    assert!(work.join("srun.jsonl").exists(), "{srun_logs}");
     assert!(
         fs::read(work.join("srun.jsonl")).expect("merged") == want,
-        "{logs}"
+        "{srun_logs}"
     );
-    assert!(logs.contains("SLURM_PROCID=1 of 2 tasks"), "{logs}");
+    assert!(
+        srun_logs.contains("SLURM_PROCID=1 of 2 tasks"),
+        "{srun_logs}"
+    );
 
     // scancel one array task mid-run, re-submit it, merge.
     let slow = ["--model", "resnet18", "--gpus", "cpu", "--chunk-size", "2"];
@@ -320,12 +330,7 @@ fn shards_on_a_real_slurm_cluster_merge_to_the_single_machine_output() {
         ]
         .concat(),
     );
-    let log: String = fs::read_dir(work)
-        .expect("work dir")
-        .filter_map(|e| Some(e.ok()?.path()))
-        .filter(|p| p.to_string_lossy().contains("resubmit-"))
-        .map(|p| fs::read_to_string(p).unwrap_or_default())
-        .collect();
+    let log = logs(work, "resubmit-");
     assert!(out.exists(), "{log}");
     assert!(log.contains("resuming:"), "{log}");
     assert!(fs::read(&out).expect("merged") == want_slow, "{log}");

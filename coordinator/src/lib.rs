@@ -23,5 +23,6 @@ pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
 pub use output::{OutputFormat, Record};
 pub use parts::{PartsError, failures_path, parts_dir};
 pub use run::{
-    ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport, choose_format, merge, run,
+    ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport, check_outcomes,
+    choose_format, encode_part, merge, run,
 };

@@ -23,9 +23,7 @@ use std::path::{Path, PathBuf};
 use pipeline_core::{Chunk, Task};
 use serde_json::Value;
 
-use crate::output::{
-    OutputFormat, Record, decode_jsonl, encode_jsonl, jsonl_error, open_sink, partial_path,
-};
+use crate::output::{OutputFormat, decode_jsonl, jsonl_error, open_sink, partial_path};
 
 /// Version of the part folder's layout, stored in `run.json`.
 const PARTS_LAYOUT: u64 = 1;
@@ -319,15 +317,12 @@ impl PartStore {
         Ok(ids)
     }
 
-    /// Commits one chunk's records: after this returns, the part survives
-    /// any crash of this process or the machine.
-    pub(crate) fn commit(&self, chunk: u64, records: &[Record]) -> io::Result<()> {
-        let mut bytes = Vec::with_capacity(records.len() * 160);
-        for record in records {
-            encode_jsonl(record, &mut bytes)?;
-        }
+    /// Commits one chunk's part (its records' JSONL bytes, from
+    /// [`crate::encode_part`]): after this returns, the part survives any
+    /// crash of this process or the machine.
+    pub(crate) fn commit(&self, chunk: u64, bytes: &[u8]) -> io::Result<()> {
         crate::failpoints::part_write()?;
-        self.write_atomically(&part_name(chunk), &bytes)
+        self.write_atomically(&part_name(chunk), bytes)
     }
 
     /// Temp file, write, fsync, rename, fsync the folder.
@@ -514,7 +509,7 @@ impl PartStore {
     }
 }
 
-/// The `index` of a JSONL record, which [`encode_jsonl`] writes first.
+/// The `index` of a JSONL record, which [`crate::output::encode_jsonl`] writes first.
 fn line_index(line: &[u8]) -> Option<u64> {
     let rest = line.strip_prefix(b"{\"index\":")?;
     let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
@@ -566,6 +561,7 @@ fn describe_difference(stored: &Value, now: &Value) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::{Record, encode_jsonl};
     use pipeline_core::{ClassScore, ItemError, ItemErrorKind, Prediction, plan_chunks};
     use serde_json::json;
 
@@ -584,6 +580,14 @@ mod tests {
         }
     }
 
+    fn part(records: &[Record]) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for record in records {
+            encode_jsonl(record, &mut bytes).expect("encoded");
+        }
+        bytes
+    }
+
     fn identity() -> Value {
         json!({"model": "tiny", "chunk_size": 2, "inputs": {"items": 5}})
     }
@@ -596,7 +600,7 @@ mod tests {
         let store = PartStore::open(&out, &identity()).expect("opened");
         for chunk in chunks.iter().rev() {
             let records: Vec<Record> = (chunk.start..chunk.end).map(record).collect();
-            store.commit(chunk.id, &records).expect("committed");
+            store.commit(chunk.id, &part(&records)).expect("committed");
         }
         let task = Task::Classify { top_k: 1 };
         let assembled = store
@@ -620,14 +624,16 @@ mod tests {
         let out = dir.path().join("p.jsonl");
         let chunks = plan_chunks(5, 2);
         let store = PartStore::open(&out, &identity()).expect("opened");
-        store.commit(0, &[record(0), record(1)]).expect("committed");
-        store.commit(2, &[record(4)]).expect("committed");
+        store
+            .commit(0, &part(&[record(0), record(1)]))
+            .expect("committed");
+        store.commit(2, &part(&[record(4)])).expect("committed");
         let task = Task::Classify { top_k: 1 };
         let error = store
             .assemble(&chunks, &out, OutputFormat::Jsonl, task, 0)
             .expect_err("chunk 1 is missing");
         assert!(error.to_string().contains("missing: 1"), "{error}");
-        store.commit(1, &[record(2)]).expect("committed");
+        store.commit(1, &part(&[record(2)])).expect("committed");
         let error = store
             .assemble(&chunks, &out, OutputFormat::Csv, task, 0)
             .expect_err("chunk 1 is short");

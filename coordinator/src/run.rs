@@ -928,10 +928,10 @@ impl<'a> Scheduler<'a> {
         let mut outcomes = std::mem::take(&mut state.outcomes);
         outcomes.sort_unstable_by_key(|o| o.index);
         state.committed = true;
-        let records = self.records(outcomes);
         let started = Instant::now();
+        let bytes = encode_part(self.manifest, outcomes);
         self.store
-            .commit(chunk, &records)
+            .commit(chunk, &bytes)
             .map_err(|source| RunError::Output {
                 path: self.store.dir().to_owned(),
                 source,
@@ -939,20 +939,6 @@ impl<'a> Scheduler<'a> {
         self.summary.commit_s += started.elapsed().as_secs_f64();
         self.remaining -= 1;
         Ok(())
-    }
-
-    fn records(&self, outcomes: Vec<ItemOutcome>) -> Vec<Record> {
-        outcomes
-            .into_iter()
-            .map(|o| Record {
-                index: o.index,
-                path: self.manifest.entries[o.index as usize]
-                    .relative
-                    .to_string_lossy()
-                    .into_owned(),
-                result: o.result,
-            })
-            .collect()
     }
 
     fn on_closed(
@@ -1224,8 +1210,29 @@ fn absolute(root: &Path, relative: &Path) -> PathBuf {
     }
 }
 
+/// A finished chunk's part file bytes: each outcome with its item's path,
+/// as JSONL. With [`check_outcomes`] and the frame decode, this is the
+/// coordinator's work per result between a worker's pipe and the disk
+/// (`benches`: `coordinator_path`).
+pub fn encode_part(manifest: &Manifest, outcomes: Vec<ItemOutcome>) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(outcomes.len() * 192);
+    for o in outcomes {
+        let record = Record {
+            index: o.index,
+            path: manifest.entries[o.index as usize]
+                .relative
+                .to_string_lossy()
+                .into_owned(),
+            result: o.result,
+        };
+        crate::output::encode_jsonl(&record, &mut bytes)
+            .expect("writing JSON into a Vec cannot fail");
+    }
+    bytes
+}
+
 /// A task's outcomes must be exactly its items, in order.
-fn check_outcomes(items: std::ops::Range<u64>, outcomes: &[ItemOutcome]) -> Result<(), String> {
+pub fn check_outcomes(items: std::ops::Range<u64>, outcomes: &[ItemOutcome]) -> Result<(), String> {
     let expected = items.end - items.start;
     if outcomes.len() as u64 != expected {
         return Err(format!("{} outcomes for {expected} items", outcomes.len()));

@@ -1,4 +1,5 @@
 //! Benchmark areas.
 
+pub(crate) mod coordinator;
 pub(crate) mod loader;
 pub(crate) mod model;

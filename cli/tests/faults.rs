@@ -132,6 +132,14 @@ fn assert_same_output(got: &Path, want: &[u8], data: &Dataset) {
     assert!(bytes == want, "the output differs from a clean run's");
 }
 
+/// One JSON value per line of an output.
+fn json_lines(bytes: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(bytes)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
 fn report(path: &Path) -> Value {
     serde_json::from_slice(&fs::read(path).expect("report written")).expect("report is JSON")
 }
@@ -269,10 +277,7 @@ fn workers_killed_at_random_points_cost_nothing_in_the_output() {
 fn an_image_that_kills_every_worker_becomes_one_worker_crash_record() {
     let case = Case::new(14, "tiny", &["--chunk-size", "8", "--batch-size", "4"]);
     let want = case.clean();
-    let clean: Vec<Value> = String::from_utf8_lossy(&want)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let clean = json_lines(&want);
     let poison = clean
         .iter()
         .find(|r| r["index"] == 9 && r.get("top_k").is_some())
@@ -288,11 +293,7 @@ fn an_image_that_kills_every_worker_becomes_one_worker_crash_record() {
     );
     let err = stderr(&run);
     assert_eq!(run.status.code(), Some(1), "{err}");
-    let got: Vec<Value> = fs::read_to_string(&out)
-        .expect("output")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let got = json_lines(&fs::read(&out).expect("output"));
     assert_eq!(got.len(), clean.len());
     for (g, w) in got.iter().zip(&clean) {
         if g["path"] == poison_path.as_str() {
@@ -499,10 +500,7 @@ fn a_changed_config_is_refused_and_overwrite_starts_afresh() {
 fn a_file_deleted_between_scan_and_load_is_a_not_found_record() {
     let case = Case::new(10, "tiny", &["--chunk-size", "4"]);
     let want = case.clean();
-    let clean: Vec<Value> = String::from_utf8_lossy(&want)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let clean = json_lines(&want);
     let victim = clean
         .iter()
         .find(|r| r.get("top_k").is_some())
@@ -517,11 +515,7 @@ fn a_file_deleted_between_scan_and_load_is_a_not_found_record() {
     );
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     assert!(!file.exists(), "the failpoint deleted it");
-    let got: Vec<Value> = fs::read_to_string(&out)
-        .expect("output")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let got = json_lines(&fs::read(&out).expect("output"));
     assert_eq!(got.len(), clean.len(), "the deleted file keeps its record");
     for (g, w) in got.iter().zip(&clean) {
         if g["path"] == victim_path {

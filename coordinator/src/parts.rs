@@ -155,15 +155,18 @@ pub(crate) struct Assembled {
 }
 
 impl PartStore {
-    /// Opens `OUT.parts` for a run described by `identity`, creating it if
-    /// needed. An existing folder must describe the same run.
-    pub(crate) fn open(out: &Path, identity: &Value) -> Result<Self, PartsError> {
-        let dir = parts_dir(out);
-        let store = Self {
+    fn at(dir: PathBuf) -> Self {
+        Self {
             // Shards on several nodes share the folder: host and pid.
             temp_suffix: format!(".tmp-{}-{}", hostname(), std::process::id()),
             dir,
-        };
+        }
+    }
+
+    /// Opens `OUT.parts` for a run described by `identity`, creating it if
+    /// needed. An existing folder must describe the same run.
+    pub(crate) fn open(out: &Path, identity: &Value) -> Result<Self, PartsError> {
+        let store = Self::at(parts_dir(out));
         let mut identity = identity.clone();
         if let Some(map) = identity.as_object_mut() {
             map.insert("layout".into(), Value::from(PARTS_LAYOUT));
@@ -228,13 +231,7 @@ impl PartStore {
                 .map_err(|e| damaged(format!("task: {e}")))?,
             model: json["model"].as_str().unwrap_or_default().to_owned(),
         };
-        Ok((
-            Self {
-                temp_suffix: format!(".tmp-{}-{}", hostname(), std::process::id()),
-                dir,
-            },
-            stored,
-        ))
+        Ok((Self::at(dir), stored))
     }
 
     /// Assembles `out` unless another process is doing it or did it; with

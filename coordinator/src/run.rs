@@ -118,6 +118,17 @@ pub enum RunError {
         /// Why.
         source: std::io::Error,
     },
+    /// A finished chunk could not be committed (a full disk, say).
+    #[error(
+        "cannot write a part to {dir}: {source}; the parts committed so far are kept: fix \
+         that and run the same command again to finish"
+    )]
+    Commit {
+        /// The part folder.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
     /// The output exists and the run was not told what to do with it.
     #[error(
         "--out {0} already exists; pass --overwrite to replace it, or --resume to keep it \
@@ -932,8 +943,8 @@ impl<'a> Scheduler<'a> {
         let bytes = encode_part(self.manifest, outcomes);
         self.store
             .commit(chunk, &bytes)
-            .map_err(|source| RunError::Output {
-                path: self.store.dir().to_owned(),
+            .map_err(|source| RunError::Commit {
+                dir: self.store.dir().to_owned(),
                 source,
             })?;
         self.summary.commit_s += started.elapsed().as_secs_f64();

@@ -298,7 +298,7 @@ mod tests {
     use super::format_is_truncated_jpeg;
 
     fn jpeg() -> Vec<u8> {
-        fixtures::jpeg_photo(96, 64, 5, 85).expect("encode")
+        crate::synthetic::jpeg_photo(96, 64, 5, 85).expect("encode")
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod batch;
 mod decode;
 mod preprocess;
 mod stream;
+pub mod synthetic;
 
 pub use batch::{Batch, WorkGroup, WorkItem};
 pub use decode::{RgbImage, decode_rgb};

@@ -17,6 +17,7 @@ mod parts;
 mod progress;
 mod run;
 mod signals;
+mod stats;
 mod workers;
 
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
@@ -26,3 +27,4 @@ pub use run::{
     ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport, check_outcomes,
     choose_format, encode_part, merge, run,
 };
+pub use stats::{Stages, SteadyWindow};

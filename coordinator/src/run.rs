@@ -40,6 +40,7 @@ use crate::output::{OutputFormat, Record};
 use crate::parts::{Merge, PartStore, PartsError, parts_dir};
 use crate::progress::Progress;
 use crate::signals::{StopSignals, signal_name};
+use crate::stats::{Stages, SteadyWindow, Timeline};
 use crate::workers::{Event, LogLine, WorkerHandle, describe_exit};
 
 /// How often the scheduler wakes up without events (signals, hang checks).
@@ -209,6 +210,9 @@ pub struct WorkerReport {
     pub startup_s: f64,
     /// Processes that filled this slot and died, and how.
     pub deaths: Vec<String>,
+    /// Peak resident memory of its last process (Linux `VmHWM`, read just
+    /// before it was told to finish).
+    pub peak_rss_bytes: Option<u64>,
 }
 
 /// What a run did.
@@ -258,6 +262,17 @@ pub struct RunSummary {
     pub commit_s: f64,
     /// Seconds assembling the output from the parts.
     pub assemble_s: f64,
+    /// Seconds per stage, summed over workers (`write_s` is commit +
+    /// assembly).
+    pub stages: Stages,
+    /// Between warm-up and run-out: the rate a longer run would hold.
+    /// `None` when the run was too short to have one.
+    pub steady: Option<SteadyWindow>,
+    /// Peak resident memory of this (the coordinator's) process so far.
+    pub coordinator_peak_rss_bytes: Option<u64>,
+    /// Each forward pass's seconds, upload to read-back, in arrival order.
+    #[serde(skip)]
+    pub batch_latencies_s: Vec<f64>,
     /// Per worker.
     pub workers: Vec<WorkerReport>,
     /// Where the output is.
@@ -477,6 +492,7 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     };
     progress.clear();
     summary.assemble_s = assembling.elapsed().as_secs_f64();
+    summary.stages.write_s = summary.commit_s + summary.assemble_s;
     summary.images = totals.records;
     summary.failures = totals.failures;
     summary.failures_by_kind = totals.failures_by_kind;
@@ -491,6 +507,7 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
         .map(|p| format!("{}: {}", p.path.display(), p.message))
         .collect();
     summary.wall_s = started.elapsed().as_secs_f64();
+    summary.coordinator_peak_rss_bytes = crate::workers::peak_rss_bytes("/proc/self/status");
     summary.images_per_s = computed as f64 / summary.wall_s.max(1e-9);
     summary.out = config.out.clone();
     Ok(summary)
@@ -566,6 +583,10 @@ struct Scheduler<'a> {
     shown: HashMap<u64, u64>,
     /// Images this run computed (not resumed).
     computed_images: u64,
+    /// Stage times the workers reported.
+    times: pipeline_core::ChunkTimes,
+    /// Batch completions, for the steady-state rate.
+    timeline: Timeline,
 }
 
 impl<'a> Scheduler<'a> {
@@ -651,6 +672,8 @@ impl<'a> Scheduler<'a> {
             partial: HashMap::new(),
             shown: HashMap::new(),
             computed_images: 0,
+            times: pipeline_core::ChunkTimes::default(),
+            timeline: Timeline::new(now),
         }
     }
 
@@ -690,6 +713,18 @@ impl<'a> Scheduler<'a> {
         s.last_heard = s.spawned;
         self.by_id.insert(id, slot);
         Ok(())
+    }
+
+    /// Starts the steady window once every live worker finished a batch.
+    fn note_warm(&mut self) {
+        if !self.timeline.is_warm()
+            && self
+                .slots
+                .iter()
+                .all(|s| s.first_batch_done || s.handle.is_none())
+        {
+            self.timeline.warm();
+        }
     }
 
     fn in_flight(&self) -> bool {
@@ -846,6 +881,8 @@ impl<'a> Scheduler<'a> {
                 let Some(id) = self.slots[slot].handle.as_ref().map(|h| h.id) else {
                     return Ok(());
                 };
+                self.timeline.batch_done(items);
+                self.note_warm();
                 let done = self.partial.entry((id, task)).or_default();
                 *done += items;
                 let done = *done;
@@ -882,6 +919,7 @@ impl<'a> Scheduler<'a> {
         s.deaths_in_a_row = 0;
         s.report.wait_loader_s += times.wait_loader_s;
         s.report.infer_s += times.infer_s;
+        self.times.add(&times);
         let id = s.handle.as_ref().map_or(usize::MAX, |h| h.id);
         let name = s.report.name.clone();
         let Some(state) = self.tasks.get_mut(task as usize) else {
@@ -901,6 +939,10 @@ impl<'a> Scheduler<'a> {
             return Ok(());
         }
         let images = state.len();
+        let earlier = self.partial.get(&(id, task)).copied().unwrap_or(0);
+        self.timeline
+            .batch_done((outcomes.len() as u64).saturating_sub(earlier));
+        self.note_warm();
         let s = &mut self.slots[slot];
         s.report.chunks += 1;
         s.report.images += images;
@@ -1118,6 +1160,9 @@ impl<'a> Scheduler<'a> {
                 }
             }
         }
+        if self.queue.is_empty() && self.suspects.is_empty() {
+            self.timeline.drained();
+        }
     }
 
     /// Sends `task` to `slot`'s worker; false if the worker is gone (its
@@ -1186,6 +1231,7 @@ impl<'a> Scheduler<'a> {
     fn shut_down(&mut self, progress: &mut Progress) -> RunSummary {
         for slot in &mut self.slots {
             if let Some(handle) = slot.handle.as_mut() {
+                slot.report.peak_rss_bytes = handle.peak_rss_bytes();
                 if self.stopping.is_some() {
                     handle.kill();
                 } else {
@@ -1206,6 +1252,9 @@ impl<'a> Scheduler<'a> {
         progress.clear();
         let mut summary = std::mem::take(&mut self.summary);
         summary.workers = self.slots.iter().map(|s| s.report.clone()).collect();
+        summary.stages = Stages::from_worker(&self.times);
+        summary.batch_latencies_s = std::mem::take(&mut self.times.batch_s);
+        summary.steady = self.timeline.steady();
         summary
     }
 }

@@ -148,6 +148,12 @@ impl WorkerHandle {
     }
 
     /// Whether the process has exited, without waiting.
+    /// The process's peak resident memory so far (Linux `VmHWM`), while
+    /// it runs.
+    pub(crate) fn peak_rss_bytes(&self) -> Option<u64> {
+        peak_rss_bytes(&format!("/proc/{}/status", self.child.id()))
+    }
+
     pub(crate) fn try_exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
@@ -172,4 +178,12 @@ pub(crate) fn describe_exit(status: &ExitStatus) -> String {
         }
         None => "an unknown status".into(),
     }
+}
+
+/// `VmHWM` (peak resident set) from a `/proc/PID/status` file, in bytes.
+pub(crate) fn peak_rss_bytes(status_file: &str) -> Option<u64> {
+    let text = std::fs::read_to_string(status_file).ok()?;
+    let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }

@@ -4,7 +4,7 @@
 //! instead of looping. Every change of batch size is reported.
 
 use loader::Batch;
-use pipeline_core::{ItemError, ItemErrorKind, ItemIndex, ModelKind, Prediction};
+use pipeline_core::{ChunkTimes, ItemError, ItemErrorKind, ItemIndex, ModelKind, Prediction};
 
 use crate::engine::{Engine, EngineError};
 
@@ -82,11 +82,13 @@ impl OomBackoff {
 
     /// Runs every loaded image of `batch`, in sub-batches of the current
     /// size (each padded to that size), and returns one result per row in
-    /// row order. The loader's failures are not included.
+    /// row order. The loader's failures are not included. Each pass's stage
+    /// times are added to `times`.
     pub fn run(
         &mut self,
         engine: &Engine,
         batch: &Batch,
+        times: &mut ChunkTimes,
         on_change: &mut dyn FnMut(&BatchSizeChange),
     ) -> Result<Vec<ItemResult>, EngineError> {
         let rows = batch.indices.len();
@@ -98,7 +100,7 @@ impl OomBackoff {
             let size = self.batch_size;
             let end = (start + size).min(rows);
             let pixels = &batch.pixels[start * image_len..end * image_len];
-            match engine.infer(pixels, end - start, size, side, &batch.normalize) {
+            match engine.infer_timed(pixels, end - start, size, side, &batch.normalize, times) {
                 Ok(predictions) => {
                     results.extend(
                         batch.indices[start..end]

@@ -9,10 +9,11 @@
 //! padding's results are dropped, so autotuned kernels are reused.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
 
 use burn::tensor::activation::softmax;
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
-use pipeline_core::{ClassScore, DeviceSpec, Normalize, Prediction, Task};
+use pipeline_core::{ChunkTimes, ClassScore, DeviceSpec, Normalize, Prediction, Task};
 
 use crate::model::Model;
 
@@ -89,6 +90,22 @@ impl Engine {
         side: usize,
         normalize: &Normalize,
     ) -> Result<Vec<Prediction>, EngineError> {
+        let mut times = ChunkTimes::default();
+        self.infer_timed(pixels, rows, padded_rows, side, normalize, &mut times)
+    }
+
+    /// [`Engine::infer`], adding the pass's upload, compute and read-back
+    /// seconds and its latency to `times`. A device sync ends the upload and
+    /// the compute, so the three do not overlap.
+    pub fn infer_timed(
+        &self,
+        pixels: &[u8],
+        rows: usize,
+        padded_rows: usize,
+        side: usize,
+        normalize: &Normalize,
+        times: &mut ChunkTimes,
+    ) -> Result<Vec<Prediction>, EngineError> {
         let image_len = 3 * side * side;
         assert_eq!(
             pixels.len(),
@@ -96,7 +113,7 @@ impl Engine {
             "pixels must hold exactly `rows` images"
         );
         assert!(padded_rows >= rows, "padding cannot drop rows");
-        let run = || self.forward(pixels, rows, padded_rows, side, normalize);
+        let run = || self.forward(pixels, rows, padded_rows, side, normalize, times);
         match catch_unwind(AssertUnwindSafe(run)) {
             Ok(result) => result.map_err(|message| classify_error(message, padded_rows)),
             Err(payload) => Err(classify_error(
@@ -113,8 +130,10 @@ impl Engine {
         padded_rows: usize,
         side: usize,
         normalize: &Normalize,
+        times: &mut ChunkTimes,
     ) -> Result<Vec<Prediction>, String> {
         crate::failpoints::inject_oom(padded_rows)?;
+        let started = Instant::now();
         let mut data = Vec::with_capacity(padded_rows * 3 * side * side);
         data.extend_from_slice(pixels);
         data.resize(padded_rows * 3 * side * side, 0);
@@ -126,16 +145,19 @@ impl Engine {
         let mean = Tensor::<1>::from_floats(normalize.mean, &self.device).reshape([1, 3, 1, 1]);
         let std = Tensor::<1>::from_floats(normalize.std, &self.device).reshape([1, 3, 1, 1]);
         let input = (input - mean) / std;
+        let uploaded = self.sync(started, &mut times.upload_s)?;
         let features = self.model.features(input);
-        match self.task {
+        let predictions = match self.task {
             Task::Embed => {
                 let dim = features.dims()[1];
+                let computed = self.sync(uploaded, &mut times.compute_s)?;
                 let values = read_back(features)?;
-                Ok(values
+                let predictions = values
                     .chunks_exact(dim)
                     .take(rows)
                     .map(|row| Prediction::Embedding(row.to_vec()))
-                    .collect())
+                    .collect();
+                (predictions, computed)
             }
             Task::Classify { top_k } => {
                 let logits = if self.matmul_free_head {
@@ -151,18 +173,35 @@ impl Engine {
                 };
                 let probs = softmax(logits, 1);
                 let classes = probs.dims()[1];
+                let computed = self.sync(uploaded, &mut times.compute_s)?;
                 let values = read_back(probs)?;
-                Ok(values
+                let predictions = values
                     .chunks_exact(classes)
                     .take(rows)
                     .map(|row| Prediction::TopK(top_k_of(row, top_k)))
-                    .collect())
+                    .collect();
+                (predictions, computed)
             }
-        }
+        };
+        // Read-back includes the host's share of it: top-k or the copy out.
+        let (predictions, computed) = predictions;
+        let done = Instant::now();
+        times.readback_s += (done - computed).as_secs_f64();
+        times.batch_s.push((done - started).as_secs_f64());
+        Ok(predictions)
     }
 }
 
 impl Engine {
+    /// Waits for the device, adds the seconds since `since` to `stage`, and
+    /// returns the end of that stage.
+    fn sync(&self, since: Instant, stage: &mut f64) -> Result<Instant, String> {
+        self.device.sync().map_err(|e| format!("{e:?}"))?;
+        let now = Instant::now();
+        *stage += (now - since).as_secs_f64();
+        Ok(now)
+    }
+
     /// Reads `tensor` back and uploads it again as a new leaf tensor.
     fn round_trip(&self, tensor: Tensor<2>) -> Result<Tensor<2>, String> {
         let data = tensor.try_into_data().map_err(|e| e.to_string())?;

@@ -125,8 +125,16 @@ where
         let wait_loader_s = waited.elapsed().as_secs_f64();
         let started = Instant::now();
         let mut changes = Vec::new();
-        let results = backoff.run(&engine, &batch, &mut |change| changes.push(change.clone()));
-        let infer_s = started.elapsed().as_secs_f64();
+        let mut times = ChunkTimes {
+            wait_loader_s,
+            read_s: batch.read_s,
+            decode_s: batch.decode_s,
+            ..ChunkTimes::default()
+        };
+        let results = backoff.run(&engine, &batch, &mut times, &mut |change| {
+            changes.push(change.clone())
+        });
+        times.infer_s = started.elapsed().as_secs_f64();
         for change in changes {
             write_frame(
                 output,
@@ -150,9 +158,8 @@ where
                 });
             }
         };
-        let (outcomes, times) = open_chunks.entry(batch.group).or_default();
-        times.wait_loader_s += wait_loader_s;
-        times.infer_s += infer_s;
+        let (outcomes, chunk_times) = open_chunks.entry(batch.group).or_default();
+        chunk_times.add(&times);
         let done = results.len() + batch.failures.len();
         outcomes.extend(
             results
@@ -193,6 +200,19 @@ where
 }
 
 fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
+    let (engine, batch_size) = open_engine(config)?;
+    let loader = Loader::new(LoaderConfig {
+        threads: config.loader_threads.max(1),
+        batch_size,
+        spec: config.preprocess.clone(),
+        limits: config.limits,
+    })
+    .map_err(|e| e.to_string())?;
+    Ok((engine, loader, batch_size))
+}
+
+/// Opens the device, loads the model and picks the starting batch size.
+pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), String> {
     let device = open(&config.device).map_err(|e| e.to_string())?;
     let model = match &config.weights {
         Some(path) => Model::load(config.model, path, &device).map_err(|e| e.to_string())?,
@@ -202,14 +222,7 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
         .batch_size
         .unwrap_or_else(|| default_batch(&config.device, config.model));
     let engine = Engine::for_device(&config.device, device, model, config.task);
-    let loader = Loader::new(LoaderConfig {
-        threads: config.loader_threads.max(1),
-        batch_size,
-        spec: config.preprocess.clone(),
-        limits: config.limits,
-    })
-    .map_err(|e| e.to_string())?;
-    Ok((engine, loader, batch_size))
+    Ok((engine, batch_size))
 }
 
 /// What the coordinator shows for this worker's device.

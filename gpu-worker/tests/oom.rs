@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use fixtures::{DatasetSpec, generate};
 use gpu_worker::{BatchSizeChange, Engine, ItemResult, Model, OomBackoff};
 use loader::{Batch, Loader, LoaderConfig, WorkItem};
-use pipeline_core::{DecodeLimits, DeviceSpec, ItemErrorKind, ModelKind, PreprocessSpec, Task};
+use pipeline_core::{
+    ChunkTimes, DecodeLimits, DeviceSpec, ItemErrorKind, ModelKind, PreprocessSpec, Task,
+};
 
 fn batch_of_64(dir: &std::path::Path) -> Batch {
     let dataset = generate(
@@ -53,9 +55,27 @@ fn run(
 ) -> (Vec<ItemResult>, Vec<BatchSizeChange>, usize) {
     let mut backoff = OomBackoff::new(start);
     let mut changes = Vec::new();
+    let mut times = ChunkTimes::default();
     let results = backoff
-        .run(engine, batch, &mut |c| changes.push(c.clone()))
+        .run(engine, batch, &mut times, &mut |c| changes.push(c.clone()))
         .expect("no device error");
+    // Every pass that produced results was timed, stage by stage, and the
+    // stages of a pass add up to its latency.
+    let ok = results.iter().filter(|(_, r)| r.is_ok()).count();
+    let passes = ok.div_ceil(backoff.batch_size());
+    assert!(
+        times.batch_s.len() >= passes,
+        "{} of {passes} passes timed: {times:?}",
+        times.batch_s.len()
+    );
+    if ok > 0 {
+        assert!(times.upload_s > 0.0 && times.compute_s > 0.0 && times.readback_s > 0.0);
+    }
+    let latency: f64 = times.batch_s.iter().sum();
+    assert!(
+        (times.device_s() - latency).abs() <= 1e-6 * times.batch_s.len() as f64,
+        "{times:?}"
+    );
     (results, changes, backoff.batch_size())
 }
 

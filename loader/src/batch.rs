@@ -40,6 +40,11 @@ pub struct Batch {
     pub side: u32,
     /// Normalisation the device must apply, `(x - mean) / std`.
     pub normalize: Normalize,
+    /// Seconds the loader's threads spent reading this batch's files,
+    /// summed over threads.
+    pub read_s: f64,
+    /// Seconds they spent decoding and preprocessing them, summed likewise.
+    pub decode_s: f64,
 }
 
 impl Batch {

@@ -12,6 +12,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
+use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use pipeline_core::{
@@ -100,7 +101,7 @@ impl Loader {
     pub fn load_one(&self, path: &Path) -> Result<Vec<u8>, ItemError> {
         let side = self.config.spec.crop as usize;
         let mut out = vec![0u8; 3 * side * side];
-        load_into(path, &self.config, &mut out)?;
+        load_into(path, &self.config, &mut out).result?;
         Ok(out)
     }
 
@@ -148,7 +149,7 @@ impl Loader {
                 // No clear(): every slot is overwritten by its crop or
                 // compacted away, so a recycled buffer need not be zeroed.
                 pixels.resize(items.len() * image_len, 0);
-                let results: Vec<Result<(), ItemError>> = self.pool.install(|| {
+                let results: Vec<Loaded> = self.pool.install(|| {
                     pixels
                         .par_chunks_mut(image_len)
                         .zip(items.par_iter())
@@ -172,20 +173,30 @@ impl Loader {
     }
 }
 
+/// One item's result with the seconds spent reading and decoding it.
+struct Loaded {
+    result: Result<(), ItemError>,
+    read_s: f64,
+    decode_s: f64,
+}
+
 /// Moves successful rows to the front of `pixels` and splits off failures.
 fn pack(
     group: u64,
     group_done: bool,
     items: &[WorkItem],
-    results: Vec<Result<(), ItemError>>,
+    results: Vec<Loaded>,
     mut pixels: Vec<u8>,
     image_len: usize,
     spec: &PreprocessSpec,
 ) -> Batch {
     let mut indices = Vec::with_capacity(items.len());
     let mut failures = Vec::new();
-    for (row, (item, result)) in items.iter().zip(results).enumerate() {
-        match result {
+    let (mut read_s, mut decode_s) = (0.0, 0.0);
+    for (row, (item, loaded)) in items.iter().zip(results).enumerate() {
+        read_s += loaded.read_s;
+        decode_s += loaded.decode_s;
+        match loaded.result {
             Ok(()) => {
                 let dst = indices.len();
                 if dst != row {
@@ -205,6 +216,8 @@ fn pack(
         pixels,
         side: spec.crop,
         normalize: spec.normalize,
+        read_s,
+        decode_s,
     }
 }
 
@@ -226,17 +239,28 @@ pub fn load_bytes(
     PREPROCESSOR.with(|p| p.borrow_mut().run(&image, spec, out))
 }
 
-fn load_into(path: &Path, config: &LoaderConfig, out: &mut [u8]) -> Result<(), ItemError> {
+fn load_into(path: &Path, config: &LoaderConfig, out: &mut [u8]) -> Loaded {
+    let started = Instant::now();
+    let mut read_s = 0.0;
     let run = || {
         let bytes = crate::decode::read_file(path, &config.limits)?;
+        read_s = started.elapsed().as_secs_f64();
         load_bytes(&bytes, &config.spec, &config.limits, out)
     };
-    catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
+    let result = catch_unwind(AssertUnwindSafe(run)).unwrap_or_else(|payload| {
         Err(ItemError::new(
             ItemErrorKind::Decode,
             format!("decoder panicked: {}", panic_message(payload.as_ref())),
         ))
-    })
+    });
+    let total = started.elapsed().as_secs_f64();
+    // A file that could not be read spent all its time reading.
+    let read_s = if read_s == 0.0 { total } else { read_s };
+    Loaded {
+        result,
+        read_s,
+        decode_s: total - read_s,
+    }
 }
 
 /// Batches in input order. Iterate it; hand spent batches back with

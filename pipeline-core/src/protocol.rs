@@ -110,13 +110,49 @@ pub struct ItemOutcome {
     pub result: Result<Prediction, ItemError>,
 }
 
-/// Where a chunk's time went inside the worker.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+/// Where a chunk's time went inside the worker, stage by stage.
+///
+/// The loader's stages are thread-seconds summed over its decoder threads;
+/// the device's stages are seconds of the device thread, and each is closed
+/// by a device sync, so they do not overlap.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ChunkTimes {
     /// Seconds the device thread waited for the loader.
     pub wait_loader_s: f64,
     /// Seconds in forward passes, including upload and read-back.
     pub infer_s: f64,
+    /// Loader thread-seconds reading files.
+    pub read_s: f64,
+    /// Loader thread-seconds decoding and preprocessing.
+    pub decode_s: f64,
+    /// Device seconds copying `u8` pixels up and normalising them.
+    pub upload_s: f64,
+    /// Device seconds running the model.
+    pub compute_s: f64,
+    /// Device seconds reading results back to the host.
+    pub readback_s: f64,
+    /// Each forward pass's seconds, upload to read-back (batch latency).
+    pub batch_s: Vec<f64>,
+}
+
+impl ChunkTimes {
+    /// Adds `other`'s times to these.
+    pub fn add(&mut self, other: &ChunkTimes) {
+        self.wait_loader_s += other.wait_loader_s;
+        self.infer_s += other.infer_s;
+        self.read_s += other.read_s;
+        self.decode_s += other.decode_s;
+        self.upload_s += other.upload_s;
+        self.compute_s += other.compute_s;
+        self.readback_s += other.readback_s;
+        self.batch_s.extend_from_slice(&other.batch_s);
+    }
+
+    /// Device seconds: upload, compute and read-back.
+    pub fn device_s(&self) -> f64 {
+        self.upload_s + self.compute_s + self.readback_s
+    }
 }
 
 /// Worker → coordinator.

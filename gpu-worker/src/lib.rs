@@ -12,6 +12,7 @@ mod device;
 mod engine;
 pub mod failpoints;
 mod model;
+mod model_only;
 mod weights;
 mod worker;
 
@@ -19,5 +20,6 @@ pub use backoff::{BatchSizeChange, ItemResult, MAX_START_BATCH, OomBackoff, star
 pub use device::{AdapterSummary, DeviceError, adapters, device_for, gpu_index_by_pci, gpus, open};
 pub use engine::{Engine, EngineError, top_k_of};
 pub use model::{Model, NUM_CLASSES};
+pub use model_only::{ModelOnlyRun, model_only};
 pub use weights::WeightsError;
 pub use worker::{PREFETCH_CHUNKS, WorkerError, ignore_stop_signals, serve};

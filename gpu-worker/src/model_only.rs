@@ -1,0 +1,72 @@
+//! `pipeline bench --model-only`: the model alone on pre-made `u8`
+//! batches — no files, no decoder, no processes — the ceiling that the
+//! whole pipeline's throughput is compared with.
+
+use std::time::Instant;
+
+use pipeline_core::{ChunkTimes, WorkerConfig};
+
+use crate::worker::open_engine;
+
+/// One measured run of the model alone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelOnlyRun {
+    /// Images per forward pass.
+    pub batch_size: usize,
+    /// Images per second over the measured passes (the warm-up pass is not
+    /// counted).
+    pub images_per_s: f64,
+    /// Images in the measured passes.
+    pub images: u64,
+    /// Stage times of the measured passes.
+    pub times: ChunkTimes,
+}
+
+/// Opens `config`'s device and model, runs one warm-up pass (kernel
+/// compilation, autotune), then `batches` passes of full batches of
+/// deterministic pixels, timed.
+pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun, String> {
+    let (engine, batch_size) = open_engine(config)?;
+    let spec = &config.preprocess;
+    let side = spec.crop as usize;
+    let pixels = pixels(batch_size * 3 * side * side);
+    let run = |times: &mut ChunkTimes| {
+        engine
+            .infer_timed(
+                &pixels,
+                batch_size,
+                batch_size,
+                side,
+                &spec.normalize,
+                times,
+            )
+            .map_err(|e| format!("{}: {e}", config.name))
+    };
+    run(&mut ChunkTimes::default())?;
+    let mut times = ChunkTimes::default();
+    let started = Instant::now();
+    for _ in 0..batches.max(1) {
+        run(&mut times)?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let images = (batches.max(1) * batch_size) as u64;
+    Ok(ModelOnlyRun {
+        batch_size,
+        images_per_s: images as f64 / seconds.max(1e-9),
+        images,
+        times,
+    })
+}
+
+/// Photo-like byte statistics without a decoder: a fixed xorshift stream.
+fn pixels(len: usize) -> Vec<u8> {
+    let mut state = 0x2545_F491_4F6C_DD1Du64;
+    (0..len)
+        .map(|_| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state >> 56) as u8
+        })
+        .collect()
+}

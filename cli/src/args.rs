@@ -1,5 +1,4 @@
-//! The command line, as clap derive types. Subcommands that are not built yet
-//! accept any arguments so that they can say so instead of a parse error.
+//! The command line, as clap derive types.
 
 use std::path::PathBuf;
 
@@ -20,7 +19,7 @@ pub(crate) enum Command {
     /// List the devices `infer` can use.
     Devices(DevicesArgs),
     /// Measure throughput per stage, on real or generated images.
-    Bench(Pending),
+    Bench(Box<BenchArgs>),
     /// Assemble the final output from the part files of all shards.
     Merge(MergeArgs),
     /// One device's worker process (spawned by `infer`; speaks the protocol
@@ -44,36 +43,8 @@ pub(crate) struct InferArgs {
     /// Folder of images, scanned recursively in sorted order.
     #[arg(long, value_name = "DIR")]
     pub(crate) data: PathBuf,
-    /// Devices: `all` (every GPU `CUDA_VISIBLE_DEVICES` allows, else the CPU),
-    /// `cpu`, `software` (Mesa's software Vulkan), GPU indices `0,2` (PCI bus
-    /// order, as nvidia-smi) or PCI bus ids `0000:01:00.0`.
-    #[arg(long, default_value = "all", value_name = "LIST")]
-    pub(crate) gpus: String,
-    /// Worker processes per device.
-    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub(crate) workers_per_gpu: u32,
-    /// tiny, resnet18, resnet34, resnet50, resnet101, resnet152, efficientnet_lite0.
-    #[arg(long, default_value = "efficientnet_lite0", value_name = "NAME")]
-    pub(crate) model: String,
-    /// Weight file (.pth or .safetensors). Without it the model's cached file
-    /// (see scripts/fetch-weights.sh) is used, else seeded random weights.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) weights: Option<PathBuf>,
-    /// Seed of the random weights used when there is no weight file.
-    #[arg(long, default_value_t = 0, value_name = "N")]
-    pub(crate) seed: u64,
-    /// What to compute per image.
-    #[arg(long, value_enum, default_value_t = TaskArg::Classify)]
-    pub(crate) task: TaskArg,
-    /// Classes kept per image (classify).
-    #[arg(long, default_value_t = 5, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub(crate) top_k: u32,
-    /// Images per forward pass: `auto` or a number.
-    #[arg(long, default_value = "auto", value_name = "auto|N")]
-    pub(crate) batch_size: String,
-    /// Decoder threads per worker (default: cores / workers).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
-    pub(crate) loader_threads: Option<u32>,
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
     /// Images per chunk, the unit of dispatch and retry.
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) chunk_size: u64,
@@ -118,6 +89,85 @@ pub(crate) struct InferArgs {
     pub(crate) quiet: bool,
 }
 
+/// The device, model and loader flags `infer` and `bench` share.
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Devices: `all` (every GPU `CUDA_VISIBLE_DEVICES` allows, else the CPU),
+    /// `cpu`, `software` (Mesa's software Vulkan), GPU indices `0,2` (PCI bus
+    /// order, as nvidia-smi) or PCI bus ids `0000:01:00.0`.
+    #[arg(long, default_value = "all", value_name = "LIST")]
+    pub(crate) gpus: String,
+    /// Worker processes per device.
+    #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub(crate) workers_per_gpu: u32,
+    /// tiny, resnet18, resnet34, resnet50, resnet101, resnet152, efficientnet_lite0.
+    #[arg(long, default_value = "efficientnet_lite0", value_name = "NAME")]
+    pub(crate) model: String,
+    /// Weight file (.pth or .safetensors). Without it the model's cached file
+    /// (see scripts/fetch-weights.sh) is used, else seeded random weights.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) weights: Option<PathBuf>,
+    /// Seed of the random weights used when there is no weight file.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) seed: u64,
+    /// What to compute per image.
+    #[arg(long, value_enum, default_value_t = TaskArg::Classify)]
+    pub(crate) task: TaskArg,
+    /// Classes kept per image (classify).
+    #[arg(long, default_value_t = 5, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) top_k: u32,
+    /// Images per forward pass: `auto` or a number.
+    #[arg(long, default_value = "auto", value_name = "auto|N")]
+    pub(crate) batch_size: String,
+    /// Decoder threads per worker (default: the cores other processes leave
+    /// idle, by the 1-minute load average, shared among the workers).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) loader_threads: Option<u32>,
+}
+
+/// `pipeline bench`.
+#[derive(Debug, Args)]
+pub(crate) struct BenchArgs {
+    /// Folder of images to measure on (else `--synthetic`).
+    #[arg(long, value_name = "DIR", required_unless_present_any = ["synthetic", "model_only"], conflicts_with = "synthetic")]
+    pub(crate) data: Option<PathBuf>,
+    /// Measure on N generated photo-like JPEGs of `--size` (written to a
+    /// temporary folder and removed afterwards).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub(crate) synthetic: Option<u64>,
+    /// Size of the generated images.
+    #[arg(long, default_value = "500x375", value_name = "WxH")]
+    pub(crate) size: String,
+    #[command(flatten)]
+    pub(crate) run: RunArgs,
+    /// Images per chunk (default: about 16 chunks per worker, 16 to 256).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) chunk_size: Option<u64>,
+    /// Measured runs per configuration; the median is reported.
+    #[arg(long, default_value_t = 3, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub(crate) repeat: u32,
+    /// Measure every combination, e.g. `--sweep batch=8,32,128 workers=1,2`
+    /// (`batch`, `workers` per device, `loader-threads`).
+    #[arg(long, num_args = 1.., value_name = "KEY=V,V")]
+    pub(crate) sweep: Vec<String>,
+    /// The model alone on pre-made `u8` batches, no loader and no processes:
+    /// the ceiling the whole pipeline is compared with.
+    #[arg(long)]
+    pub(crate) model_only: bool,
+    /// Batches per measured run with `--model-only`, after one warm-up batch.
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub(crate) batches: u32,
+    /// Write the results as JSON.
+    #[arg(long, value_name = "FILE.json")]
+    pub(crate) json: Option<PathBuf>,
+    /// Draw images/s across the sweep as SVG.
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<PathBuf>,
+    /// No progress lines; the table and errors only.
+    #[arg(long, short)]
+    pub(crate) quiet: bool,
+}
+
 /// `pipeline devices`.
 #[derive(Debug, Args)]
 pub(crate) struct DevicesArgs {
@@ -138,11 +188,4 @@ pub(crate) struct MergeArgs {
     /// No summary; errors only.
     #[arg(long, short)]
     pub(crate) quiet: bool,
-}
-
-/// Arguments of a subcommand that is not built yet.
-#[derive(Debug, Args)]
-pub(crate) struct Pending {
-    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-    pub(crate) args: Vec<String>,
 }

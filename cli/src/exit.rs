@@ -49,10 +49,3 @@ impl Outcome {
 fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")
 }
-
-/// A subcommand whose issue has not landed yet.
-pub(crate) fn not_built(command: &str, issue: u32) -> Outcome {
-    Outcome::Failed(format!(
-        "`pipeline {command}` is not built yet (issue #{issue}); nothing was run"
-    ))
-}

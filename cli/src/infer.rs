@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 use coordinator::{RunConfig, RunSummary, choose_format};
 use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Shard, Task, WorkerConfig};
 
-use crate::args::{InferArgs, MergeArgs, TaskArg};
+use crate::args::{InferArgs, MergeArgs, RunArgs, TaskArg};
 use crate::exit::Outcome;
 
 /// Deaths in a row of a worker slot (no finished task between them, none
 /// explained by a suspect image) before it is given up.
-const MAX_RESTARTS: u32 = 3;
+pub(crate) const MAX_RESTARTS: u32 = 3;
 
 /// File name of each model's weights in the cache folder, as
 /// `scripts/fetch-weights.sh` writes them.
@@ -108,7 +108,7 @@ fn devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
 }
 
 /// The weight file to use and a notice for the user.
-fn weights(args: &InferArgs, model: ModelKind) -> Result<(Option<PathBuf>, String), String> {
+fn weights(args: &RunArgs, model: ModelKind) -> Result<(Option<PathBuf>, String), String> {
     if let Some(path) = &args.weights {
         if !path.is_file() {
             return Err(format!("--weights {}: no such file", path.display()));
@@ -148,13 +148,19 @@ pub(crate) fn run(args: &InferArgs) -> Outcome {
     }
 }
 
-fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
-    if !args.data.is_dir() {
-        return Err(format!(
-            "--data {}: not a folder (or it does not exist)",
-            args.data.display()
-        ));
-    }
+/// What `infer` and `bench` plan alike from [`RunArgs`].
+pub(crate) struct Planned {
+    /// One per worker process (`--workers-per-gpu` applied).
+    pub(crate) devices: Vec<DeviceSpec>,
+    /// The workers' configuration (name and device are set per worker).
+    pub(crate) worker: WorkerConfig,
+    /// Lines for the user: how devices and weights were chosen.
+    pub(crate) notices: Vec<String>,
+}
+
+/// Checks the shared flags and turns them into worker slots and a worker
+/// configuration.
+pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
     let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
     let batch_size = match args.batch_size.trim() {
         "auto" => None,
@@ -163,6 +169,64 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
             _ => return Err(format!("--batch-size {n}: expected auto or 1..=4096")),
         },
     };
+    let (slots, device_notice) = devices(&args.gpus)?;
+    let devices: Vec<DeviceSpec> = slots
+        .iter()
+        .flat_map(|d| std::iter::repeat_n(d.clone(), args.workers_per_gpu as usize))
+        .collect();
+    let (weights, weights_notice) = weights(args, model)?;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let loader_threads = args.loader_threads.map_or_else(
+        || default_loader_threads(cores, devices.len(), load_average()),
+        |n| n as usize,
+    );
+    let task = match args.task {
+        TaskArg::Classify => Task::Classify {
+            top_k: args.top_k as usize,
+        },
+        TaskArg::Embed => Task::Embed,
+    };
+    Ok(Planned {
+        devices,
+        worker: WorkerConfig {
+            name: String::new(),
+            device: DeviceSpec::Cpu,
+            model,
+            weights,
+            seed: args.seed,
+            task,
+            batch_size,
+            loader_threads,
+            preprocess: model.default_preprocess(),
+            limits: DecodeLimits::default(),
+        },
+        notices: vec![device_notice.unwrap_or_default(), weights_notice],
+    })
+}
+
+/// Decoder threads per worker: the cores other processes leave idle (by
+/// the load average, rounded), shared among `workers`, at least one.
+pub(crate) fn default_loader_threads(cores: usize, workers: usize, load: Option<f64>) -> usize {
+    let busy = load
+        .filter(|l| l.is_finite() && *l > 0.0)
+        .map_or(0, |l| l.round() as usize);
+    (cores.saturating_sub(busy) / workers.max(1)).max(1)
+}
+
+/// The 1-minute load average (Linux), taken before any worker starts, so it
+/// counts other processes only.
+pub(crate) fn load_average() -> Option<f64> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    text.split_whitespace().next()?.parse().ok()
+}
+
+fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
+    if !args.data.is_dir() {
+        return Err(format!(
+            "--data {}: not a folder (or it does not exist)",
+            args.data.display()
+        ));
+    }
     let format =
         choose_format(args.format.as_deref(), &args.out).map_err(|e| format!("--format: {e}"))?;
     if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty())
@@ -174,22 +238,7 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
             parent.display()
         ));
     }
-    let (slots, device_notice) = devices(&args.gpus)?;
-    let devices: Vec<DeviceSpec> = slots
-        .iter()
-        .flat_map(|d| std::iter::repeat_n(d.clone(), args.workers_per_gpu as usize))
-        .collect();
-    let (weights, weights_notice) = weights(args, model)?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let loader_threads = args
-        .loader_threads
-        .map_or((cores / devices.len()).max(1), |n| n as usize);
-    let task = match args.task {
-        TaskArg::Classify => Task::Classify {
-            top_k: args.top_k as usize,
-        },
-        TaskArg::Embed => Task::Embed,
-    };
+    let planned = plan_workers(&args.run)?;
     if !(args.grace.is_finite() && args.grace >= 0.0) {
         return Err(format!(
             "--grace {}: expected seconds, 0 or more",
@@ -212,28 +261,15 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         args.num_shards,
         &coordinator::process_env,
     )?;
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find the pipeline executable to start workers: {e}"))?;
     let config = RunConfig {
         data: args.data.clone(),
-        devices,
-        worker: WorkerConfig {
-            name: String::new(),
-            device: DeviceSpec::Cpu,
-            model,
-            weights,
-            seed: args.seed,
-            task,
-            batch_size,
-            loader_threads,
-            preprocess: model.default_preprocess(),
-            limits: DecodeLimits::default(),
-        },
+        devices: planned.devices,
+        feature_dim: planned.worker.model.feature_dim(),
+        worker: planned.worker,
         chunk_size: args.chunk_size,
         out: args.out.clone(),
         format,
-        feature_dim: model.feature_dim(),
-        exe,
+        exe: current_exe()?,
         max_restarts: MAX_RESTARTS,
         hang_timeout,
         grace: std::time::Duration::from_secs_f64(args.grace),
@@ -244,10 +280,13 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         merge: args.merge,
         quiet: args.quiet,
     };
-    Ok((
-        config,
-        vec![device_notice.unwrap_or_default(), weights_notice],
-    ))
+    Ok((config, planned.notices))
+}
+
+/// This executable, which the coordinator starts as each worker.
+pub(crate) fn current_exe() -> Result<PathBuf, String> {
+    std::env::current_exe()
+        .map_err(|e| format!("cannot find the pipeline executable to start workers: {e}"))
 }
 
 fn finish(
@@ -381,4 +420,20 @@ fn summary_line(s: &RunSummary) -> String {
          {} OOM backoffs, {} retries, {} restarts → {target}",
         s.images, s.wall_s, s.images_per_s, s.oom_backoffs, s.retries, s.restarts,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_loader_threads;
+
+    #[test]
+    fn loader_threads_share_the_cores_others_leave_idle() {
+        assert_eq!(default_loader_threads(8, 2, None), 4);
+        assert_eq!(default_loader_threads(8, 2, Some(2.4)), 3);
+        assert_eq!(default_loader_threads(8, 3, Some(0.0)), 2);
+        // A busy machine or many workers still get a thread each.
+        assert_eq!(default_loader_threads(2, 1, Some(5.0)), 1);
+        assert_eq!(default_loader_threads(2, 8, None), 1);
+        assert_eq!(default_loader_threads(4, 1, Some(f64::NAN)), 4);
+    }
 }

@@ -5,6 +5,7 @@
 //! the library crates, and every outcome becomes an exit code in `exit.rs`.
 
 mod args;
+mod bench;
 mod devices;
 mod exit;
 mod infer;
@@ -14,7 +15,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 use crate::args::{Cli, Command};
-use crate::exit::{Outcome, not_built};
+use crate::exit::Outcome;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -23,7 +24,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Infer(args) => infer::run(&args),
         Command::Devices(args) => devices::run(args.json),
-        Command::Bench(_) => not_built("bench", 7),
+        Command::Bench(args) => bench::run(&args),
         Command::Merge(args) => infer::merge(&args),
         Command::Worker => return worker(),
     };

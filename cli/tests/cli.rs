@@ -28,16 +28,38 @@ fn help_lists_the_designed_subcommands_and_hides_worker() {
 }
 
 #[test]
-fn a_subcommand_not_built_says_so_in_one_line_and_exits_2() {
-    let out = pipeline(&["bench", "--synthetic", "100"]);
-    assert_eq!(out.status.code(), Some(2));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(
-        stderr.contains("not built yet") && stderr.contains("#7"),
-        "{stderr}"
-    );
-    assert!(out.stdout.is_empty(), "bench printed to stdout");
+fn bad_bench_flags_say_so_in_one_line_and_exit_2() {
+    let missing = std::env::temp_dir().join("pipeline-no-such-folder-for-bench");
+    let missing = missing.to_str().expect("utf-8 temp dir");
+    for (args, needle) in [
+        (
+            &["--synthetic", "10", "--sweep", "colour=1"][..],
+            "--sweep colour=1",
+        ),
+        (
+            &["--synthetic", "10", "--sweep", "batch=0"][..],
+            "--sweep batch=0",
+        ),
+        (&["--synthetic", "10", "--size", "12"][..], "--size 12"),
+        (&["--data", missing][..], "--data"),
+        (&["--synthetic", "10", "--model", "resnet9"][..], "--model"),
+        (
+            &["--synthetic", "10", "--json", "/no/such/dir/b.json"][..],
+            "--json",
+        ),
+    ] {
+        let mut all = vec!["bench"];
+        all.extend_from_slice(args);
+        let out = pipeline(&all);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.starts_with("pipeline: error: ") && stderr.contains(needle),
+            "{args:?}: {stderr}"
+        );
+        assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+    }
 }
 
 #[test]

@@ -1,0 +1,184 @@
+//! `pipeline bench` end to end with the real binary: a small synthetic
+//! dataset through the whole pipeline on the CPU, swept over two batch
+//! sizes, and the model alone; the JSON, the table and the SVG are checked
+//! against each other and against what was asked for. Figures themselves
+//! are not asserted (they are benchmarks, see BENCHMARKS.md), only their
+//! consistency.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bench(cwd: &Path, args: &[&str]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .arg("bench")
+        .args(args)
+        .current_dir(cwd)
+        .env("PIPELINE_WEIGHTS_DIR", cwd.join("no-weights"))
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env_remove("FAILPOINTS")
+        .output()
+        .expect("the pipeline binary runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn json(path: &Path) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("json written")).expect("valid JSON")
+}
+
+fn number(v: &Value, what: &str) -> f64 {
+    v.as_f64()
+        .unwrap_or_else(|| panic!("{what} is not a number: {v}"))
+}
+
+#[test]
+fn a_sweep_reports_every_combination_with_stages_latency_and_a_plot() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = bench(
+        dir.path(),
+        &[
+            "--synthetic",
+            "96",
+            "--size",
+            "160x120",
+            "--gpus",
+            "cpu",
+            "--model",
+            "tiny",
+            "--chunk-size",
+            "8",
+            "--repeat",
+            "2",
+            "--sweep",
+            "batch=4,8",
+            "--json",
+            "b.json",
+            "--plot",
+            "b.svg",
+            "-q",
+        ],
+    );
+    let report = json(&dir.path().join("b.json"));
+    assert_eq!(report["mode"], "end_to_end");
+    let sweep = report["sweep"].as_array().expect("sweep");
+    assert_eq!(sweep.len(), 2);
+    let mut medians = Vec::new();
+    for (point, batch) in sweep.iter().zip([4, 8]) {
+        assert_eq!(point["batch"], batch, "{point}");
+        assert_eq!(point["images_per_repeat"], 96, "{point}");
+        assert_eq!(point["steady"], true, "{point}");
+        let repeats: Vec<f64> = point["repeats"]
+            .as_array()
+            .expect("repeats")
+            .iter()
+            .map(|r| number(r, "repeat"))
+            .collect();
+        assert_eq!(repeats.len(), 2);
+        let median = number(&point["images_per_s"], "median");
+        assert!(median > 0.0 && (median - (repeats[0] + repeats[1]) / 2.0).abs() < 1e-9);
+        assert_eq!(
+            number(&point["spread"]["min"], "min"),
+            repeats[0].min(repeats[1])
+        );
+        let busy = number(&point["device_busy_fraction"], "busy");
+        assert!(busy > 0.0 && busy <= 1.0, "{busy}");
+        let latency = &point["batch_latency_ms"];
+        assert!(number(&latency["p50"], "p50") <= number(&latency["p99"], "p99"));
+        // 96 images in batches of `batch`, twice.
+        assert_eq!(latency["batches"], 2 * 96 / batch, "{point}");
+        let stages: Vec<&str> = point["stages"]
+            .as_array()
+            .expect("stages")
+            .iter()
+            .map(|s| s["stage"].as_str().expect("name"))
+            .collect();
+        assert_eq!(
+            stages,
+            [
+                "read",
+                "decode+preprocess",
+                "upload",
+                "compute",
+                "read-back",
+                "write"
+            ]
+        );
+        for stage in point["stages"].as_array().expect("stages") {
+            assert!(number(&stage["busy_s"], "busy_s") > 0.0, "{stage}");
+        }
+        assert!(
+            stages.contains(&point["limiting_stage"].as_str().expect("limiting")),
+            "{point}"
+        );
+        medians.push(median);
+    }
+    // The top level is the fastest combination.
+    let top = number(&report["images_per_s"], "top level");
+    assert_eq!(top, medians.iter().copied().fold(f64::MIN, f64::max));
+    assert_eq!(report["stages"], report["best"]["stages"]);
+
+    // The table: a header, a rule, a row per combination, then the stages.
+    let table = String::from_utf8(out.stdout).expect("utf-8 table");
+    let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
+    assert!(rows[0].contains("images/s"), "{table}");
+    assert!(
+        rows[1].starts_with("| 4 | 1 |") && rows[2].starts_with("| 8 | 1 |"),
+        "{table}"
+    );
+    assert!(table.contains("| compute |"), "{table}");
+
+    // The plot: one line of two points, labelled by batch size.
+    let svg = std::fs::read_to_string(dir.path().join("b.svg")).expect("svg written");
+    assert!(svg.starts_with("<svg"), "not an SVG");
+    assert_eq!(svg.matches("<circle").count(), 2, "points");
+    assert!(
+        svg.contains("batch size") && svg.contains("1 worker, "),
+        "labels"
+    );
+}
+
+#[test]
+fn model_only_times_the_model_alone_on_full_batches() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    bench(
+        dir.path(),
+        &[
+            "--model-only",
+            "--gpus",
+            "cpu",
+            "--model",
+            "tiny",
+            "--batch-size",
+            "4",
+            "--batches",
+            "3",
+            "--repeat",
+            "1",
+            "--json",
+            "m.json",
+            "-q",
+        ],
+    );
+    let report = json(&dir.path().join("m.json"));
+    assert_eq!(report["mode"], "model_only");
+    let best = &report["best"];
+    assert_eq!(best["images_per_repeat"], 12);
+    // Three timed passes; the warm-up pass is not among them.
+    assert_eq!(best["batch_latency_ms"]["batches"], 3);
+    assert!(number(&report["images_per_s"], "rate") > 0.0);
+    assert!(report["device_busy_fraction"].is_null());
+    let stages: Vec<&str> = best["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|s| s["stage"].as_str().expect("name"))
+        .collect();
+    assert_eq!(stages, ["upload", "compute", "read-back"]);
+}

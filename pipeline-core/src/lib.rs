@@ -28,7 +28,7 @@ pub use model::{ClassScore, ModelKind, Prediction, Task, UnknownModel};
 pub use panic::panic_message;
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};
 pub use protocol::{
-    ChunkTimes, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker,
+    ChunkTimes, Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker,
     WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,
     write_frame,
 };

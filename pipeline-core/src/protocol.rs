@@ -2,7 +2,10 @@
 //! are framed on the worker's stdin and stdout.
 //!
 //! A frame is a little-endian `u32` byte length followed by that many bytes
-//! of JSON. The first frame each way is the handshake — [`ToWorker::Hello`]
+//! of body: JSON for every message but [`FromWorker::ChunkDone`], whose
+//! results are the bulk of the traffic and go in a compact binary layout
+//! (see [`Frame`]): decoding JSON floats cost the coordinator more than
+//! everything else it does per record. The first frame each way is the handshake — [`ToWorker::Hello`]
 //! then [`FromWorker::Ready`] (or [`FromWorker::Failed`]) — and both carry
 //! [`PROTOCOL_VERSION`], so a coordinator and a worker from different builds
 //! refuse each other with a clear message instead of misreading frames.
@@ -24,11 +27,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 use crate::item::{ItemError, ItemIndex};
-use crate::model::{ModelKind, Prediction, Task};
+use crate::model::{ClassScore, ModelKind, Prediction, Task};
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -202,20 +205,200 @@ pub enum FromWorker {
     },
 }
 
+/// A message's body on the wire.
+pub trait Frame: Sized {
+    /// Appends the body to `out`.
+    fn encode(&self, out: &mut Vec<u8>) -> io::Result<()>;
+    /// Reads a whole body.
+    fn decode(body: &[u8]) -> io::Result<Self>;
+}
+
+impl Frame for ToWorker {
+    fn encode(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        serde_json::to_writer(out, self).map_err(io::Error::other)
+    }
+
+    fn decode(body: &[u8]) -> io::Result<Self> {
+        serde_json::from_slice(body).map_err(invalid)
+    }
+}
+
+/// First body byte of a binary `ChunkDone` (a JSON body starts with `{` or
+/// `"`).
+const BINARY_CHUNK_DONE: u8 = 0;
+
+impl Frame for FromWorker {
+    /// `ChunkDone` is binary, little-endian: the tag byte `0`, `chunk: u64`,
+    /// the times as length-prefixed (`u32`) JSON, `n: u32` outcomes, then per
+    /// outcome `index: u64` and one of: `0`, `k: u32`, k × (`class: u32`,
+    /// `prob: f32`); `1`, `d: u32`, d × `f32`; `2`, the error as
+    /// length-prefixed JSON. Floats travel as their bits, exactly.
+    fn encode(&self, out: &mut Vec<u8>) -> io::Result<()> {
+        let FromWorker::ChunkDone {
+            chunk,
+            outcomes,
+            times,
+        } = self
+        else {
+            return serde_json::to_writer(out, self).map_err(io::Error::other);
+        };
+        out.push(BINARY_CHUNK_DONE);
+        out.extend_from_slice(&chunk.to_le_bytes());
+        put_json(out, times)?;
+        put_len(out, outcomes.len())?;
+        for outcome in outcomes {
+            out.extend_from_slice(&outcome.index.to_le_bytes());
+            match &outcome.result {
+                Ok(Prediction::TopK(scores)) => {
+                    out.push(0);
+                    put_len(out, scores.len())?;
+                    for s in scores {
+                        out.extend_from_slice(&s.class.to_le_bytes());
+                        out.extend_from_slice(&s.prob.to_bits().to_le_bytes());
+                    }
+                }
+                Ok(Prediction::Embedding(values)) => {
+                    out.push(1);
+                    put_len(out, values.len())?;
+                    for v in values {
+                        out.extend_from_slice(&v.to_bits().to_le_bytes());
+                    }
+                }
+                Err(error) => {
+                    out.push(2);
+                    put_json(out, error)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn decode(body: &[u8]) -> io::Result<Self> {
+        if body.first() != Some(&BINARY_CHUNK_DONE) {
+            return serde_json::from_slice(body).map_err(invalid);
+        }
+        let mut r = Reader(&body[1..]);
+        let chunk = r.u64()?;
+        let times = r.json()?;
+        // Each outcome takes at least 9 bytes: a corrupt count cannot make
+        // this allocate more than the frame's own size.
+        let n = r.len(9)?;
+        let mut outcomes = Vec::with_capacity(n);
+        for _ in 0..n {
+            let index = r.u64()?;
+            let result = match r.u8()? {
+                0 => {
+                    let k = r.len(8)?;
+                    let mut scores = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        let class = r.u32()?;
+                        let prob = f32::from_bits(r.u32()?);
+                        scores.push(ClassScore { class, prob });
+                    }
+                    Ok(Prediction::TopK(scores))
+                }
+                1 => {
+                    let d = r.len(4)?;
+                    let mut values = Vec::with_capacity(d);
+                    for _ in 0..d {
+                        values.push(f32::from_bits(r.u32()?));
+                    }
+                    Ok(Prediction::Embedding(values))
+                }
+                2 => Err(r.json()?),
+                tag => return Err(invalid(format!("unknown outcome tag {tag}"))),
+            };
+            outcomes.push(ItemOutcome { index, result });
+        }
+        if !r.0.is_empty() {
+            return Err(invalid(format!("{} bytes after the outcomes", r.0.len())));
+        }
+        Ok(FromWorker::ChunkDone {
+            chunk,
+            outcomes,
+            times,
+        })
+    }
+}
+
+fn invalid<E: Into<Box<dyn std::error::Error + Send + Sync>>>(e: E) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+fn put_len(out: &mut Vec<u8>, len: usize) -> io::Result<()> {
+    let len = u32::try_from(len).map_err(|_| io::Error::other("a list too long for a frame"))?;
+    out.extend_from_slice(&len.to_le_bytes());
+    Ok(())
+}
+
+fn put_json<T: Serialize>(out: &mut Vec<u8>, value: &T) -> io::Result<()> {
+    let json = serde_json::to_vec(value).map_err(io::Error::other)?;
+    put_len(out, json.len())?;
+    out.extend_from_slice(&json);
+    Ok(())
+}
+
+/// A bounds-checked cursor over a binary body.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> io::Result<&'a [u8]> {
+        if self.0.len() < n {
+            return Err(invalid("the binary frame ends early"));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u8(&mut self) -> io::Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+
+    fn u32(&mut self) -> io::Result<u32> {
+        let mut b = [0; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn u64(&mut self) -> io::Result<u64> {
+        let mut b = [0; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// A `u32` count of items of at least `min_bytes` each, checked against
+    /// what is left.
+    fn len(&mut self, min_bytes: usize) -> io::Result<usize> {
+        let n = self.u32()? as usize;
+        if n.saturating_mul(min_bytes) > self.0.len() {
+            return Err(invalid(format!("a count of {n} does not fit in the frame")));
+        }
+        Ok(n)
+    }
+
+    fn json<T: DeserializeOwned>(&mut self) -> io::Result<T> {
+        let n = self.len(1)?;
+        serde_json::from_slice(self.take(n)?).map_err(invalid)
+    }
+}
+
 /// Writes one frame and flushes it.
-pub fn write_frame<W: Write + ?Sized, M: Serialize>(out: &mut W, message: &M) -> io::Result<()> {
-    let body = serde_json::to_vec(message).map_err(io::Error::other)?;
-    let len = u32::try_from(body.len())
+pub fn write_frame<W: Write + ?Sized, M: Frame>(out: &mut W, message: &M) -> io::Result<()> {
+    let mut frame = vec![0u8; 4];
+    message.encode(&mut frame)?;
+    let body_len = frame.len() - 4;
+    let len = u32::try_from(body_len)
         .ok()
         .filter(|&n| n as usize <= MAX_FRAME_BYTES)
-        .ok_or_else(|| io::Error::other(format!("frame of {} bytes is too large", body.len())))?;
-    out.write_all(&len.to_le_bytes())?;
-    out.write_all(&body)?;
+        .ok_or_else(|| io::Error::other(format!("frame of {body_len} bytes is too large")))?;
+    frame[..4].copy_from_slice(&len.to_le_bytes());
+    out.write_all(&frame)?;
     out.flush()
 }
 
 /// Reads one frame; `Ok(None)` at a clean end of stream (between frames).
-pub fn read_frame<R: Read + ?Sized, M: DeserializeOwned>(input: &mut R) -> io::Result<Option<M>> {
+pub fn read_frame<R: Read + ?Sized, M: Frame>(input: &mut R) -> io::Result<Option<M>> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < len.len() {
@@ -236,9 +419,7 @@ pub fn read_frame<R: Read + ?Sized, M: DeserializeOwned>(input: &mut R) -> io::R
     }
     let mut body = vec![0u8; len];
     input.read_exact(&mut body)?;
-    serde_json::from_slice(&body)
-        .map(Some)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+    M::decode(&body).map(Some)
 }
 
 #[cfg(test)]
@@ -284,6 +465,96 @@ mod tests {
             back.push(m);
         }
         assert_eq!(back, messages);
+    }
+
+    fn chunk_done() -> FromWorker {
+        FromWorker::ChunkDone {
+            chunk: u64::MAX - 1,
+            outcomes: vec![
+                ItemOutcome {
+                    index: 1 << 40,
+                    result: Ok(Prediction::TopK(vec![
+                        ClassScore {
+                            class: 999,
+                            prob: f32::MIN_POSITIVE / 3.0, // subnormal
+                        },
+                        ClassScore {
+                            class: 0,
+                            prob: -0.0,
+                        },
+                    ])),
+                },
+                ItemOutcome {
+                    index: 2,
+                    result: Ok(Prediction::Embedding(vec![1.0e-38, f32::MAX, 0.1, -7.5])),
+                },
+                ItemOutcome {
+                    index: 3,
+                    result: Err(ItemError::new(ItemErrorKind::NotFound, "gone \"quoted\" ü")),
+                },
+                ItemOutcome {
+                    index: 4,
+                    result: Ok(Prediction::TopK(Vec::new())),
+                },
+            ],
+            times: ChunkTimes {
+                read_s: 0.25,
+                batch_s: vec![0.5, 1.5],
+                ..ChunkTimes::default()
+            },
+        }
+    }
+
+    #[test]
+    fn results_travel_binary_and_every_float_bit_survives() {
+        let message = chunk_done();
+        let mut wire = Vec::new();
+        write_frame(&mut wire, &message).expect("write to a Vec");
+        assert_eq!(wire[4], BINARY_CHUNK_DONE, "not the binary layout");
+        let back: FromWorker = read_frame(&mut wire.as_slice())
+            .expect("valid")
+            .expect("one frame");
+        assert_eq!(back, message);
+        let (FromWorker::ChunkDone { outcomes: a, .. }, FromWorker::ChunkDone { outcomes: b, .. }) =
+            (&back, &message)
+        else {
+            unreachable!("both are ChunkDone");
+        };
+        let bits = |o: &[ItemOutcome]| -> Vec<u32> {
+            o.iter()
+                .flat_map(|o| match &o.result {
+                    Ok(Prediction::TopK(s)) => s.iter().map(|s| s.prob.to_bits()).collect(),
+                    Ok(Prediction::Embedding(v)) => v.iter().map(|v| v.to_bits()).collect(),
+                    Err(_) => Vec::new(),
+                })
+                .collect()
+        };
+        assert_eq!(bits(a), bits(b), "-0.0 and subnormals keep their bits");
+    }
+
+    #[test]
+    fn a_damaged_binary_frame_is_refused_whatever_the_damage() {
+        let mut body = Vec::new();
+        chunk_done().encode(&mut body).expect("encode");
+        // Cut anywhere: refused, never a panic or a short result.
+        for cut in 1..body.len() {
+            let err = FromWorker::decode(&body[..cut]).expect_err("a cut body");
+            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "cut at {cut}");
+        }
+        let mut trailing = body.clone();
+        trailing.push(0);
+        assert!(FromWorker::decode(&trailing).is_err(), "trailing bytes");
+        // A count of outcomes far beyond the frame is refused before any
+        // allocation. It sits after the tag, the chunk and the times.
+        let times_len = u32::from_le_bytes(body[9..13].try_into().expect("4 bytes")) as usize;
+        let count_at = 13 + times_len;
+        let mut huge = body.clone();
+        huge[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+        assert!(FromWorker::decode(&huge).is_err(), "huge count");
+        let mut bad_tag = body;
+        bad_tag[count_at + 4 + 8] = 9;
+        let err = FromWorker::decode(&bad_tag).expect_err("unknown tag");
+        assert!(err.to_string().contains("tag 9"), "{err}");
     }
 
     #[test]

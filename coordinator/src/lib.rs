@@ -22,9 +22,9 @@ mod workers;
 
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
 pub use output::{OutputFormat, Record};
-pub use parts::{PartsError, failures_path, parts_dir};
+pub use parts::{PartStore, PartsError, failures_path, parts_dir};
 pub use run::{
-    ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport, check_outcomes,
-    choose_format, encode_part, merge, run,
+    COMMIT_THREADS, ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport,
+    check_outcomes, choose_format, encode_part, merge, run,
 };
 pub use stats::{Stages, SteadyWindow};

@@ -92,7 +92,7 @@ struct JsonRecord<'a> {
     index: ItemIndex,
     path: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
-    top_k: Option<Vec<JsonClass>>,
+    top_k: Option<JsonTopK<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     embedding: Option<&'a [f32]>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -104,6 +104,20 @@ struct JsonClass {
     class: u32,
     label: &'static str,
     prob: f32,
+}
+
+/// The top-k list with its labels, written straight from the scores (no
+/// list of [`JsonClass`] built first: this runs once per record).
+struct JsonTopK<'a>(&'a [ClassScore]);
+
+impl Serialize for JsonTopK<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|s| JsonClass {
+            class: s.class,
+            label: label(s.class),
+            prob: s.prob,
+        }))
+    }
 }
 
 fn label(class: u32) -> &'static str {
@@ -127,26 +141,26 @@ impl<W: Write> RecordSink for JsonlSink<W> {
 /// Writes `record` as one JSONL line: the bytes of the JSONL output and of
 /// part files alike.
 pub(crate) fn encode_jsonl<W: Write>(record: &Record, out: &mut W) -> io::Result<()> {
+    encode_jsonl_parts(record.index, &record.path, &record.result, out)
+}
+
+/// [`encode_jsonl`] from borrowed parts, so a caller need not build a
+/// [`Record`] (and own its path) for every line.
+pub(crate) fn encode_jsonl_parts<W: Write>(
+    index: ItemIndex,
+    path: &str,
+    result: &Result<Prediction, ItemError>,
+    out: &mut W,
+) -> io::Result<()> {
     let mut json = JsonRecord {
-        index: record.index,
-        path: &record.path,
+        index,
+        path,
         top_k: None,
         embedding: None,
         error: None,
     };
-    match &record.result {
-        Ok(Prediction::TopK(scores)) => {
-            json.top_k = Some(
-                scores
-                    .iter()
-                    .map(|s| JsonClass {
-                        class: s.class,
-                        label: label(s.class),
-                        prob: s.prob,
-                    })
-                    .collect(),
-            );
-        }
+    match result {
+        Ok(Prediction::TopK(scores)) => json.top_k = Some(JsonTopK(scores)),
         Ok(Prediction::Embedding(values)) => json.embedding = Some(values),
         Err(error) => json.error = Some(error),
     }

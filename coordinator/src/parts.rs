@@ -141,7 +141,7 @@ pub(crate) struct StoredRun {
 
 /// The part folder of one output.
 #[derive(Debug)]
-pub(crate) struct PartStore {
+pub struct PartStore {
     dir: PathBuf,
     temp_suffix: String,
 }
@@ -165,7 +165,7 @@ impl PartStore {
 
     /// Opens `OUT.parts` for a run described by `identity`, creating it if
     /// needed. An existing folder must describe the same run.
-    pub(crate) fn open(out: &Path, identity: &Value) -> Result<Self, PartsError> {
+    pub fn open(out: &Path, identity: &Value) -> Result<Self, PartsError> {
         let store = Self::at(parts_dir(out));
         let mut identity = identity.clone();
         if let Some(map) = identity.as_object_mut() {
@@ -205,7 +205,7 @@ impl PartStore {
     }
 
     /// The folder.
-    pub(crate) fn dir(&self) -> &Path {
+    pub fn dir(&self) -> &Path {
         &self.dir
     }
 
@@ -303,7 +303,7 @@ impl PartStore {
     }
 
     /// Ids of the chunks already committed.
-    pub(crate) fn committed(&self) -> Result<HashSet<u64>, PartsError> {
+    pub fn committed(&self) -> Result<HashSet<u64>, PartsError> {
         let mut ids = HashSet::new();
         for entry in fs::read_dir(&self.dir).map_err(io_error(&self.dir))? {
             let entry = entry.map_err(io_error(&self.dir))?;
@@ -317,7 +317,7 @@ impl PartStore {
     /// Commits one chunk's part (its records' JSONL bytes, from
     /// [`crate::encode_part`]): after this returns, the part survives any
     /// crash of this process or the machine.
-    pub(crate) fn commit(&self, chunk: u64, bytes: &[u8]) -> io::Result<()> {
+    pub fn commit(&self, chunk: u64, bytes: &[u8]) -> io::Result<()> {
         crate::failpoints::part_write()?;
         self.write_atomically(&part_name(chunk), bytes)
     }

@@ -36,7 +36,7 @@ use pipeline_core::{
 use serde::Serialize;
 use serde_json::json;
 
-use crate::output::{OutputFormat, Record};
+use crate::output::OutputFormat;
 use crate::parts::{Merge, PartStore, PartsError, parts_dir};
 use crate::progress::Progress;
 use crate::signals::{StopSignals, signal_name};
@@ -258,7 +258,8 @@ pub struct RunSummary {
     pub hangs: u64,
     /// Seconds to scan the dataset.
     pub scan_s: f64,
-    /// Seconds committing parts.
+    /// Seconds committing parts (encoding and fsyncs), summed over the
+    /// committer threads.
     pub commit_s: f64,
     /// Seconds assembling the output from the parts.
     pub assemble_s: f64,
@@ -277,6 +278,36 @@ pub struct RunSummary {
     pub workers: Vec<WorkerReport>,
     /// Where the output is.
     pub out: PathBuf,
+}
+
+/// Threads writing part files. Each part costs two fsyncs (the file, the
+/// folder), milliseconds on many disks; several threads let them overlap
+/// (journaling file systems commit concurrent fsyncs together), and keep
+/// them off the scheduler's thread.
+pub const COMMIT_THREADS: usize = 4;
+
+/// Whole chunks waiting for a committer. When they fall this far behind,
+/// the scheduler waits: memory stays bounded by a few chunks' results.
+const COMMIT_QUEUE: usize = 16;
+
+/// A committer thread: encodes each chunk's records and commits its part,
+/// reporting every result as an [`Event::Committed`].
+fn commit_parts(
+    queue: &crossbeam_channel::Receiver<(u64, Vec<ItemOutcome>)>,
+    manifest: &Manifest,
+    store: &PartStore,
+    events: &crossbeam_channel::Sender<Event>,
+) {
+    for (chunk, outcomes) in queue {
+        let started = Instant::now();
+        let bytes = encode_part(manifest, outcomes);
+        let result = store
+            .commit(chunk, &bytes)
+            .map(|()| started.elapsed().as_secs_f64());
+        if events.send(Event::Committed { result }).is_err() {
+            return;
+        }
+    }
 }
 
 /// Where one chunk stands.
@@ -450,7 +481,19 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     let signals = StopSignals::install()
         .map_err(|e| RunError::WorkersFailed(format!("cannot install signal handlers: {e}")))?;
     let mut run = Scheduler::new(config, &manifest, &owned, &committed, &store, &mut progress);
-    let outcome = run.drive(&mut progress, &signals);
+    let outcome = std::thread::scope(|scope| {
+        let (commits, queue) = crossbeam_channel::bounded(COMMIT_QUEUE);
+        for _ in 0..COMMIT_THREADS {
+            let (queue, events) = (queue.clone(), run.events_tx.clone());
+            let (manifest, store) = (&manifest, &store);
+            scope.spawn(move || commit_parts(&queue, manifest, store, &events));
+        }
+        run.commits = Some(commits);
+        let outcome = run.drive(&mut progress, &signals);
+        // The committers finish what is queued, then end with the scope.
+        run.commits = None;
+        outcome
+    });
     let computed = run.computed_images;
     let mut summary = run.shut_down(&mut progress);
     drop(signals);
@@ -492,7 +535,8 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     };
     progress.clear();
     summary.assemble_s = assembling.elapsed().as_secs_f64();
-    summary.stages.write_s = summary.commit_s + summary.assemble_s;
+    // The commits ran on COMMIT_THREADS threads at once.
+    summary.stages.write_s = summary.commit_s / COMMIT_THREADS as f64 + summary.assemble_s;
     summary.images = totals.records;
     summary.failures = totals.failures;
     summary.failures_by_kind = totals.failures_by_kind;
@@ -587,6 +631,10 @@ struct Scheduler<'a> {
     times: pipeline_core::ChunkTimes,
     /// Batch completions, for the steady-state rate.
     timeline: Timeline,
+    /// Whole chunks for the committer threads; `None` outside `drive`.
+    commits: Option<crossbeam_channel::Sender<(u64, Vec<ItemOutcome>)>>,
+    /// Chunks sent to the committers and not reported back yet.
+    pending_commits: usize,
 }
 
 impl<'a> Scheduler<'a> {
@@ -674,6 +722,8 @@ impl<'a> Scheduler<'a> {
             computed_images: 0,
             times: pipeline_core::ChunkTimes::default(),
             timeline: Timeline::new(now),
+            commits: None,
+            pending_commits: 0,
         }
     }
 
@@ -743,9 +793,10 @@ impl<'a> Scheduler<'a> {
                 self.stop(signal);
             }
             if let Some((signal, deadline)) = self.stopping
-                && (!self.in_flight() || Instant::now() >= deadline)
+                && ((!self.in_flight() && self.pending_commits == 0) || Instant::now() >= deadline)
             {
-                let committed = self.chunks.values().filter(|c| c.committed).count() as u64;
+                // Commits still queued finish when the committers drain.
+                let committed = (self.chunks.len() - self.remaining) as u64;
                 return Err(RunError::Interrupted {
                     signal,
                     committed,
@@ -765,6 +816,7 @@ impl<'a> Scheduler<'a> {
                         self.on_closed(slot, error, progress)?;
                     }
                 }
+                Ok(Event::Committed { result }) => self.on_committed(result)?,
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => {
                     return Err(RunError::WorkersFailed("every worker is gone".into()));
@@ -772,7 +824,7 @@ impl<'a> Scheduler<'a> {
             }
             self.watch_for_hangs();
             self.dispatch();
-            if self.remaining > 0
+            if self.work_left()
                 && self.stopping.is_none()
                 && self.slots.iter().all(|s| s.handle.is_none())
             {
@@ -981,17 +1033,35 @@ impl<'a> Scheduler<'a> {
         let mut outcomes = std::mem::take(&mut state.outcomes);
         outcomes.sort_unstable_by_key(|o| o.index);
         state.committed = true;
-        let started = Instant::now();
-        let bytes = encode_part(self.manifest, outcomes);
-        self.store
-            .commit(chunk, &bytes)
-            .map_err(|source| RunError::Commit {
-                dir: self.store.dir().to_owned(),
-                source,
-            })?;
-        self.summary.commit_s += started.elapsed().as_secs_f64();
+        // Encoding and the fsyncs happen on the committer threads; the
+        // chunk counts as done when its `Committed` event arrives.
+        let Some(commits) = &self.commits else {
+            return Err(RunError::WorkersFailed(
+                "the committer threads are gone".into(),
+            ));
+        };
+        commits
+            .send((chunk, outcomes))
+            .map_err(|_| RunError::WorkersFailed("the committer threads are gone".into()))?;
+        self.pending_commits += 1;
+        Ok(())
+    }
+
+    /// A committer thread finished (or failed) writing `chunk`'s part.
+    fn on_committed(&mut self, result: std::io::Result<f64>) -> Result<(), RunError> {
+        self.pending_commits -= 1;
+        let seconds = result.map_err(|source| RunError::Commit {
+            dir: self.store.dir().to_owned(),
+            source,
+        })?;
+        self.summary.commit_s += seconds;
         self.remaining -= 1;
         Ok(())
+    }
+
+    /// Whether any chunk still needs a worker (not merely its commit).
+    fn work_left(&self) -> bool {
+        self.remaining > self.pending_commits
     }
 
     fn on_closed(
@@ -1049,7 +1119,7 @@ impl<'a> Scheduler<'a> {
                 self.suspects.push_back(task);
             }
         }
-        if self.stopping.is_some() || self.remaining == 0 {
+        if self.stopping.is_some() || !self.work_left() {
             return Ok(());
         }
         // A worker that said its setup failed (bad weights, no such
@@ -1276,16 +1346,11 @@ fn absolute(root: &Path, relative: &Path) -> PathBuf {
 /// (`benches`: `coordinator_path`).
 pub fn encode_part(manifest: &Manifest, outcomes: Vec<ItemOutcome>) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(outcomes.len() * 192);
-    for o in outcomes {
-        let record = Record {
-            index: o.index,
-            path: manifest.entries[o.index as usize]
-                .relative
-                .to_string_lossy()
-                .into_owned(),
-            result: o.result,
-        };
-        crate::output::encode_jsonl(&record, &mut bytes)
+    for o in &outcomes {
+        let path = manifest.entries[o.index as usize]
+            .relative
+            .to_string_lossy();
+        crate::output::encode_jsonl_parts(o.index, &path, &o.result, &mut bytes)
             .expect("writing JSON into a Vec cannot fail");
     }
     bytes

@@ -29,7 +29,8 @@ pub struct Stages {
     pub compute_s: f64,
     /// Reading results back, top-k included.
     pub readback_s: f64,
-    /// The coordinator committing parts and assembling the output.
+    /// The coordinator writing: committing parts (their thread-seconds over
+    /// the committer threads, which run at once) and assembling the output.
     pub write_s: f64,
 }
 

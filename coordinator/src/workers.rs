@@ -23,6 +23,9 @@ pub(crate) enum Event {
     /// Worker `id` closed its stdout (it exited, or is about to); `error` is
     /// set when the stream broke mid-frame or held garbage.
     Closed { id: usize, error: Option<String> },
+    /// A committer thread wrote a chunk's part (taking that many seconds),
+    /// or could not.
+    Committed { result: std::io::Result<f64> },
 }
 
 /// Prints one log line without tearing the progress bars.

@@ -7,8 +7,9 @@
 
 use std::hint::black_box;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group};
 use pipeline_core::{
     ChunkTimes, ClassScore, FromWorker, ItemOutcome, Manifest, ManifestEntry, Prediction,
     read_frame, write_frame,
@@ -78,8 +79,81 @@ fn coordinator_path(c: &mut Criterion) {
                 });
             },
         );
+        // The two halves on their own, to see which one to work on.
+        group.bench_with_input(BenchmarkId::new("decode_only", size), &bytes, |b, bytes| {
+            b.iter(|| {
+                let message: Option<FromWorker> =
+                    read_frame(&mut black_box(&bytes[..])).expect("the frame decodes");
+                black_box(message)
+            });
+        });
+        let Some(FromWorker::ChunkDone { outcomes, .. }) =
+            read_frame(&mut &bytes[..]).expect("the frame decodes")
+        else {
+            unreachable!("the bench frame is a ChunkDone");
+        };
+        group.bench_with_input(
+            BenchmarkId::new("encode_only", size),
+            &outcomes,
+            |b, outcomes| {
+                b.iter(|| black_box(coordinator::encode_part(&manifest, outcomes.clone())));
+            },
+        );
     }
     group.finish();
 }
 
-criterion_group!(benches, coordinator_path);
+/// Committing part files (temp file, fsync, rename, fsync the folder) of
+/// 256 top-5 records each, from 1 thread and from the coordinator's
+/// [`coordinator::COMMIT_THREADS`]: the disk's share of the path above.
+fn part_commit(c: &mut Criterion) {
+    const PARTS: u64 = 32;
+    const SIZE: u64 = 256;
+    let mut group = c.benchmark_group("part_commit");
+    group.sample_size(10);
+    group.throughput(Throughput::Elements(PARTS * SIZE));
+    let manifest = manifest(SIZE);
+    let Some(FromWorker::ChunkDone { outcomes, .. }) =
+        read_frame(&mut &frame(0, SIZE)[..]).expect("the frame decodes")
+    else {
+        unreachable!("the bench frame is a ChunkDone");
+    };
+    let bytes = coordinator::encode_part(&manifest, outcomes);
+    // On the disk the results go to: the working directory's, not /tmp
+    // (often a RAM disk).
+    let base = std::env::current_dir().expect("a working directory");
+    for threads in [1, coordinator::COMMIT_THREADS] {
+        group.bench_function(BenchmarkId::new("threads", threads), |b| {
+            b.iter_batched(
+                || {
+                    let dir = tempfile::tempdir_in(&base).expect("temp dir");
+                    let out = dir.path().join("out.jsonl");
+                    let store = coordinator::PartStore::open(&out, &serde_json::json!({}))
+                        .expect("part store");
+                    (dir, store)
+                },
+                |(dir, store)| {
+                    let next = AtomicU64::new(0);
+                    std::thread::scope(|scope| {
+                        for _ in 0..threads {
+                            scope.spawn(|| {
+                                loop {
+                                    let chunk = next.fetch_add(1, Ordering::Relaxed);
+                                    if chunk >= PARTS {
+                                        break;
+                                    }
+                                    store.commit(chunk, &bytes).expect("commit");
+                                }
+                            });
+                        }
+                    });
+                    dir
+                },
+                BatchSize::PerIteration,
+            );
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, coordinator_path, part_commit);

@@ -152,8 +152,12 @@ pub(crate) struct BenchArgs {
     pub(crate) sweep: Vec<String>,
     /// The model alone on pre-made `u8` batches, no loader and no processes:
     /// the ceiling the whole pipeline is compared with.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "loader_only")]
     pub(crate) model_only: bool,
+    /// The loader alone (read, decode, preprocess) in this process, no
+    /// model: with `--loader-threads 1`, its speed per core.
+    #[arg(long)]
+    pub(crate) loader_only: bool,
     /// Batches per measured run with `--model-only`, after one warm-up batch.
     #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub(crate) batches: u32,

@@ -11,7 +11,7 @@
 //! Output: a Markdown table on stdout, `--json FILE`, `--plot FILE.svg`.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use coordinator::{OutputFormat, RunConfig, RunSummary, Stages};
 use pipeline_core::{ChunkTimes, DeviceSpec, Shard, WorkerConfig};
@@ -26,6 +26,45 @@ use crate::infer::{MAX_RESTARTS, current_exe, default_loader_threads, load_avera
 /// Batch size assumed for the default chunk size when `--batch-size auto`
 /// (the CPU's default).
 const AUTO_BATCH_GUESS: u64 = 16;
+
+/// What a bench run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// The whole pipeline, processes and all.
+    EndToEnd,
+    /// The model on pre-made batches (`--model-only`).
+    ModelOnly,
+    /// The loader alone: read, decode, preprocess (`--loader-only`).
+    LoaderOnly,
+}
+
+impl Mode {
+    fn of(args: &BenchArgs) -> Self {
+        if args.model_only {
+            Mode::ModelOnly
+        } else if args.loader_only {
+            Mode::LoaderOnly
+        } else {
+            Mode::EndToEnd
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Mode::EndToEnd => "end_to_end",
+            Mode::ModelOnly => "model_only",
+            Mode::LoaderOnly => "loader_only",
+        }
+    }
+
+    fn loads(self) -> bool {
+        self != Mode::ModelOnly
+    }
+
+    fn computes(self) -> bool {
+        self != Mode::LoaderOnly
+    }
+}
 
 /// One configuration to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -199,7 +238,7 @@ impl Measured {
 
     /// Per stage: busy seconds and the images/s that stage alone could
     /// sustain with the threads it has.
-    fn stage_rows(&self, model_only: bool) -> Vec<StageRow> {
+    fn stage_rows(&self, mode: Mode) -> Vec<StageRow> {
         let s = self.typical();
         let images = s.images as f64;
         let workers = self.workers_total() as f64;
@@ -210,14 +249,16 @@ impl Measured {
             images_per_s: (busy_s > 0.0).then(|| images * parallel / busy_s),
         };
         let mut rows = Vec::new();
-        if !model_only {
+        if mode.loads() {
             rows.push(row("read", s.stages.read_s, loader));
             rows.push(row("decode+preprocess", s.stages.decode_s, loader));
         }
-        rows.push(row("upload", s.stages.upload_s, workers));
-        rows.push(row("compute", s.stages.compute_s, workers));
-        rows.push(row("read-back", s.stages.readback_s, workers));
-        if !model_only {
+        if mode.computes() {
+            rows.push(row("upload", s.stages.upload_s, workers));
+            rows.push(row("compute", s.stages.compute_s, workers));
+            rows.push(row("read-back", s.stages.readback_s, workers));
+        }
+        if mode == Mode::EndToEnd {
             rows.push(row("write", s.stages.write_s, 1.0));
         }
         rows
@@ -227,8 +268,8 @@ impl Measured {
     /// (read and decode share them), the device (upload, compute and
     /// read-back run one after another), or the coordinator's writes —
     /// named by its largest stage.
-    fn limiting_stage(&self, model_only: bool) -> String {
-        let rows = self.stage_rows(model_only);
+    fn limiting_stage(&self, mode: Mode) -> String {
+        let rows = self.stage_rows(mode);
         let find = |name: &str| rows.iter().find(|r| r.stage == name);
         let group = |names: &[&str]| -> Option<(f64, &'static str)> {
             let members: Vec<&StageRow> = names.iter().filter_map(|n| find(n)).collect();
@@ -253,7 +294,7 @@ impl Measured {
         .map_or_else(|| "unknown".to_owned(), |(_, stage)| stage.to_owned())
     }
 
-    fn json(&self, model_only: bool) -> serde_json::Value {
+    fn json(&self, mode: Mode) -> serde_json::Value {
         let rates = self.rates();
         let latencies = self.latencies();
         let typical = self.typical();
@@ -271,8 +312,8 @@ impl Measured {
             },
             "steady": self.samples.iter().all(|s| s.steady),
             "images_per_repeat": typical.images,
-            "stages": self.stage_rows(model_only),
-            "device_busy_fraction": (!model_only)
+            "stages": self.stage_rows(mode),
+            "device_busy_fraction": (mode == Mode::EndToEnd)
                 .then(|| typical.stages.device_busy_fraction())
                 .flatten(),
             "batch_latency_ms": {
@@ -280,7 +321,7 @@ impl Measured {
                 "p99": percentile(&latencies, 0.99).map(|s| s * 1e3),
                 "batches": latencies.len(),
             },
-            "limiting_stage": self.limiting_stage(model_only),
+            "limiting_stage": self.limiting_stage(mode),
             "peak_rss_bytes": typical.peak_rss_bytes,
         })
     }
@@ -376,7 +417,8 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
         .prefix("pipeline-bench-")
         .tempdir()
         .map_err(|e| format!("cannot make a temporary folder: {e}"))?;
-    let dataset = if args.model_only {
+    let mode = Mode::of(args);
+    let dataset = if mode == Mode::ModelOnly {
         None
     } else {
         Some(dataset(args, size, scratch.path())?)
@@ -385,9 +427,14 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
     for point in &points {
         let mut samples = Vec::new();
         for repeat in 0..args.repeat {
-            let sample = match &dataset {
-                None => model_only(&planned.worker, &slots, point, args.batches as usize)?,
-                Some(data) => pipeline(args, &planned.worker, &slots, point, data, scratch.path())?,
+            let sample = match (mode, &dataset) {
+                (Mode::ModelOnly, _) | (_, None) => {
+                    model_only(&planned.worker, &slots, point, args.batches as usize)?
+                }
+                (Mode::LoaderOnly, Some(data)) => loader_only(&planned.worker, point, data)?,
+                (Mode::EndToEnd, Some(data)) => {
+                    pipeline(args, &planned.worker, &slots, point, data, scratch.path())?
+                }
             };
             if !args.quiet {
                 eprintln!(
@@ -479,6 +526,15 @@ fn worker_at(worker: &WorkerConfig, point: &Point) -> WorkerConfig {
     }
 }
 
+/// About 16 chunks per worker, within 1 batch and 256 images, and a whole
+/// number of batches: batches never span chunks, so any other size would
+/// run a padded, partly wasted batch at the end of every chunk.
+fn default_chunk(images: u64, workers: u64, batch: u64) -> u64 {
+    let batch = batch.max(1);
+    let wanted = (images / (16 * workers.max(1))).clamp(1, 256.max(batch));
+    wanted.div_ceil(batch) * batch
+}
+
 /// One run of the whole pipeline.
 fn pipeline(
     args: &BenchArgs,
@@ -502,7 +558,7 @@ fn pipeline(
     let batch = point.batch.map_or(AUTO_BATCH_GUESS, |b| b as u64);
     let chunk_size = args
         .chunk_size
-        .unwrap_or_else(|| (images / (16 * devices.len() as u64)).clamp(batch.min(256), 256));
+        .unwrap_or_else(|| default_chunk(images, devices.len() as u64, batch));
     let out = scratch.join("bench.jsonl");
     let config = RunConfig {
         data: data.dir.clone(),
@@ -593,13 +649,53 @@ fn model_only(
     })
 }
 
+/// One pass of the loader alone over the dataset: read, decode and
+/// preprocess into batches, which are dropped. Compare with Pillow on the
+/// same files (`scripts/bench_pillow_loader.py --files`).
+fn loader_only(worker: &WorkerConfig, point: &Point, data: &Dataset) -> Result<Sample, String> {
+    let manifest = pipeline_core::Manifest::scan(&data.dir).map_err(|e| e.to_string())?;
+    let items: Vec<loader::WorkItem> = manifest
+        .entries
+        .iter()
+        .map(|e| loader::WorkItem {
+            index: e.index,
+            path: manifest.root.join(&e.relative),
+        })
+        .collect();
+    let batch_size = point.batch.unwrap_or(AUTO_BATCH_GUESS as usize);
+    let loader = loader::Loader::new(loader::LoaderConfig {
+        threads: point.loader_threads,
+        batch_size,
+        spec: worker.preprocess.clone(),
+        limits: worker.limits,
+    })
+    .map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let mut stream = loader.load_all(items).map_err(|e| e.to_string())?;
+    let mut times = ChunkTimes::default();
+    let mut images = 0;
+    while let Some(batch) = stream.next() {
+        times.read_s += batch.read_s;
+        times.decode_s += batch.decode_s;
+        images += batch.item_count() as u64;
+        stream.recycle(batch);
+    }
+    stream.finish().map_err(|e| e.to_string())?;
+    Ok(Sample {
+        images_per_s: images as f64 / started.elapsed().as_secs_f64().max(1e-9),
+        steady: true,
+        images,
+        batch_size,
+        stages: Stages::from_worker(&times),
+        latencies_s: Vec::new(),
+        peak_rss_bytes: None,
+    })
+}
+
 fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> String {
+    let mode = Mode::of(args);
     let mut out = String::new();
-    let what = if args.model_only {
-        "model only"
-    } else {
-        "end to end"
-    };
+    let what = mode.name().replace('_', " ");
     out.push_str(&format!(
         "| batch | workers | loader threads | images/s ({what}, median of {}) | min | max | device busy | p50 batch ms | p99 batch ms | limiting stage |\n",
         args.repeat
@@ -609,7 +705,7 @@ fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> String {
         let rates = m.rates();
         let lat = m.latencies();
         let ms = |p| percentile(&lat, p).map_or("–".to_owned(), |s| format!("{:.1}", s * 1e3));
-        let busy = if args.model_only {
+        let busy = if mode != Mode::EndToEnd {
             "–".to_owned()
         } else {
             m.typical()
@@ -621,7 +717,7 @@ fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> String {
             "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {busy} | {} | {} | {} |\n",
             m.typical().batch_size,
             m.workers_total(),
-            if args.model_only {
+            if !mode.loads() {
                 "–".to_owned()
             } else {
                 m.point.loader_threads.to_string()
@@ -631,14 +727,14 @@ fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> String {
             rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             ms(0.50),
             ms(0.99),
-            m.limiting_stage(args.model_only),
+            m.limiting_stage(mode),
         ));
     }
     out.push_str(&format!(
         "\nStages of the fastest ({}), its median repeat:\n\n| stage | busy s | images/s it alone could sustain |\n|---|---|---|\n",
         best.point.label()
     ));
-    for row in best.stage_rows(args.model_only) {
+    for row in best.stage_rows(mode) {
         out.push_str(&format!(
             "| {} | {:.3} | {} |\n",
             row.stage,
@@ -658,7 +754,8 @@ fn report_json(
     slots: &[DeviceSpec],
     dataset: Option<&Dataset>,
 ) -> serde_json::Value {
-    let best_json = best.json(args.model_only);
+    let mode = Mode::of(args);
+    let best_json = best.json(mode);
     json!({
         "images_per_s": best.median(),
         "stages": best_json["stages"],
@@ -666,8 +763,8 @@ fn report_json(
         "batch_latency_ms": best_json["batch_latency_ms"],
         "limiting_stage": best_json["limiting_stage"],
         "best": best_json,
-        "sweep": results.iter().map(|m| m.json(args.model_only)).collect::<Vec<_>>(),
-        "mode": if args.model_only { "model_only" } else { "end_to_end" },
+        "sweep": results.iter().map(|m| m.json(mode)).collect::<Vec<_>>(),
+        "mode": mode.name(),
         "config": {
             "model": worker.model.name(),
             "weights": worker.weights,
@@ -815,6 +912,15 @@ mod tests {
     }
 
     #[test]
+    fn default_chunks_are_whole_batches() {
+        assert_eq!(default_chunk(200, 1, 8), 16); // 12 → 16
+        assert_eq!(default_chunk(100_000, 1, 16), 256);
+        assert_eq!(default_chunk(100_000, 1, 96), 288); // 256 → 3 batches
+        assert_eq!(default_chunk(10, 4, 8), 8);
+        assert_eq!(default_chunk(10_000, 2, 512), 512);
+    }
+
+    #[test]
     fn sizes_parse_and_refuse() {
         assert_eq!(parse_size("500x375"), Ok((500, 375)));
         assert_eq!(parse_size("4032X3024"), Ok((4032, 3024)));
@@ -868,8 +974,8 @@ mod tests {
             ..Stages::default()
         };
         let m = measured(compute_bound.clone(), 2);
-        assert_eq!(m.limiting_stage(false), "compute");
-        let rows = m.stage_rows(false);
+        assert_eq!(m.limiting_stage(Mode::EndToEnd), "compute");
+        let rows = m.stage_rows(Mode::EndToEnd);
         let decode = rows
             .iter()
             .find(|r| r.stage == "decode+preprocess")
@@ -882,7 +988,7 @@ mod tests {
             ..compute_bound
         };
         assert_eq!(
-            measured(decode_bound, 1).limiting_stage(false),
+            measured(decode_bound, 1).limiting_stage(Mode::EndToEnd),
             "decode+preprocess"
         );
     }

@@ -182,3 +182,37 @@ fn model_only_times_the_model_alone_on_full_batches() {
         .collect();
     assert_eq!(stages, ["upload", "compute", "read-back"]);
 }
+
+#[test]
+fn loader_only_reads_and_decodes_every_image_without_a_model() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    bench(
+        dir.path(),
+        &[
+            "--loader-only",
+            "--synthetic",
+            "20",
+            "--size",
+            "64x48",
+            "--loader-threads",
+            "1",
+            "--repeat",
+            "1",
+            "--json",
+            "l.json",
+            "-q",
+        ],
+    );
+    let report = json(&dir.path().join("l.json"));
+    assert_eq!(report["mode"], "loader_only");
+    assert_eq!(report["best"]["images_per_repeat"], 20);
+    assert_eq!(report["best"]["loader_threads"], 1);
+    let stages: Vec<&str> = report["stages"]
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|s| s["stage"].as_str().expect("name"))
+        .collect();
+    assert_eq!(stages, ["read", "decode+preprocess"]);
+    assert_eq!(report["limiting_stage"], "decode+preprocess");
+}

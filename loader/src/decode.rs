@@ -194,37 +194,57 @@ fn format_is_truncated_jpeg(bytes: &[u8]) -> bool {
     }
 }
 
-/// Reduced-DCT decode with `jpeg-decoder`: the smallest scale (1/8..1/1)
-/// whose output still covers `target_w × target_h`. Returns `None` for
-/// colour spaces it does not handle (CMYK), so the caller decodes fully.
+/// Reduced-DCT decode with libjpeg-turbo (through `mozjpeg`), set up as
+/// Pillow's `draft` sets it: the largest reduction of 1/2, 1/4 or 1/8 whose
+/// output still covers `target_w × target_h`, plain chroma upsampling and
+/// the fast integer IDCT. Returns `None` for CMYK and YCCK, so the
+/// caller decodes those fully. libjpeg's errors arrive as unwinding panics
+/// (its warnings are silenced) and become `decode` errors here.
 fn decode_jpeg_draft(
     bytes: &[u8],
     target_w: u32,
     target_h: u32,
     limits: &DecodeLimits,
 ) -> Result<Option<RgbImage>, ItemError> {
-    let mut decoder = jpeg_decoder::Decoder::new(Cursor::new(bytes));
-    decoder.set_max_decoding_buffer_size(
-        usize::try_from(limits.max_alloc_bytes).unwrap_or(usize::MAX),
-    );
-    let decode_err = |e: jpeg_decoder::Error| ItemError::new(ItemErrorKind::Decode, e.to_string());
-    decoder.read_info().map_err(decode_err)?;
-    let clamp = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);
-    let (w, h) = decoder
-        .scale(clamp(target_w), clamp(target_h))
-        .map_err(decode_err)?;
-    let Some(info) = decoder.info() else {
+    let decode = || -> std::io::Result<Option<(usize, usize, Vec<u8>)>> {
+        let mut decoder = mozjpeg::Decompress::builder().from_mem(bytes)?;
+        if matches!(
+            decoder.color_space(),
+            mozjpeg::ColorSpace::JCS_CMYK | mozjpeg::ColorSpace::JCS_YCCK
+        ) {
+            return Ok(None);
+        }
+        let numerator = draft_numerator(
+            (decoder.width(), decoder.height()),
+            (target_w as usize, target_h as usize),
+        );
+        decoder.scale(numerator);
+        // What Pillow's draft mode sets too: no fancy (smoothing) chroma
+        // upsampling, and the fastest integer IDCT.
+        decoder.do_fancy_upsampling(false);
+        decoder.dct_method(mozjpeg::DctMethod::IntegerFast);
+        let mut started = decoder.rgb()?;
+        let (width, height) = (started.width(), started.height());
+        let pixels = started.read_scanlines::<u8>()?;
+        started.finish()?;
+        Ok(Some((width, height, pixels)))
+    };
+    let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode))
+        .map_err(|payload| {
+            ItemError::new(
+                ItemErrorKind::Decode,
+                pipeline_core::panic_message(payload.as_ref()),
+            )
+        })?
+        .map_err(|e| ItemError::new(ItemErrorKind::Decode, e.to_string()))?;
+    let Some((width, height, pixels)) = decoded else {
         return Ok(None);
     };
-    let pixels = match info.pixel_format {
-        jpeg_decoder::PixelFormat::RGB24 => decoder.decode().map_err(decode_err)?,
-        jpeg_decoder::PixelFormat::L8 => {
-            let gray = decoder.decode().map_err(decode_err)?;
-            gray.iter().flat_map(|&v| [v, v, v]).collect()
-        }
-        jpeg_decoder::PixelFormat::L16 | jpeg_decoder::PixelFormat::CMYK32 => return Ok(None),
-    };
-    let (width, height) = (u32::from(w), u32::from(h));
+    let (width, height) = (
+        u32::try_from(width).unwrap_or(u32::MAX),
+        u32::try_from(height).unwrap_or(u32::MAX),
+    );
+    check_pixels(width, height, limits)?;
     if pixels.len() != width as usize * height as usize * 3 {
         return Err(ItemError::new(
             ItemErrorKind::Decode,
@@ -236,6 +256,16 @@ fn decode_jpeg_draft(
         height,
         pixels,
     }))
+}
+
+/// The libjpeg scale numerator (over 8) of draft decoding: 8, 4, 2 or 1, the
+/// smallest whose output (`ceil(size × n / 8)`) still covers `target`.
+fn draft_numerator((width, height): (usize, usize), (tw, th): (usize, usize)) -> u8 {
+    let covers = |n: usize| (width * n).div_ceil(8) >= tw && (height * n).div_ceil(8) >= th;
+    [1u8, 2, 4]
+        .into_iter()
+        .find(|&n| covers(n as usize))
+        .unwrap_or(8)
 }
 
 /// Reads a whole regular file, refusing special files (a FIFO would hang)
@@ -295,7 +325,19 @@ fn map_image_error(e: ImageError) -> ItemError {
 
 #[cfg(test)]
 mod tests {
-    use super::format_is_truncated_jpeg;
+    use super::{draft_numerator, format_is_truncated_jpeg};
+
+    #[test]
+    fn draft_takes_the_largest_reduction_that_still_covers_the_target() {
+        // 4032×3024 to a shorter side of 256: 1/8 gives 504×378.
+        assert_eq!(draft_numerator((4032, 3024), (341, 256)), 1);
+        // 1600×1200 → 1/4 gives 400×300; 1/8 would give 150 < 256.
+        assert_eq!(draft_numerator((1600, 1200), (341, 256)), 2);
+        // 600×450: 1/2 gives 300×225, which misses 256; full size.
+        assert_eq!(draft_numerator((600, 450), (341, 256)), 8);
+        // Rounding up, as libjpeg does: 2049 / 8 → 257 covers 257.
+        assert_eq!(draft_numerator((2049, 4000), (257, 500)), 1);
+    }
 
     fn jpeg() -> Vec<u8> {
         crate::synthetic::jpeg_photo(96, 64, 5, 85).expect("encode")

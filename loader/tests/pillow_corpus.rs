@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use loader::{Loader, LoaderConfig};
-use pipeline_core::{DecodeLimits, ItemErrorKind, ModelKind};
+use pipeline_core::{DecodeLimits, ItemErrorKind, ModelKind, PreprocessSpec};
 
 const MIB: u64 = 1 << 20;
 
@@ -142,5 +142,60 @@ fn every_pillow_test_image_is_a_crop_or_an_error_record_within_the_memory_limits
         "peak RSS {} MiB over the {} MiB the limits allow",
         peak / MIB,
         allowed / MIB
+    );
+
+    // Draft mode goes through libjpeg-turbo (C), whose errors unwind
+    // through C frames: every JPEG again, with a target small enough that
+    // draft engages on all but the tiniest, must come back as a crop or an
+    // error, and the files Pillow opens must still open.
+    let draft = Loader::new(LoaderConfig {
+        threads: 1,
+        batch_size: 1,
+        spec: PreprocessSpec {
+            resize_shorter: 16,
+            crop: 16,
+            jpeg_draft: true,
+            ..ModelKind::Resnet50.default_preprocess()
+        },
+        limits,
+    })
+    .expect("valid loader config");
+    let jpegs: Vec<&PathBuf> = files
+        .iter()
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| ["jpg", "jpeg"].contains(&e.to_ascii_lowercase().as_str()))
+        })
+        .collect();
+    assert!(jpegs.len() > 50, "{} JPEGs", jpegs.len());
+    let mut draft_kinds: BTreeMap<String, u64> = BTreeMap::new();
+    for file in jpegs {
+        let name = file.file_name().and_then(|n| n.to_str()).unwrap_or("?");
+        let kind = match draft.load_one(file) {
+            Ok(crop) => {
+                assert_eq!(crop.len(), 3 * 16 * 16, "{name}");
+                "ok".to_owned()
+            }
+            Err(e) => e.kind.to_string(),
+        };
+        if [
+            "hopper.jpg",
+            "junk_jpeg_header.jpg",
+            "photoshop-200dpi-broken.jpg",
+        ]
+        .contains(&name)
+        {
+            assert_eq!(kind, "ok", "{name} in draft mode");
+        }
+        if name == "truncated_jpeg.jpg" {
+            assert_eq!(kind, "decode", "{name} in draft mode");
+        }
+        *draft_kinds.entry(kind).or_default() += 1;
+    }
+    eprintln!("draft mode, JPEGs: {draft_kinds:?}");
+    assert!(
+        draft_kinds.get("ok").copied().unwrap_or(0) > 50,
+        "{draft_kinds:?}"
     );
 }

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use coordinator::{RunConfig, RunSummary, choose_format};
-use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Shard, Task, WorkerConfig};
+use pipeline_core::{
+    DecodeLimits, DeviceSpec, ModelKind, PreprocessSpec, Shard, Task, WorkerConfig,
+};
 
 use crate::args::{InferArgs, MergeArgs, RunArgs, TaskArg};
 use crate::exit::Outcome;
@@ -197,7 +199,10 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             task,
             batch_size,
             loader_threads,
-            preprocess: model.default_preprocess(),
+            preprocess: PreprocessSpec {
+                jpeg_draft: args.jpeg_draft,
+                ..model.default_preprocess()
+            },
             limits: DecodeLimits::default(),
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],
@@ -324,6 +329,7 @@ fn finish(
                 "model": config.worker.model.name(),
                 "weights": config.worker.weights,
                 "task": config.worker.task,
+                "preprocess": config.worker.preprocess,
                 "batch_size": config.worker.batch_size,
                 "loader_threads": config.worker.loader_threads,
                 "chunk_size": config.chunk_size,

@@ -189,6 +189,9 @@ struct Sample {
     stages: Stages,
     latencies_s: Vec<f64>,
     peak_rss_bytes: Option<u64>,
+    /// CPU seconds this process used (`--loader-only`: decoders may start
+    /// threads of their own, so thread counts alone do not say "per core").
+    cpu_s: Option<f64>,
 }
 
 /// Everything measured at one point.
@@ -220,6 +223,13 @@ impl Measured {
                     .total_cmp(&(b.images_per_s - m).abs())
             })
             .expect("at least one repeat")
+    }
+
+    /// Images per CPU-second over all repeats, where CPU time was measured.
+    fn per_cpu_second(&self) -> Option<f64> {
+        let cpu: Option<f64> = self.samples.iter().map(|s| s.cpu_s).sum();
+        let images: u64 = self.samples.iter().map(|s| s.images).sum();
+        cpu.filter(|&c| c > 0.0).map(|c| images as f64 / c)
     }
 
     fn workers_total(&self) -> usize {
@@ -323,6 +333,7 @@ impl Measured {
             },
             "limiting_stage": self.limiting_stage(mode),
             "peak_rss_bytes": typical.peak_rss_bytes,
+            "images_per_cpu_s": self.per_cpu_second(),
         })
     }
 }
@@ -599,6 +610,7 @@ fn pipeline(
         stages: summary.stages,
         latencies_s: summary.batch_latencies_s,
         peak_rss_bytes,
+        cpu_s: None,
     })
 }
 
@@ -646,6 +658,7 @@ fn model_only(
         stages: Stages::from_worker(&times),
         latencies_s: std::mem::take(&mut times.batch_s),
         peak_rss_bytes: None,
+        cpu_s: None,
     })
 }
 
@@ -670,6 +683,7 @@ fn loader_only(worker: &WorkerConfig, point: &Point, data: &Dataset) -> Result<S
         limits: worker.limits,
     })
     .map_err(|e| e.to_string())?;
+    let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     let mut stream = loader.load_all(items).map_err(|e| e.to_string())?;
     let mut times = ChunkTimes::default();
@@ -681,15 +695,29 @@ fn loader_only(worker: &WorkerConfig, point: &Point, data: &Dataset) -> Result<S
         stream.recycle(batch);
     }
     stream.finish().map_err(|e| e.to_string())?;
+    let wall = started.elapsed().as_secs_f64();
     Ok(Sample {
-        images_per_s: images as f64 / started.elapsed().as_secs_f64().max(1e-9),
+        images_per_s: images as f64 / wall.max(1e-9),
         steady: true,
         images,
         batch_size,
         stages: Stages::from_worker(&times),
         latencies_s: Vec::new(),
         peak_rss_bytes: None,
+        cpu_s: process_cpu_seconds()
+            .zip(cpu_before)
+            .map(|(after, before)| after - before),
     })
+}
+
+/// User + system CPU seconds of this process, all threads (Linux
+/// `/proc/self/stat`, in the kernel's fixed 100 Hz user ticks).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which ends at the last ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
 }
 
 fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> String {
@@ -743,6 +771,11 @@ fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> String {
                 .map_or("–".to_owned(), |r| format!("{r:.1}"))
         ));
     }
+    if let Some(rate) = best.per_cpu_second() {
+        out.push_str(&format!(
+            "\n{rate:.2} images per CPU-second (all threads of this process, decoders' own included)\n"
+        ));
+    }
     out
 }
 
@@ -769,6 +802,7 @@ fn report_json(
             "model": worker.model.name(),
             "weights": worker.weights,
             "task": worker.task,
+            "preprocess": worker.preprocess,
             "devices": slots.iter().map(ToString::to_string).collect::<Vec<_>>(),
             "repeat": args.repeat,
             "dataset": dataset.map(|d| d.describe.clone()),
@@ -956,6 +990,7 @@ mod tests {
                 stages,
                 latencies_s: vec![0.1; 13],
                 peak_rss_bytes: None,
+                cpu_s: None,
             }],
         }
     }

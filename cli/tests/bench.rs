@@ -196,6 +196,7 @@ fn loader_only_reads_and_decodes_every_image_without_a_model() {
             "64x48",
             "--loader-threads",
             "1",
+            "--jpeg-draft",
             "--repeat",
             "1",
             "--json",
@@ -207,6 +208,7 @@ fn loader_only_reads_and_decodes_every_image_without_a_model() {
     assert_eq!(report["mode"], "loader_only");
     assert_eq!(report["best"]["images_per_repeat"], 20);
     assert_eq!(report["best"]["loader_threads"], 1);
+    assert_eq!(report["config"]["preprocess"]["jpeg_draft"], true);
     let stages: Vec<&str> = report["stages"]
         .as_array()
         .expect("stages")
@@ -215,4 +217,5 @@ fn loader_only_reads_and_decodes_every_image_without_a_model() {
         .collect();
     assert_eq!(stages, ["read", "decode+preprocess"]);
     assert_eq!(report["limiting_stage"], "decode+preprocess");
+    assert!(number(&report["best"]["images_per_cpu_s"], "per CPU-second") > 0.0);
 }

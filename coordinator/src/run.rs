@@ -263,8 +263,8 @@ pub struct RunSummary {
     pub commit_s: f64,
     /// Seconds assembling the output from the parts.
     pub assemble_s: f64,
-    /// Seconds per stage, summed over workers (`write_s` is commit +
-    /// assembly).
+    /// Seconds per stage, summed over workers (`write_s`: the commits'
+    /// seconds over the committer threads, plus assembly).
     pub stages: Stages,
     /// Between warm-up and run-out: the rate a longer run would hold.
     /// `None` when the run was too short to have one.

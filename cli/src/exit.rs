@@ -1,7 +1,7 @@
 //! Exit codes, decided here and nowhere else, so scripts can trust them:
 //! 0 every item succeeded, 1 the output is complete but some items failed,
-//! 2 the run itself failed (bad flag, path, weights, config, full disk, or
-//! not built), 128 + N a signal N stopped it (130 SIGINT, 143 SIGTERM) and
+//! 2 the run itself failed (bad flag, path, weights, config, full disk, no
+//! worker could run), 128 + N a signal N stopped it (130 SIGINT, 143 SIGTERM) and
 //! the same command resumes it.
 
 use std::process::ExitCode;

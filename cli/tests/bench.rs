@@ -33,6 +33,16 @@ fn json(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).expect("json written")).expect("valid JSON")
 }
 
+/// The `stage` names of a report's `stages` list.
+fn stage_names(stages: &Value) -> Vec<&str> {
+    stages
+        .as_array()
+        .expect("stages")
+        .iter()
+        .map(|s| s["stage"].as_str().expect("name"))
+        .collect()
+}
+
 fn number(v: &Value, what: &str) -> f64 {
     v.as_f64()
         .unwrap_or_else(|| panic!("{what} is not a number: {v}"))
@@ -93,12 +103,7 @@ fn a_sweep_reports_every_combination_with_stages_latency_and_a_plot() {
         assert!(number(&latency["p50"], "p50") <= number(&latency["p99"], "p99"));
         // 96 images in batches of `batch`, twice.
         assert_eq!(latency["batches"], 2 * 96 / batch, "{point}");
-        let stages: Vec<&str> = point["stages"]
-            .as_array()
-            .expect("stages")
-            .iter()
-            .map(|s| s["stage"].as_str().expect("name"))
-            .collect();
+        let stages = stage_names(&point["stages"]);
         assert_eq!(
             stages,
             [
@@ -174,12 +179,7 @@ fn model_only_times_the_model_alone_on_full_batches() {
     assert_eq!(best["batch_latency_ms"]["batches"], 3);
     assert!(number(&report["images_per_s"], "rate") > 0.0);
     assert!(report["device_busy_fraction"].is_null());
-    let stages: Vec<&str> = best["stages"]
-        .as_array()
-        .expect("stages")
-        .iter()
-        .map(|s| s["stage"].as_str().expect("name"))
-        .collect();
+    let stages = stage_names(&best["stages"]);
     assert_eq!(stages, ["upload", "compute", "read-back"]);
 }
 
@@ -209,12 +209,7 @@ fn loader_only_reads_and_decodes_every_image_without_a_model() {
     assert_eq!(report["best"]["images_per_repeat"], 20);
     assert_eq!(report["best"]["loader_threads"], 1);
     assert_eq!(report["config"]["preprocess"]["jpeg_draft"], true);
-    let stages: Vec<&str> = report["stages"]
-        .as_array()
-        .expect("stages")
-        .iter()
-        .map(|s| s["stage"].as_str().expect("name"))
-        .collect();
+    let stages = stage_names(&report["stages"]);
     assert_eq!(stages, ["read", "decode+preprocess"]);
     assert_eq!(report["limiting_stage"], "decode+preprocess");
     assert!(number(&report["best"]["images_per_cpu_s"], "per CPU-second") > 0.0);

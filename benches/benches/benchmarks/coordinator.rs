@@ -1,5 +1,5 @@
 //! The coordinator's work per result, from a worker's `ChunkDone` frame to
-//! a part file's bytes: decode the frame (length-prefixed JSON), check the
+//! a part file's bytes: decode the frame (binary results), check the
 //! outcomes, attach each item's path, encode the JSONL records — the code
 //! the scheduler runs (`coordinator::check_outcomes`, `encode_part`), on one
 //! core. Issue #7 asks for at least 500,000 records/s. Writing the part

@@ -10,7 +10,7 @@
 //!
 //! Output: a Markdown table on stdout, `--json FILE`, `--plot FILE.svg`.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use coordinator::{OutputFormat, RunConfig, RunSummary, Stages};
@@ -21,7 +21,10 @@ use serde_json::json;
 
 use crate::args::BenchArgs;
 use crate::exit::Outcome;
-use crate::infer::{MAX_RESTARTS, current_exe, default_loader_threads, load_average, plan_workers};
+use crate::infer::{
+    MAX_RESTARTS, check_data, check_parent, current_exe, default_loader_threads, load_average,
+    per_worker, plan_workers,
+};
 
 /// Batch size assumed for the default chunk size when `--batch-size auto`
 /// (the CPU's default).
@@ -366,7 +369,8 @@ fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
 
 /// Where the bench reads its images from.
 struct Dataset {
-    dir: PathBuf,
+    /// Scanned once; every run of the bench reads the same list.
+    manifest: pipeline_core::Manifest,
     describe: serde_json::Value,
 }
 
@@ -380,24 +384,12 @@ pub(crate) fn run(args: &BenchArgs) -> Outcome {
 fn bench(args: &BenchArgs) -> Result<(), String> {
     let axes = parse_sweep(&args.sweep)?;
     let size = parse_size(&args.size)?;
-    if let Some(dir) = &args.data
-        && !dir.is_dir()
-    {
-        return Err(format!(
-            "--data {}: not a folder (or it does not exist)",
-            dir.display()
-        ));
+    if let Some(dir) = &args.data {
+        check_data(dir)?;
     }
     for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
-        if let Some(parent) = path
-            .as_ref()
-            .and_then(|p| p.parent())
-            .filter(|p| !p.as_os_str().is_empty() && !p.is_dir())
-        {
-            return Err(format!(
-                "{flag}: folder {} does not exist",
-                parent.display()
-            ));
+        if let Some(path) = path {
+            check_parent(flag, path)?;
         }
     }
     let planned = plan_workers(&args.run)?;
@@ -406,8 +398,7 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
             eprintln!("{notice}");
         }
     }
-    let mut slots = planned.devices.clone();
-    slots.dedup();
+    let slots = &planned.slots;
     let base = Point {
         batch: planned.worker.batch_size,
         workers: args.run.workers_per_gpu as usize,
@@ -440,11 +431,11 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
         for repeat in 0..args.repeat {
             let sample = match (mode, &dataset) {
                 (Mode::ModelOnly, _) | (_, None) => {
-                    model_only(&planned.worker, &slots, point, args.batches as usize)?
+                    model_only(&planned.worker, slots, point, args.batches as usize)?
                 }
                 (Mode::LoaderOnly, Some(data)) => loader_only(&planned.worker, point, data)?,
                 (Mode::EndToEnd, Some(data)) => {
-                    pipeline(args, &planned.worker, &slots, point, data, scratch.path())?
+                    pipeline(args, &planned.worker, slots, point, data, scratch.path())?
                 }
             };
             if !args.quiet {
@@ -480,7 +471,7 @@ fn bench(args: &BenchArgs) -> Result<(), String> {
             best,
             args,
             &planned.worker,
-            &slots,
+            slots,
             dataset.as_ref(),
         );
         let bytes = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string())?;
@@ -499,9 +490,10 @@ fn dataset(
     (width, height): (u32, u32),
     scratch: &Path,
 ) -> Result<Dataset, String> {
+    let scan = |dir: &Path| pipeline_core::Manifest::scan(dir).map_err(|e| e.to_string());
     if let Some(dir) = &args.data {
         return Ok(Dataset {
-            dir: dir.clone(),
+            manifest: scan(dir)?,
             describe: json!({ "data": dir }),
         });
     }
@@ -521,7 +513,7 @@ fn dataset(
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))
     })?;
     Ok(Dataset {
-        dir,
+        manifest: scan(&dir)?,
         describe: json!({
             "synthetic": { "images": count, "width": width, "height": height, "jpeg_quality": 90 },
         }),
@@ -555,24 +547,15 @@ fn pipeline(
     data: &Dataset,
     scratch: &Path,
 ) -> Result<Sample, String> {
-    let devices: Vec<DeviceSpec> = slots
-        .iter()
-        .flat_map(|d| std::iter::repeat_n(d.clone(), point.workers))
-        .collect();
-    let images = match args.synthetic {
-        Some(n) => n,
-        None => pipeline_core::Manifest::scan(&data.dir)
-            .map_err(|e| e.to_string())?
-            .entries
-            .len() as u64,
-    };
+    let devices = per_worker(slots, point.workers);
+    let images = data.manifest.entries.len() as u64;
     let batch = point.batch.map_or(AUTO_BATCH_GUESS, |b| b as u64);
     let chunk_size = args
         .chunk_size
         .unwrap_or_else(|| default_chunk(images, devices.len() as u64, batch));
     let out = scratch.join("bench.jsonl");
     let config = RunConfig {
-        data: data.dir.clone(),
+        data: data.manifest.root.clone(),
         devices,
         worker: worker_at(worker, point),
         chunk_size,
@@ -622,9 +605,8 @@ fn model_only(
     point: &Point,
     batches: usize,
 ) -> Result<Sample, String> {
-    let configs: Vec<WorkerConfig> = slots
-        .iter()
-        .flat_map(|d| std::iter::repeat_n(d.clone(), point.workers))
+    let configs: Vec<WorkerConfig> = per_worker(slots, point.workers)
+        .into_iter()
         .enumerate()
         .map(|(i, device)| WorkerConfig {
             name: format!("{device}#{i}"),
@@ -666,7 +648,7 @@ fn model_only(
 /// preprocess into batches, which are dropped. Compare with Pillow on the
 /// same files (`scripts/bench_pillow_loader.py --files`).
 fn loader_only(worker: &WorkerConfig, point: &Point, data: &Dataset) -> Result<Sample, String> {
-    let manifest = pipeline_core::Manifest::scan(&data.dir).map_err(|e| e.to_string())?;
+    let manifest = &data.manifest;
     let items: Vec<loader::WorkItem> = manifest
         .entries
         .iter()

@@ -152,6 +152,8 @@ pub(crate) fn run(args: &InferArgs) -> Outcome {
 
 /// What `infer` and `bench` plan alike from [`RunArgs`].
 pub(crate) struct Planned {
+    /// The devices `--gpus` chose, each once.
+    pub(crate) slots: Vec<DeviceSpec>,
     /// One per worker process (`--workers-per-gpu` applied).
     pub(crate) devices: Vec<DeviceSpec>,
     /// The workers' configuration (name and device are set per worker).
@@ -172,10 +174,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         },
     };
     let (slots, device_notice) = devices(&args.gpus)?;
-    let devices: Vec<DeviceSpec> = slots
-        .iter()
-        .flat_map(|d| std::iter::repeat_n(d.clone(), args.workers_per_gpu as usize))
-        .collect();
+    let devices = per_worker(&slots, args.workers_per_gpu as usize);
     let (weights, weights_notice) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let loader_threads = args.loader_threads.map_or_else(
@@ -189,6 +188,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         TaskArg::Embed => Task::Embed,
     };
     Ok(Planned {
+        slots,
         devices,
         worker: WorkerConfig {
             name: String::new(),
@@ -209,6 +209,37 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
     })
 }
 
+/// One entry per worker process: each device `workers` times.
+pub(crate) fn per_worker(slots: &[DeviceSpec], workers: usize) -> Vec<DeviceSpec> {
+    slots
+        .iter()
+        .flat_map(|d| std::iter::repeat_n(d.clone(), workers))
+        .collect()
+}
+
+/// `--data DIR` must be a folder.
+pub(crate) fn check_data(dir: &Path) -> Result<(), String> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    Err(format!(
+        "--data {}: not a folder (or it does not exist)",
+        dir.display()
+    ))
+}
+
+/// The folder an output file goes into must exist.
+pub(crate) fn check_parent(flag: &str, file: &Path) -> Result<(), String> {
+    match file.parent().filter(|p| !p.as_os_str().is_empty()) {
+        Some(parent) if !parent.is_dir() => Err(format!(
+            "{flag} {}: folder {} does not exist",
+            file.display(),
+            parent.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Decoder threads per worker: the cores other processes leave idle (by
 /// the load average, rounded), shared among `workers`, at least one.
 pub(crate) fn default_loader_threads(cores: usize, workers: usize, load: Option<f64>) -> usize {
@@ -226,23 +257,10 @@ pub(crate) fn load_average() -> Option<f64> {
 }
 
 fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
-    if !args.data.is_dir() {
-        return Err(format!(
-            "--data {}: not a folder (or it does not exist)",
-            args.data.display()
-        ));
-    }
+    check_data(&args.data)?;
     let format =
         choose_format(args.format.as_deref(), &args.out).map_err(|e| format!("--format: {e}"))?;
-    if let Some(parent) = args.out.parent().filter(|p| !p.as_os_str().is_empty())
-        && !parent.is_dir()
-    {
-        return Err(format!(
-            "--out {}: folder {} does not exist",
-            args.out.display(),
-            parent.display()
-        ));
-    }
+    check_parent("--out", &args.out)?;
     let planned = plan_workers(&args.run)?;
     if !(args.grace.is_finite() && args.grace >= 0.0) {
         return Err(format!(

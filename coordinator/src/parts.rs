@@ -303,7 +303,7 @@ impl PartStore {
     }
 
     /// Ids of the chunks already committed.
-    pub fn committed(&self) -> Result<HashSet<u64>, PartsError> {
+    pub(crate) fn committed(&self) -> Result<HashSet<u64>, PartsError> {
         let mut ids = HashSet::new();
         for entry in fs::read_dir(&self.dir).map_err(io_error(&self.dir))? {
             let entry = entry.map_err(io_error(&self.dir))?;

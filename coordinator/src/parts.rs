@@ -137,6 +137,7 @@ pub(crate) struct StoredRun {
     pub(crate) chunk_size: u64,
     pub(crate) task: Task,
     pub(crate) model: String,
+    pub(crate) pooling: Option<pipeline_core::EmbedPooling>,
 }
 
 /// The part folder of one output.
@@ -230,6 +231,7 @@ impl PartStore {
             task: serde_json::from_value(json["task"].clone())
                 .map_err(|e| damaged(format!("task: {e}")))?,
             model: json["model"].as_str().unwrap_or_default().to_owned(),
+            pooling: serde_json::from_value(json["pooling"].clone()).unwrap_or(None),
         };
         Ok((Self::at(dir), stored))
     }
@@ -522,6 +524,7 @@ fn describe_key(key: &str) -> &str {
         "weights" => "other weights",
         "task" => "another --task or --top-k",
         "preprocess" => "other preprocessing",
+        "pooling" => "another --pooling",
         "limits" => "other decode limits",
         "layout" => "an older version of pipeline",
         other => other,

@@ -394,7 +394,7 @@ fn identity(config: &RunConfig, manifest: &Manifest) -> Result<serde_json::Value
         }
         None => json!({"random_seed": config.worker.seed}),
     };
-    Ok(json!({
+    let mut identity = json!({
         "inputs": {
             "items": manifest.entries.len(),
             "paths_fnv64": format!("{:016x}", manifest.fingerprint()),
@@ -405,7 +405,12 @@ fn identity(config: &RunConfig, manifest: &Manifest) -> Result<serde_json::Value
         "task": config.worker.task,
         "preprocess": config.worker.preprocess,
         "limits": config.worker.limits,
-    }))
+    });
+    // Only when chosen, so that earlier runs' identities stay the same.
+    if let Some(pooling) = config.worker.pooling {
+        identity["pooling"] = json!(pooling);
+    }
+    Ok(identity)
 }
 
 /// Runs `config` to the end and returns what happened.
@@ -578,7 +583,7 @@ pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, Run
     let feature_dim = stored
         .model
         .parse::<pipeline_core::ModelKind>()
-        .map_or(0, |m| m.feature_dim());
+        .map_or(0, |m| m.embedding_dim(stored.pooling));
     let mut summary = RunSummary {
         chunks: chunks.len() as u64,
         out: out.to_owned(),

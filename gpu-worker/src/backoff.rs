@@ -36,6 +36,11 @@ pub const MAX_START_BATCH: usize = 256;
 /// forward pass (the largest pair of live activations plus convolution
 /// workspace), rounded up: an overshoot costs one OOM backoff, an
 /// undershoot costs throughput for the whole run.
+///
+/// Transformers keep every block's attention scores (`heads × tokens²`
+/// floats, unfused), the 4×-wide MLP activation and the residual stream
+/// alive across a block: ViT-L/14 at 224 (257 tokens, 16 heads, 4096-wide
+/// MLP) holds about 4× what ViT-B/32 does.
 fn bytes_per_image(model: ModelKind) -> u64 {
     const MIB: u64 = 1 << 20;
     MIB * match model {
@@ -46,6 +51,38 @@ fn bytes_per_image(model: ModelKind) -> u64 {
         ModelKind::Resnet101 => 160,
         ModelKind::Resnet152 => 200,
         ModelKind::EfficientnetLite0 => 80,
+        ModelKind::VitB32 | ModelKind::ClipVitB32 => 40,
+        ModelKind::Dinov2Vits14 => 60,
+        ModelKind::VitB16 | ModelKind::ClipVitB16 | ModelKind::SiglipBasePatch16_224 => 100,
+        ModelKind::Dinov2Vitb14 => 120,
+        ModelKind::ConvnextTiny | ModelKind::ConvnextSmall => 150,
+        ModelKind::ConvnextBase => 200,
+        ModelKind::VitL16 => 220,
+        ModelKind::ClipVitL14 | ModelKind::Dinov2Vitl14 => 280,
+    }
+}
+
+/// Bytes of the model's `f32` weights on the device (from its parameter
+/// count), which come off the free memory before batches are sized.
+fn weight_bytes(model: ModelKind) -> u64 {
+    const M: u64 = 1_000_000;
+    4 * match model {
+        ModelKind::Tiny => M / 10,
+        ModelKind::Resnet18 => 12 * M,
+        ModelKind::Resnet34 => 22 * M,
+        ModelKind::Resnet50 => 26 * M,
+        ModelKind::Resnet101 => 45 * M,
+        ModelKind::Resnet152 => 60 * M,
+        ModelKind::EfficientnetLite0 => 5 * M,
+        ModelKind::VitB16 | ModelKind::VitB32 => 88 * M,
+        ModelKind::VitL16 => 305 * M,
+        ModelKind::ConvnextTiny => 29 * M,
+        ModelKind::ConvnextSmall => 51 * M,
+        ModelKind::ConvnextBase => 89 * M,
+        ModelKind::ClipVitB32 | ModelKind::ClipVitB16 | ModelKind::SiglipBasePatch16_224 => 93 * M,
+        ModelKind::ClipVitL14 | ModelKind::Dinov2Vitl14 => 305 * M,
+        ModelKind::Dinov2Vits14 => 23 * M,
+        ModelKind::Dinov2Vitb14 => 87 * M,
     }
 }
 
@@ -54,7 +91,8 @@ fn bytes_per_image(model: ModelKind) -> u64 {
 /// headroom for weights, the allocator's caches and other processes),
 /// between 1 and [`MAX_START_BATCH`].
 pub fn start_batch(free_bytes: u64, model: ModelKind) -> usize {
-    let fits = (free_bytes / 10 * 7) / bytes_per_image(model);
+    let usable = (free_bytes / 10 * 7).saturating_sub(weight_bytes(model));
+    let fits = usable / bytes_per_image(model);
     let fits = usize::try_from(fits)
         .unwrap_or(usize::MAX)
         .clamp(1, MAX_START_BATCH);
@@ -150,5 +188,16 @@ mod tests {
         assert_eq!(start_batch(8 * GIB, ModelKind::Resnet18), 128);
         assert_eq!(start_batch(100 << 20, ModelKind::Resnet50), 1);
         assert_eq!(start_batch(0, ModelKind::Tiny), 1);
+    }
+
+    #[test]
+    fn big_transformers_start_smaller_than_resnet50() {
+        const GIB: u64 = 1 << 30;
+        // 5.6 GiB less 1.2 GB of weights, at 280 MiB an image: 16.
+        assert_eq!(start_batch(8 * GIB, ModelKind::ClipVitL14), 16);
+        assert!(
+            start_batch(8 * GIB, ModelKind::ClipVitL14) < start_batch(8 * GIB, ModelKind::Resnet50)
+        );
+        assert_eq!(start_batch(GIB, ModelKind::Dinov2Vitl14), 1);
     }
 }

@@ -8,6 +8,7 @@
 #![deny(missing_docs)]
 
 mod backoff;
+mod checkpoint;
 mod device;
 mod engine;
 pub mod failpoints;
@@ -19,7 +20,9 @@ mod worker;
 pub use backoff::{BatchSizeChange, ItemResult, MAX_START_BATCH, OomBackoff, start_batch};
 pub use device::{AdapterSummary, DeviceError, adapters, device_for, gpu_index_by_pci, gpus, open};
 pub use engine::{Engine, EngineError, top_k_of};
-pub use model::{Model, NUM_CLASSES};
+pub use model::convnext::ConvNextConfig;
+pub use model::vit::{Activation, Pooling, PosInterpolation, VitConfig};
+pub use model::{Architecture, Model, NUM_CLASSES, checkpoint_layouts};
 pub use model_only::{ModelOnlyRun, model_only};
 pub use weights::WeightsError;
 pub use worker::{PREFETCH_CHUNKS, WorkerError, ignore_stop_signals, serve};

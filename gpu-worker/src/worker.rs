@@ -217,7 +217,8 @@ pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), Stri
     let model = match &config.weights {
         Some(path) => Model::load(config.model, path, &device).map_err(|e| e.to_string())?,
         None => Model::random(config.model, config.seed, &device),
-    };
+    }
+    .with_pooling(config.pooling);
     let batch_size = config
         .batch_size
         .unwrap_or_else(|| default_batch(&config.device, config.model));

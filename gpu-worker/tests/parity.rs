@@ -195,34 +195,6 @@ fn lite0_parity(spec: DeviceSpec) {
     assert_close("efficientnet_lite0", &spec, &got, &case.probs);
 }
 
-/// Runs `body` in a child process (this test binary, re-run on one test)
-/// so that a driver crash is caught and reported instead of killing the
-/// whole test run. Returns the signal that killed the child, if one did;
-/// any other failure of the child fails the test.
-fn in_child(test: &str, body: impl FnOnce()) -> Option<i32> {
-    use std::os::unix::process::ExitStatusExt;
-    if std::env::var_os("PIPELINE_TEST_CHILD").is_some() {
-        body();
-        return None;
-    }
-    let exe = std::env::current_exe().expect("test binary path");
-    let output = std::process::Command::new(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
-        .env("PIPELINE_TEST_CHILD", "1")
-        .output()
-        .expect("re-run the test binary");
-    print!("{}", String::from_utf8_lossy(&output.stdout));
-    if let Some(signal) = output.status.signal() {
-        return Some(signal);
-    }
-    assert!(
-        output.status.success(),
-        "{test} failed in its child process:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    None
-}
-
 /// One test per device kind, as candle's `test_device!` does. The software
 /// Vulkan run goes through a child process, so that a crash inside Mesa's
 /// lavapipe is reported by its signal and fails this test alone, instead of
@@ -239,7 +211,7 @@ macro_rules! device_test {
             #[test]
             fn software_vulkan() {
                 let test = concat!(stringify!($name), "::software_vulkan");
-                let signal = in_child(test, || ($body)(DeviceSpec::Software));
+                let signal = common::in_child(test, || ($body)(DeviceSpec::Software));
                 assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
             }
         }
@@ -261,7 +233,7 @@ device_test!(efficientnet_lite0_matches_pytorch, lite0_parity);
 /// mean and read-back — `tiny`'s embeddings, no matmul — equal flex's.
 #[test]
 fn software_vulkan_runs_the_conv_path_like_the_cpu() {
-    let signal = in_child("software_vulkan_runs_the_conv_path_like_the_cpu", || {
+    let signal = common::in_child("software_vulkan_runs_the_conv_path_like_the_cpu", || {
         let images = images();
         let embed = |spec: DeviceSpec| {
             let device = gpu_worker::open(&spec).expect("device opens");

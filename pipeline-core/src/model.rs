@@ -5,9 +5,10 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::preprocess::{Normalize, PreprocessSpec};
+use crate::preprocess::{Normalize, PreprocessSpec, ResizeFilter};
 
-/// A built-in model architecture (torchvision-compatible key names).
+/// A built-in model architecture. Each loads its upstream checkpoints as
+/// published (see `pipeline models`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ModelKind {
@@ -25,11 +26,60 @@ pub enum ModelKind {
     Resnet152,
     /// EfficientNet-Lite0 (`efficientnet-lite-pytorch` layout).
     EfficientnetLite0,
+    /// torchvision `vit_b_16`.
+    VitB16,
+    /// torchvision `vit_b_32`.
+    VitB32,
+    /// torchvision `vit_l_16`.
+    VitL16,
+    /// torchvision `convnext_tiny`.
+    ConvnextTiny,
+    /// torchvision `convnext_small`.
+    ConvnextSmall,
+    /// torchvision `convnext_base`.
+    ConvnextBase,
+    /// OpenAI CLIP ViT-B/32 image tower.
+    ClipVitB32,
+    /// OpenAI CLIP ViT-B/16 image tower.
+    ClipVitB16,
+    /// OpenAI CLIP ViT-L/14 image tower.
+    ClipVitL14,
+    /// Google SigLIP base, patch 16, 224 px.
+    #[serde(rename = "siglip_base_patch16_224")]
+    SiglipBasePatch16_224,
+    /// DINOv2 ViT-S/14.
+    Dinov2Vits14,
+    /// DINOv2 ViT-B/14.
+    Dinov2Vitb14,
+    /// DINOv2 ViT-L/14.
+    Dinov2Vitl14,
+}
+
+/// A group of models that share an architecture and a checkpoint family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Family {
+    /// The test CNN.
+    Tiny,
+    /// torchvision ResNets.
+    Resnet,
+    /// EfficientNet-Lite.
+    EfficientnetLite,
+    /// torchvision Vision Transformers.
+    Vit,
+    /// torchvision ConvNeXts.
+    Convnext,
+    /// CLIP image towers.
+    Clip,
+    /// SigLIP image towers.
+    Siglip,
+    /// DINOv2 backbones.
+    Dinov2,
 }
 
 impl ModelKind {
-    /// Every model, in the order `--help` lists them.
-    pub const ALL: [ModelKind; 7] = [
+    /// Every model, in the order `--help` and `pipeline models` list them.
+    pub const ALL: [ModelKind; 20] = [
         Self::Tiny,
         Self::Resnet18,
         Self::Resnet34,
@@ -37,6 +87,19 @@ impl ModelKind {
         Self::Resnet101,
         Self::Resnet152,
         Self::EfficientnetLite0,
+        Self::VitB16,
+        Self::VitB32,
+        Self::VitL16,
+        Self::ConvnextTiny,
+        Self::ConvnextSmall,
+        Self::ConvnextBase,
+        Self::ClipVitB32,
+        Self::ClipVitB16,
+        Self::ClipVitL14,
+        Self::SiglipBasePatch16_224,
+        Self::Dinov2Vits14,
+        Self::Dinov2Vitb14,
+        Self::Dinov2Vitl14,
     ];
 
     /// The name used on the command line and in reports.
@@ -49,27 +112,106 @@ impl ModelKind {
             Self::Resnet101 => "resnet101",
             Self::Resnet152 => "resnet152",
             Self::EfficientnetLite0 => "efficientnet_lite0",
+            Self::VitB16 => "vit_b_16",
+            Self::VitB32 => "vit_b_32",
+            Self::VitL16 => "vit_l_16",
+            Self::ConvnextTiny => "convnext_tiny",
+            Self::ConvnextSmall => "convnext_small",
+            Self::ConvnextBase => "convnext_base",
+            Self::ClipVitB32 => "clip_vit_b_32",
+            Self::ClipVitB16 => "clip_vit_b_16",
+            Self::ClipVitL14 => "clip_vit_l_14",
+            Self::SiglipBasePatch16_224 => "siglip_base_patch16_224",
+            Self::Dinov2Vits14 => "dinov2_vits14",
+            Self::Dinov2Vitb14 => "dinov2_vitb14",
+            Self::Dinov2Vitl14 => "dinov2_vitl14",
         }
     }
 
-    /// Preprocessing the model was trained with.
+    /// The model's family.
+    pub fn family(self) -> Family {
+        match self {
+            Self::Tiny => Family::Tiny,
+            Self::Resnet18
+            | Self::Resnet34
+            | Self::Resnet50
+            | Self::Resnet101
+            | Self::Resnet152 => Family::Resnet,
+            Self::EfficientnetLite0 => Family::EfficientnetLite,
+            Self::VitB16 | Self::VitB32 | Self::VitL16 => Family::Vit,
+            Self::ConvnextTiny | Self::ConvnextSmall | Self::ConvnextBase => Family::Convnext,
+            Self::ClipVitB32 | Self::ClipVitB16 | Self::ClipVitL14 => Family::Clip,
+            Self::SiglipBasePatch16_224 => Family::Siglip,
+            Self::Dinov2Vits14 | Self::Dinov2Vitb14 | Self::Dinov2Vitl14 => Family::Dinov2,
+        }
+    }
+
+    /// Whether `--task classify` works (a classifier head in the checkpoint).
+    pub fn classifies(self) -> bool {
+        !matches!(
+            self.family(),
+            Family::Clip | Family::Siglip | Family::Dinov2
+        )
+    }
+
+    /// Preprocessing the model was trained with, as its upstream runs it:
+    /// torchvision's weights' transforms, open_clip's transform, Hugging
+    /// Face's SigLIP image processor, DINOv2's evaluation transform.
     pub fn default_preprocess(self) -> PreprocessSpec {
+        let imagenet = PreprocessSpec::default();
+        let resized = |resize_shorter| PreprocessSpec {
+            resize_shorter,
+            ..PreprocessSpec::default()
+        };
         match self {
             Self::EfficientnetLite0 => PreprocessSpec {
                 normalize: Normalize::efficientnet_lite(),
-                ..PreprocessSpec::default()
+                ..imagenet
             },
-            _ => PreprocessSpec::default(),
+            Self::VitL16 => resized(242),
+            Self::ConvnextTiny => resized(236),
+            Self::ConvnextSmall => resized(230),
+            Self::ConvnextBase => resized(232),
+            Self::ClipVitB32 | Self::ClipVitB16 | Self::ClipVitL14 => PreprocessSpec {
+                resize_shorter: 224,
+                filter: ResizeFilter::Bicubic,
+                normalize: Normalize::clip(),
+                ..imagenet
+            },
+            Self::SiglipBasePatch16_224 => PreprocessSpec {
+                resize_shorter: 224,
+                square: true,
+                filter: ResizeFilter::Bicubic,
+                normalize: Normalize::half(),
+                ..imagenet
+            },
+            Self::Dinov2Vits14 | Self::Dinov2Vitb14 | Self::Dinov2Vitl14 => PreprocessSpec {
+                filter: ResizeFilter::Bicubic,
+                ..imagenet
+            },
+            _ => imagenet,
         }
     }
 
-    /// Length of the pooled penultimate features (`--task embed`).
+    /// Length of the embedding (`--task embed`): the pooled penultimate
+    /// features of classifiers, the projected embedding of CLIP, SigLIP's
+    /// pooled output, DINOv2's class token.
     pub fn feature_dim(self) -> usize {
         match self {
             Self::Tiny => 128,
             Self::Resnet18 | Self::Resnet34 => 512,
             Self::Resnet50 | Self::Resnet101 | Self::Resnet152 => 2048,
             Self::EfficientnetLite0 => 1280,
+            Self::VitB16 | Self::VitB32 => 768,
+            Self::VitL16 => 1024,
+            Self::ConvnextTiny | Self::ConvnextSmall => 768,
+            Self::ConvnextBase => 1024,
+            Self::ClipVitB32 | Self::ClipVitB16 => 512,
+            Self::ClipVitL14 => 768,
+            Self::SiglipBasePatch16_224 => 768,
+            Self::Dinov2Vits14 => 384,
+            Self::Dinov2Vitb14 => 768,
+            Self::Dinov2Vitl14 => 1024,
         }
     }
 }
@@ -82,9 +224,7 @@ impl fmt::Display for ModelKind {
 
 /// An unknown model name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown model `{0}`; expected one of: tiny, resnet18, resnet34, resnet50, resnet101, resnet152, efficientnet_lite0"
-)]
+#[error("unknown model `{0}`; expected one of: {names}", names = ModelKind::ALL.map(ModelKind::name).join(", "))]
 pub struct UnknownModel(pub String);
 
 impl FromStr for ModelKind {
@@ -103,6 +243,43 @@ impl FromStr for ModelKind {
             .into_iter()
             .find(|m| bare(m.name()) == wanted)
             .ok_or_else(|| UnknownModel(s.to_owned()))
+    }
+}
+
+/// Which tokens of a ViT backbone (DINOv2) make the embedding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmbedPooling {
+    /// The class token after the final LayerNorm (DINOv2's default).
+    Cls,
+    /// The mean of the patch tokens after the final LayerNorm.
+    Mean,
+    /// Both, concatenated (DINOv2's linear-probe features): twice as long.
+    ClsMean,
+}
+
+impl FromStr for EmbedPooling {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "cls" => Ok(Self::Cls),
+            "mean" => Ok(Self::Mean),
+            "cls+mean" => Ok(Self::ClsMean),
+            other => Err(format!(
+                "unknown pooling `{other}`; expected cls, mean or cls+mean"
+            )),
+        }
+    }
+}
+
+impl ModelKind {
+    /// Length of the embedding with `pooling` (which only DINOv2 takes).
+    pub fn embedding_dim(self, pooling: Option<EmbedPooling>) -> usize {
+        match pooling {
+            Some(EmbedPooling::ClsMean) => 2 * self.feature_dim(),
+            _ => self.feature_dim(),
+        }
     }
 }
 
@@ -153,6 +330,15 @@ mod tests {
             Ok(ModelKind::EfficientnetLite0)
         );
         assert!("vgg16".parse::<ModelKind>().is_err());
+        assert_eq!(
+            "SigLIP-base-patch16-224".parse::<ModelKind>(),
+            Ok(ModelKind::SiglipBasePatch16_224)
+        );
+        let err = "vgg16".parse::<ModelKind>().unwrap_err().to_string();
+        assert!(
+            err.contains("dinov2_vitl14") && err.contains("tiny"),
+            "{err}"
+        );
     }
 
     #[test]

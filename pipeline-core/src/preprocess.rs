@@ -44,6 +44,30 @@ impl Normalize {
         }
     }
 
+    /// OpenAI CLIP's statistics (open_clip's `OPENAI_DATASET_MEAN/STD`).
+    pub fn clip() -> Self {
+        Self {
+            mean: [
+                0.481_454_66 * 255.0,
+                0.457_827_5 * 255.0,
+                0.408_210_73 * 255.0,
+            ],
+            std: [
+                0.268_629_54 * 255.0,
+                0.261_302_58 * 255.0,
+                0.275_777_11 * 255.0,
+            ],
+        }
+    }
+
+    /// `(x/255 - 0.5) / 0.5`, SigLIP's image processor.
+    pub fn half() -> Self {
+        Self {
+            mean: [127.5; 3],
+            std: [127.5; 3],
+        }
+    }
+
     /// EfficientNet-Lite's `(x - 127) / 128`.
     pub fn efficientnet_lite() -> Self {
         Self {
@@ -58,6 +82,10 @@ impl Normalize {
 pub struct PreprocessSpec {
     /// Target length of the shorter side after the resize (torchvision `Resize(n)`).
     pub resize_shorter: u32,
+    /// Resize both sides to `resize_shorter`, ignoring the aspect ratio
+    /// (SigLIP's processor), instead of the shorter side only.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub square: bool,
     /// Side of the square centre crop (torchvision `CenterCrop(n)`).
     pub crop: u32,
     /// Resampling filter of the resize.
@@ -74,6 +102,7 @@ impl Default for PreprocessSpec {
     fn default() -> Self {
         Self {
             resize_shorter: 256,
+            square: false,
             crop: 224,
             filter: ResizeFilter::Bilinear,
             normalize: Normalize::imagenet(),
@@ -129,6 +158,9 @@ impl PreprocessSpec {
     /// `resize_shorter`, the longer side `floor(resize_shorter * long / short)`.
     pub fn resized_size(&self, width: u32, height: u32) -> (u32, u32) {
         let target = u64::from(self.resize_shorter);
+        if self.square {
+            return (clamp_u32(target), clamp_u32(target));
+        }
         let (w, h) = (u64::from(width.max(1)), u64::from(height.max(1)));
         // torchvision: int(size * long / short) in floating point; with
         // integers floor(size * long / short) is the same for these ranges.
@@ -148,6 +180,10 @@ impl PreprocessSpec {
             round_half_even_half(height.saturating_sub(self.crop)),
         )
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !b
 }
 
 fn clamp_u32(v: u64) -> u32 {
@@ -197,6 +233,11 @@ mod tests {
         assert_eq!(spec.resized_size(375, 500), (256, 341));
         assert_eq!(spec.resized_size(256, 256), (256, 256));
         assert_eq!(spec.resized_size(1, 1000), (256, 256_000));
+        let square = PreprocessSpec {
+            square: true,
+            ..spec
+        };
+        assert_eq!(square.resized_size(500, 375), (256, 256));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 use crate::item::{ItemError, ItemIndex};
-use crate::model::{ClassScore, ModelKind, Prediction, Task};
+use crate::model::{ClassScore, EmbedPooling, ModelKind, Prediction, Task};
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
 
 /// Bumped whenever a message changes shape.
@@ -62,6 +62,9 @@ pub struct WorkerConfig {
     pub seed: u64,
     /// What the output is.
     pub task: Task,
+    /// Which tokens make a DINOv2 embedding (`None`: the model's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<EmbedPooling>,
     /// Images per forward pass; `None` lets the worker choose.
     pub batch_size: Option<usize>,
     /// Decoder threads.

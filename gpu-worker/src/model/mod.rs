@@ -1,9 +1,13 @@
 //! The built-in models behind one type: build with seeded random weights or
 //! from a weight file, then `features` (pooled penultimate) and `head`.
 
+pub(crate) mod convnext;
 mod efficientnet_lite;
+mod families;
+pub(crate) mod layout;
 mod resnet;
 mod tiny;
+pub(crate) mod vit;
 
 use std::path::Path;
 
@@ -15,9 +19,12 @@ use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{Device, Tensor};
 use pipeline_core::ModelKind;
 
+use self::convnext::ConvNext;
 use self::efficientnet_lite::EfficientNetLite;
+pub use self::families::{Architecture, checkpoint_layouts};
 use self::resnet::{ResNet, ResNetDepth};
 use self::tiny::Tiny;
+use self::vit::Vit;
 use crate::weights::{self, WeightsError};
 
 /// ImageNet classes of every built-in model.
@@ -29,13 +36,14 @@ enum Network {
     Tiny(Box<Tiny>),
     ResNet(Box<ResNet>),
     Lite(Box<EfficientNetLite>),
+    Vit(Box<Vit>),
+    ConvNext(Box<ConvNext>),
 }
 
 /// A model on a device, inference only (no autodiff; batch norm uses its
 /// running statistics).
 #[derive(Debug)]
 pub struct Model {
-    kind: ModelKind,
     network: Network,
     pointwise_as_3x1: bool,
 }
@@ -65,30 +73,111 @@ impl Model {
                 EfficientNetLite::lite0(NUM_CLASSES, &host),
                 device,
             )),
+            _ => {
+                let arch = Architecture::of(kind)
+                    .expect("every model without a burn module has an architecture");
+                return Self::seeded(&arch, kind.name(), seed, device);
+            }
         };
         Self {
-            kind,
             network,
             pointwise_as_3x1: false,
         }
     }
 
-    /// Weights from a `.pth` or `.safetensors` file with the model's
-    /// reference key names (torchvision, or `efficientnet-lite-pytorch`).
+    /// `arch` with seeded random weights, the same on every device.
+    pub fn seeded(arch: &Architecture, name: &str, seed: u64, device: &Device) -> Self {
+        let tensors = layout::Tensors::seeded(seed, name, arch.tensors(None));
+        Self::build(arch, None, &tensors, device)
+            .expect("seeded tensors have the shapes the model declares")
+    }
+
+    /// Weights from a checkpoint file as its upstream publishes it: the
+    /// layout is told from the tensor names (torchvision, OpenCLIP, Hugging
+    /// Face, torch hub, `efficientnet-lite-pytorch`).
     pub fn load(kind: ModelKind, path: &Path, device: &Device) -> Result<Self, WeightsError> {
+        if let Some(arch) = Architecture::of(kind) {
+            return Self::load_architecture(&arch, kind.name(), path, device);
+        }
         let mut model = Self::random(kind, 0, device);
         let name = kind.name();
         match &mut model.network {
             Network::Tiny(m) => weights::load(m.as_mut(), path, name, &[])?,
             Network::ResNet(m) => weights::load(m.as_mut(), path, name, &RESNET_REMAP)?,
             Network::Lite(m) => weights::load(m.as_mut(), path, name, &[])?,
+            Network::Vit(_) | Network::ConvNext(_) => {
+                unreachable!("transformer and ConvNeXt models have an architecture")
+            }
         }
         Ok(model)
     }
 
-    /// Which architecture this is.
-    pub fn kind(&self) -> ModelKind {
-        self.kind
+    /// [`Model::load`] for an architecture of any size (tests use small ones).
+    pub fn load_architecture(
+        arch: &Architecture,
+        name: &str,
+        path: &Path,
+        device: &Device,
+    ) -> Result<Self, WeightsError> {
+        let checkpoint = crate::checkpoint::Checkpoint::open(path)?;
+        let (layout, tensors) = families::check(arch, name, &checkpoint)?;
+        Self::build(arch, Some(layout), &tensors, device)
+    }
+
+    /// Checks that `path` is a checkpoint of `kind` in a layout it accepts,
+    /// reading names and shapes only: no device, no tensor data. For a clear
+    /// error before any worker starts.
+    pub fn check_file(kind: ModelKind, path: &Path) -> Result<(), WeightsError> {
+        match Architecture::of(kind) {
+            Some(arch) => {
+                let checkpoint = crate::checkpoint::Checkpoint::open(path)?;
+                families::check(&arch, kind.name(), &checkpoint).map(|_| ())
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn build(
+        arch: &Architecture,
+        layout: Option<layout::Layout>,
+        tensors: &layout::Tensors<'_>,
+        device: &Device,
+    ) -> Result<Self, WeightsError> {
+        let network = match arch {
+            Architecture::Vit(config) => Network::Vit(Box::new(Vit::new(
+                families::for_layout(config, layout),
+                tensors,
+                device,
+            )?)),
+            Architecture::ConvNext(config) => {
+                Network::ConvNext(Box::new(ConvNext::new(config, tensors, device)?))
+            }
+        };
+        Ok(Self {
+            network,
+            pointwise_as_3x1: false,
+        })
+    }
+
+    /// Pools DINOv2 embeddings as `pooling` says (other models ignore it:
+    /// the CLI refuses `--pooling` for them).
+    pub fn with_pooling(mut self, pooling: Option<pipeline_core::EmbedPooling>) -> Self {
+        if let (Network::Vit(vit), Some(pooling)) = (&mut self.network, pooling) {
+            vit.set_pooling(match pooling {
+                pipeline_core::EmbedPooling::Cls => vit::Pooling::Class,
+                pipeline_core::EmbedPooling::Mean => vit::Pooling::Mean,
+                pipeline_core::EmbedPooling::ClsMean => vit::Pooling::ClassAndMean,
+            });
+        }
+        self
+    }
+
+    /// Whether the model has a classifier head (`--task classify`).
+    pub fn classifies(&self) -> bool {
+        match &self.network {
+            Network::Vit(m) => m.classifier().is_some(),
+            _ => true,
+        }
     }
 
     /// Runs every 1×1 convolution as the equivalent 3×1 one (the 1×1
@@ -108,12 +197,21 @@ impl Model {
             Network::Tiny(m) => m.features(x, wide),
             Network::ResNet(m) => m.features(x, wide),
             Network::Lite(m) => m.features(x, wide),
+            Network::Vit(m) => m.features(x, wide),
+            Network::ConvNext(m) => m.features(x, wide),
         }
     }
 
     /// Class logits from pooled features, `[N, NUM_CLASSES]`.
     pub fn head(&self, features: Tensor<2>) -> Tensor<2> {
-        self.classifier().forward(features)
+        match &self.network {
+            Network::Vit(m) => m
+                .classifier()
+                .expect("the engine checks that the model classifies")
+                .forward(features),
+            Network::ConvNext(m) => m.classifier().forward(features),
+            _ => self.classifier().forward(features),
+        }
     }
 
     /// The same logits without a matmul kernel: a broadcast product summed
@@ -122,17 +220,28 @@ impl Model {
     /// elementwise ops and `sum_dim` run there. It needs `N × C × K` floats
     /// of scratch, so it is for the software adapter only.
     pub fn head_without_matmul(&self, features: Tensor<2>) -> Tensor<2> {
-        let fc = self.classifier();
+        let (weight, bias) = match &self.network {
+            Network::Vit(m) => {
+                let head = m
+                    .classifier()
+                    .expect("the engine checks that the model classifies");
+                (head.weight.clone(), head.bias.clone())
+            }
+            Network::ConvNext(m) => (m.classifier().weight.clone(), m.classifier().bias.clone()),
+            _ => {
+                let fc = self.classifier();
+                (fc.weight.val(), fc.bias.as_ref().map(Param::val))
+            }
+        };
         let [n, c] = features.dims();
-        let weight = fc.weight.val();
         let k = weight.dims()[1];
         // Reduced over the last, contiguous axis: lavapipe crashes on the
         // fused kernel of a middle-axis sum followed by softmax.
         let logits = (features.reshape([n, 1, c]) * weight.transpose().reshape([1, k, c]))
             .sum_dim(2)
             .reshape([n, k]);
-        match &fc.bias {
-            Some(bias) => logits + bias.val().reshape([1, k]),
+        match bias {
+            Some(bias) => logits + bias.reshape([1, k]),
             None => logits,
         }
     }
@@ -142,6 +251,9 @@ impl Model {
             Network::Tiny(m) => m.classifier(),
             Network::ResNet(m) => m.classifier(),
             Network::Lite(m) => m.classifier(),
+            Network::Vit(_) | Network::ConvNext(_) => {
+                unreachable!("ViT and ConvNeXt heads are not burn Linear modules")
+            }
         }
     }
 }

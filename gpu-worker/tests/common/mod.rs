@@ -1,5 +1,8 @@
 //! Helpers shared by the integration tests.
 
+// Each test binary includes this module and uses part of it.
+#![allow(dead_code)]
+
 use std::path::Path;
 
 use safetensors::tensor::{Dtype, TensorView};
@@ -18,4 +21,32 @@ pub(crate) fn write_safetensors(path: &Path, tensors: &[RawTensor]) {
         })
         .collect();
     safetensors::serialize_to_file(views, None, path).expect("write safetensors");
+}
+
+/// Runs `body` in a child process (this test binary, re-run on one test)
+/// so that a driver crash is caught and reported instead of killing the
+/// whole test run. Returns the signal that killed the child, if one did;
+/// any other failure of the child fails the test.
+pub(crate) fn in_child(test: &str, body: impl FnOnce()) -> Option<i32> {
+    use std::os::unix::process::ExitStatusExt;
+    if std::env::var_os("PIPELINE_TEST_CHILD").is_some() {
+        body();
+        return None;
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let output = std::process::Command::new(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env("PIPELINE_TEST_CHILD", "1")
+        .output()
+        .expect("re-run the test binary");
+    print!("{}", String::from_utf8_lossy(&output.stdout));
+    if let Some(signal) = output.status.signal() {
+        return Some(signal);
+    }
+    assert!(
+        output.status.success(),
+        "{test} failed in its child process:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    None
 }

@@ -1,0 +1,301 @@
+//! A checkpoint file as a map from tensor name to host `f32` tensor, whatever
+//! it was saved as: `torch.save` archives (`.pth`, `.pt`, `.bin`) through
+//! burn's PyTorch reader, `.safetensors` through the `safetensors` crate.
+//! Tensors are read on demand, so a full CLIP or SigLIP checkpoint costs
+//! only its vision tower; half-precision and `f64` tensors widen to `f32`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::store::pytorch_reader::{DType as PtDType, PytorchReader, Tensor as PtTensor};
+use safetensors::{Dtype as StDtype, SafeTensors};
+
+use crate::weights::WeightsError;
+
+/// A tensor on the host, row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct HostTensor {
+    pub(crate) shape: Vec<usize>,
+    pub(crate) values: Vec<f32>,
+}
+
+impl HostTensor {
+    pub(crate) fn new(shape: Vec<usize>, values: Vec<f32>) -> Self {
+        debug_assert_eq!(shape.iter().product::<usize>(), values.len());
+        Self { shape, values }
+    }
+
+    /// The same values read as `[rows, cols]` and transposed.
+    pub(crate) fn transposed(&self) -> Self {
+        let (rows, cols) = (self.shape[0], self.values.len() / self.shape[0].max(1));
+        let mut values = vec![0.0; self.values.len()];
+        for r in 0..rows {
+            for c in 0..cols {
+                values[c * rows + r] = self.values[r * cols + c];
+            }
+        }
+        Self::new(vec![cols, rows], values)
+    }
+}
+
+enum Source {
+    /// Names and shapes only (tests of layouts at full size).
+    #[cfg(test)]
+    ShapeOnly,
+    Pytorch(PtTensor),
+    Safetensors {
+        file: Arc<Vec<u8>>,
+        dtype: StDtype,
+        range: (usize, usize),
+    },
+}
+
+/// One tensor's metadata and how to read it.
+struct Entry {
+    shape: Vec<usize>,
+    source: Source,
+}
+
+/// The tensors of one weight file, by name.
+pub(crate) struct Checkpoint {
+    path: PathBuf,
+    entries: BTreeMap<String, Entry>,
+}
+
+impl std::fmt::Debug for Checkpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Checkpoint")
+            .field("path", &self.path)
+            .field("tensors", &self.entries.len())
+            .finish()
+    }
+}
+
+impl Checkpoint {
+    /// Opens `path`, reading only the names, shapes and types.
+    pub(crate) fn open(path: &Path) -> Result<Self, WeightsError> {
+        if !path.is_file() {
+            return Err(WeightsError::NotFound(path.to_path_buf()));
+        }
+        let unreadable = |message: String| WeightsError::Unreadable {
+            path: path.to_path_buf(),
+            message,
+        };
+        let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let entries = match extension {
+            "pth" | "pt" | "bin" | "ckpt" => {
+                let reader = PytorchReader::new(path).map_err(|e| {
+                    let message = one_line(&e);
+                    if message.contains("__torch__") || is_torchscript(path) {
+                        unreadable(TORCHSCRIPT.to_owned())
+                    } else {
+                        unreadable(message)
+                    }
+                })?;
+                if reader.is_empty() && is_torchscript(path) {
+                    return Err(unreadable(TORCHSCRIPT.to_owned()));
+                }
+                let mut entries = BTreeMap::new();
+                for (name, tensor) in reader.into_tensors() {
+                    let shape = tensor.shape().to_vec();
+                    entries.insert(
+                        name,
+                        Entry {
+                            shape,
+                            source: Source::Pytorch(tensor),
+                        },
+                    );
+                }
+                entries
+            }
+            "safetensors" => {
+                let bytes = std::fs::read(path).map_err(|e| unreadable(e.to_string()))?;
+                let file = Arc::new(bytes);
+                let (_, metadata) = SafeTensors::read_metadata(&file)
+                    .map_err(|e| unreadable(format!("not a complete safetensors file ({e:?})")))?;
+                let mut entries = BTreeMap::new();
+                for (name, info) in metadata.tensors() {
+                    let start = 8 + header_len(&file);
+                    entries.insert(
+                        name,
+                        Entry {
+                            shape: info.shape.clone(),
+                            source: Source::Safetensors {
+                                file: Arc::clone(&file),
+                                dtype: info.dtype,
+                                range: (start + info.data_offsets.0, start + info.data_offsets.1),
+                            },
+                        },
+                    );
+                }
+                entries
+            }
+            _ => return Err(WeightsError::UnknownFormat(path.to_path_buf())),
+        };
+        if entries.is_empty() {
+            return Err(unreadable("the file holds no tensors".to_owned()));
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            entries,
+        })
+    }
+
+    /// A checkpoint of names and shapes without data.
+    #[cfg(test)]
+    pub(crate) fn from_shapes(path: &str, shapes: BTreeMap<String, Vec<usize>>) -> Self {
+        Self {
+            path: PathBuf::from(path),
+            entries: shapes
+                .into_iter()
+                .map(|(name, shape)| {
+                    let source = Source::ShapeOnly;
+                    (name, Entry { shape, source })
+                })
+                .collect(),
+        }
+    }
+
+    /// The file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Every tensor name, sorted.
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.entries.keys().map(String::as_str)
+    }
+
+    /// Whether the file has `name`.
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    /// The shape of `name`, if the file has it.
+    pub(crate) fn shape(&self, name: &str) -> Option<&[usize]> {
+        self.entries.get(name).map(|e| e.shape.as_slice())
+    }
+
+    /// Reads `name` as `f32`.
+    pub(crate) fn read(&self, name: &str) -> Result<HostTensor, WeightsError> {
+        let unreadable = |message: String| WeightsError::Unreadable {
+            path: self.path.clone(),
+            message,
+        };
+        let entry = self
+            .entries
+            .get(name)
+            .ok_or_else(|| unreadable(format!("no tensor {name}")))?;
+        let values = match &entry.source {
+            #[cfg(test)]
+            Source::ShapeOnly => vec![0.0; entry.shape.iter().product()],
+            Source::Pytorch(tensor) => {
+                let bytes = tensor.read().map_err(|e| unreadable(one_line(&e)))?;
+                pytorch_to_f32(tensor.dtype(), &bytes)
+                    .ok_or_else(|| unreadable(format!("tensor {name} is not a float tensor")))?
+            }
+            Source::Safetensors { file, dtype, range } => {
+                let bytes = &file[range.0..range.1];
+                safetensors_to_f32(*dtype, bytes)
+                    .ok_or_else(|| unreadable(format!("tensor {name} is not a float tensor")))?
+            }
+        };
+        Ok(HostTensor::new(entry.shape.clone(), values))
+    }
+}
+
+/// What we say of a TorchScript archive (OpenAI's original `ViT-B-32.pt`).
+const TORCHSCRIPT: &str = "this is a TorchScript archive (OpenAI's original CLIP .pt), which burn's \
+    reader cannot read; use open_clip's open_clip_pytorch_model.bin or .safetensors of the same model, \
+    or save its state_dict: torch.save(torch.jit.load(F).state_dict(), 'clip.pth')";
+
+/// A `torch.jit.save` archive has a `constants.pkl` or `code/` entry.
+fn is_torchscript(path: &Path) -> bool {
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    has(b"constants.pkl") || has(b"/code/__torch__")
+}
+
+fn header_len(file: &[u8]) -> usize {
+    let mut len = [0u8; 8];
+    len.copy_from_slice(&file[..8]);
+    usize::try_from(u64::from_le_bytes(len)).unwrap_or(usize::MAX)
+}
+
+/// A reader error on one line.
+fn one_line(error: &dyn std::fmt::Display) -> String {
+    error
+        .to_string()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn pytorch_to_f32(dtype: PtDType, bytes: &[u8]) -> Option<Vec<f32>> {
+    Some(match dtype {
+        PtDType::F32 => le_chunks::<4>(bytes).map(f32::from_ne_bytes).collect(),
+        PtDType::F64 => le_chunks::<8>(bytes)
+            .map(|b| f64::from_ne_bytes(b) as f32)
+            .collect(),
+        PtDType::F16 => le_chunks::<2>(bytes)
+            .map(|b| half::f16::from_ne_bytes(b).to_f32())
+            .collect(),
+        PtDType::BF16 => le_chunks::<2>(bytes)
+            .map(|b| half::bf16::from_ne_bytes(b).to_f32())
+            .collect(),
+        _ => return None,
+    })
+}
+
+fn safetensors_to_f32(dtype: StDtype, bytes: &[u8]) -> Option<Vec<f32>> {
+    Some(match dtype {
+        StDtype::F32 => le_chunks::<4>(bytes).map(f32::from_le_bytes).collect(),
+        StDtype::F64 => le_chunks::<8>(bytes)
+            .map(|b| f64::from_le_bytes(b) as f32)
+            .collect(),
+        StDtype::F16 => le_chunks::<2>(bytes)
+            .map(|b| half::f16::from_le_bytes(b).to_f32())
+            .collect(),
+        StDtype::BF16 => le_chunks::<2>(bytes)
+            .map(|b| half::bf16::from_le_bytes(b).to_f32())
+            .collect(),
+        _ => return None,
+    })
+}
+
+fn le_chunks<const N: usize>(bytes: &[u8]) -> impl Iterator<Item = [u8; N]> + '_ {
+    bytes.chunks_exact(N).map(|c| {
+        let mut a = [0u8; N];
+        a.copy_from_slice(c);
+        a
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_swaps_rows_and_columns() {
+        let t = HostTensor::new(vec![2, 3], vec![1., 2., 3., 4., 5., 6.]);
+        let u = t.transposed();
+        assert_eq!(u.shape, vec![3, 2]);
+        assert_eq!(u.values, vec![1., 4., 2., 5., 3., 6.]);
+    }
+
+    #[test]
+    fn half_precision_widens() {
+        let bytes: Vec<u8> = [1.5f32, -2.0]
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect();
+        assert_eq!(
+            safetensors_to_f32(StDtype::F16, &bytes),
+            Some(vec![1.5, -2.0])
+        );
+        assert_eq!(safetensors_to_f32(StDtype::I64, &bytes), None);
+    }
+}

@@ -1,0 +1,254 @@
+//! torchvision's ConvNeXt (tiny, small, base), named as torchvision names it
+//! (`features.S.J.block.N`, `classifier.N`):
+//!
+//! ```text
+//! stem: conv 4×4 stride 4 → LayerNorm over channels
+//! stage s: [downsample: LayerNorm over channels → conv 2×2 stride 2]
+//!          blocks: x + γ · fc2(gelu(fc1(LN(dwconv7×7(x)))))   (channels last)
+//! head: mean over H×W → LayerNorm → Linear (embed stops before the Linear)
+//! ```
+
+use burn::tensor::activation::gelu;
+use burn::tensor::module::{conv2d, layer_norm};
+use burn::tensor::ops::ConvOptions;
+use burn::tensor::{Device, Tensor};
+
+use crate::model::layout::Tensors;
+use crate::model::vit::{Dense, Norm, upload};
+use crate::weights::WeightsError;
+
+/// LayerNorm eps of every ConvNeXt norm.
+const EPS: f64 = 1e-6;
+
+/// Channels and blocks per stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConvNextConfig {
+    /// Channels of each stage.
+    pub dims: Vec<usize>,
+    /// Blocks of each stage.
+    pub depths: Vec<usize>,
+    /// Classes of the classifier.
+    pub classes: usize,
+}
+
+impl ConvNextConfig {
+    /// `convnext_tiny`.
+    pub fn tiny() -> Self {
+        Self {
+            dims: vec![96, 192, 384, 768],
+            depths: vec![3, 3, 9, 3],
+            classes: 1000,
+        }
+    }
+
+    /// `convnext_small`.
+    pub fn small() -> Self {
+        Self {
+            depths: vec![3, 3, 27, 3],
+            ..Self::tiny()
+        }
+    }
+
+    /// `convnext_base`.
+    pub fn base() -> Self {
+        Self {
+            dims: vec![128, 256, 512, 1024],
+            depths: vec![3, 3, 27, 3],
+            classes: 1000,
+        }
+    }
+
+    /// Length of the pre-logits features.
+    pub fn feature_dim(&self) -> usize {
+        *self.dims.last().expect("a ConvNeXt has stages")
+    }
+
+    /// Every tensor, torchvision's name and shape.
+    pub(crate) fn tensors(&self) -> Vec<(String, Vec<usize>)> {
+        let mut t = Vec::new();
+        let c0 = self.dims[0];
+        t.push(("features.0.0.weight".into(), vec![c0, 3, 4, 4]));
+        t.push(("features.0.0.bias".into(), vec![c0]));
+        t.push(("features.0.1.weight".into(), vec![c0]));
+        t.push(("features.0.1.bias".into(), vec![c0]));
+        for (s, (&c, &depth)) in self.dims.iter().zip(&self.depths).enumerate() {
+            if s > 0 {
+                let prev = self.dims[s - 1];
+                let f = 2 * s;
+                t.push((format!("features.{f}.0.weight"), vec![prev]));
+                t.push((format!("features.{f}.0.bias"), vec![prev]));
+                t.push((format!("features.{f}.1.weight"), vec![c, prev, 2, 2]));
+                t.push((format!("features.{f}.1.bias"), vec![c]));
+            }
+            for j in 0..depth {
+                let b = format!("features.{}.{j}", 2 * s + 1);
+                t.push((format!("{b}.layer_scale"), vec![c, 1, 1]));
+                t.push((format!("{b}.block.0.weight"), vec![c, 1, 7, 7]));
+                t.push((format!("{b}.block.0.bias"), vec![c]));
+                t.push((format!("{b}.block.2.weight"), vec![c]));
+                t.push((format!("{b}.block.2.bias"), vec![c]));
+                t.push((format!("{b}.block.3.weight"), vec![4 * c, c]));
+                t.push((format!("{b}.block.3.bias"), vec![4 * c]));
+                t.push((format!("{b}.block.5.weight"), vec![c, 4 * c]));
+                t.push((format!("{b}.block.5.bias"), vec![c]));
+            }
+        }
+        let last = self.feature_dim();
+        t.push(("classifier.0.weight".into(), vec![last]));
+        t.push(("classifier.0.bias".into(), vec![last]));
+        t.push(("classifier.2.weight".into(), vec![self.classes, last]));
+        t.push(("classifier.2.bias".into(), vec![self.classes]));
+        t
+    }
+}
+
+/// A convolution with its bias and geometry.
+#[derive(Debug)]
+struct Conv {
+    weight: Tensor<4>,
+    bias: Tensor<1>,
+    options: ConvOptions<2>,
+}
+
+impl Conv {
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
+        conv2d(
+            x,
+            self.weight.clone(),
+            Some(self.bias.clone()),
+            self.options.clone(),
+        )
+    }
+}
+
+#[derive(Debug)]
+struct Block {
+    dw: Conv,
+    norm: Norm,
+    fc1: Dense,
+    fc2: Dense,
+    gamma: Tensor<1>,
+}
+
+#[derive(Debug)]
+struct Stage {
+    down: Option<(Norm, Conv)>,
+    blocks: Vec<Block>,
+}
+
+/// A ConvNeXt on a device.
+#[derive(Debug)]
+pub(crate) struct ConvNext {
+    stem: Conv,
+    stem_norm: Norm,
+    stages: Vec<Stage>,
+    head_norm: Norm,
+    classifier: Dense,
+}
+
+/// LayerNorm over the channels of an NCHW tensor (torchvision's `LayerNorm2d`).
+fn norm_channels(norm: &Norm, x: Tensor<4>) -> Tensor<4> {
+    norm.forward(x.permute([0, 2, 3, 1])).permute([0, 3, 1, 2])
+}
+
+impl ConvNext {
+    pub(crate) fn new(
+        config: &ConvNextConfig,
+        tensors: &Tensors<'_>,
+        device: &Device,
+    ) -> Result<Self, WeightsError> {
+        let up1 = |name: &str| -> Result<Tensor<1>, WeightsError> {
+            Ok(upload(tensors.take(name)?, device))
+        };
+        let norm = |prefix: &str| -> Result<Norm, WeightsError> {
+            Ok(Norm {
+                gamma: up1(&format!("{prefix}.weight"))?,
+                beta: up1(&format!("{prefix}.bias"))?,
+                eps: EPS,
+            })
+        };
+        let conv = |prefix: &str, options: ConvOptions<2>| -> Result<Conv, WeightsError> {
+            Ok(Conv {
+                weight: upload(tensors.take(&format!("{prefix}.weight"))?, device),
+                bias: up1(&format!("{prefix}.bias"))?,
+                options,
+            })
+        };
+        let dense = |prefix: &str| -> Result<Dense, WeightsError> {
+            Ok(Dense {
+                weight: upload(
+                    tensors.take(&format!("{prefix}.weight"))?.transposed(),
+                    device,
+                ),
+                bias: Some(up1(&format!("{prefix}.bias"))?),
+            })
+        };
+        let patchify = |k| ConvOptions::new([k, k], [0, 0], [1, 1], 1);
+        let mut stages = Vec::new();
+        for (s, (&c, &depth)) in config.dims.iter().zip(&config.depths).enumerate() {
+            let down = if s > 0 {
+                let f = 2 * s;
+                Some((
+                    norm(&format!("features.{f}.0"))?,
+                    conv(&format!("features.{f}.1"), patchify(2))?,
+                ))
+            } else {
+                None
+            };
+            let mut blocks = Vec::with_capacity(depth);
+            for j in 0..depth {
+                let b = format!("features.{}.{j}", 2 * s + 1);
+                blocks.push(Block {
+                    dw: conv(
+                        &format!("{b}.block.0"),
+                        ConvOptions::new([1, 1], [3, 3], [1, 1], c),
+                    )?,
+                    norm: norm(&format!("{b}.block.2"))?,
+                    fc1: dense(&format!("{b}.block.3"))?,
+                    fc2: dense(&format!("{b}.block.5"))?,
+                    gamma: upload::<3>(tensors.take(&format!("{b}.layer_scale"))?, device)
+                        .reshape([c]),
+                });
+            }
+            stages.push(Stage { down, blocks });
+        }
+        Ok(Self {
+            stem: conv("features.0.0", patchify(4))?,
+            stem_norm: norm("features.0.1")?,
+            stages,
+            head_norm: norm("classifier.0")?,
+            classifier: dense("classifier.2")?,
+        })
+    }
+
+    /// Pre-logits features, `[N, C]`: the classifier's LayerNorm over the
+    /// spatial mean.
+    pub(crate) fn features(&self, x: Tensor<4>, software: bool) -> Tensor<2> {
+        let mut x = norm_channels(&self.stem_norm, self.stem.forward(x));
+        for stage in &self.stages {
+            if let Some((norm, conv)) = &stage.down {
+                x = conv.forward(norm_channels(norm, x));
+            }
+            for block in &stage.blocks {
+                let h = block.dw.forward(x.clone()).permute([0, 2, 3, 1]);
+                let h = block.norm.forward(h);
+                let h = block.fc2.run(gelu(block.fc1.run(h, software)), software);
+                let c = block.gamma.dims()[0];
+                let h = h * block.gamma.clone().reshape([1, 1, 1, c]);
+                x = x + h.permute([0, 3, 1, 2]);
+            }
+        }
+        let [n, c, h, w] = x.dims();
+        let pooled = x.reshape([n, c, h * w]).mean_dim(2).reshape([n, c]);
+        layer_norm(
+            pooled,
+            self.head_norm.gamma.clone(),
+            Some(self.head_norm.beta.clone()),
+            EPS,
+        )
+    }
+
+    pub(crate) fn classifier(&self) -> &Dense {
+        &self.classifier
+    }
+}

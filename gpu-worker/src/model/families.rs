@@ -1,0 +1,274 @@
+//! The transformer and ConvNeXt models by name: each one's architecture and
+//! the checkpoint layouts it accepts. Adding a model of an existing family
+//! is one entry in [`Architecture::of`]; a new family is a module beside
+//! `vit.rs` and `convnext.rs` plus its layouts in `layout.rs`.
+
+use pipeline_core::ModelKind;
+
+use super::convnext::ConvNextConfig;
+use super::layout::{Layout, Tensors, summarise};
+use super::vit::{Activation, Pooling, PosInterpolation, VitConfig};
+use crate::checkpoint::Checkpoint;
+use crate::weights::WeightsError;
+
+/// A model architecture built from canonical tensors.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Architecture {
+    /// A Vision Transformer (torchvision ViT, CLIP, SigLIP, DINOv2).
+    Vit(VitConfig),
+    /// torchvision's ConvNeXt.
+    ConvNext(ConvNextConfig),
+}
+
+/// torchvision's ViTs: class token, LayerNorm eps 1e-6, exact GELU.
+fn torchvision_vit(patch: usize, width: usize, depth: usize, heads: usize) -> VitConfig {
+    VitConfig {
+        patch,
+        width,
+        depth,
+        heads,
+        mlp: 4 * width,
+        class_token: true,
+        registers: 0,
+        pos_grid: 224 / patch,
+        image: 224,
+        patch_bias: true,
+        pre_norm: false,
+        eps: 1e-6,
+        activation: Activation::Gelu,
+        layer_scale: false,
+        pooling: Pooling::Class,
+        interpolation: PosInterpolation::Size,
+        projection: None,
+        classes: Some(1000),
+        normalize: false,
+    }
+}
+
+/// OpenAI's CLIP image towers: pre-norm, eps 1e-5, QuickGELU, no patch
+/// bias, a projection, normalised output.
+fn clip(patch: usize, width: usize, depth: usize, heads: usize, embed: usize) -> VitConfig {
+    VitConfig {
+        patch_bias: false,
+        pre_norm: true,
+        eps: 1e-5,
+        activation: Activation::QuickGelu,
+        projection: Some(embed),
+        classes: None,
+        normalize: true,
+        ..torchvision_vit(patch, width, depth, heads)
+    }
+}
+
+/// DINOv2 (no registers), trained at 518 px: its 37×37 position grid is
+/// resampled to the input's 16×16.
+fn dinov2(width: usize, depth: usize, heads: usize) -> VitConfig {
+    VitConfig {
+        pos_grid: 37,
+        layer_scale: true,
+        classes: None,
+        ..torchvision_vit(14, width, depth, heads)
+    }
+}
+
+impl Architecture {
+    /// The architecture of a named model, `None` for the models built as
+    /// burn modules (tiny, ResNets, EfficientNet-Lite).
+    pub fn of(kind: ModelKind) -> Option<Self> {
+        Some(match kind {
+            ModelKind::VitB16 => Self::Vit(torchvision_vit(16, 768, 12, 12)),
+            ModelKind::VitB32 => Self::Vit(torchvision_vit(32, 768, 12, 12)),
+            ModelKind::VitL16 => Self::Vit(torchvision_vit(16, 1024, 24, 16)),
+            ModelKind::ConvnextTiny => Self::ConvNext(ConvNextConfig::tiny()),
+            ModelKind::ConvnextSmall => Self::ConvNext(ConvNextConfig::small()),
+            ModelKind::ConvnextBase => Self::ConvNext(ConvNextConfig::base()),
+            ModelKind::ClipVitB32 => Self::Vit(clip(32, 768, 12, 12, 512)),
+            ModelKind::ClipVitB16 => Self::Vit(clip(16, 768, 12, 12, 512)),
+            ModelKind::ClipVitL14 => Self::Vit(clip(14, 1024, 24, 16, 768)),
+            ModelKind::SiglipBasePatch16_224 => Self::Vit(VitConfig {
+                class_token: false,
+                activation: Activation::GeluTanh,
+                pooling: Pooling::Map,
+                classes: None,
+                normalize: true,
+                ..torchvision_vit(16, 768, 12, 12)
+            }),
+            ModelKind::Dinov2Vits14 => Self::Vit(dinov2(384, 12, 6)),
+            ModelKind::Dinov2Vitb14 => Self::Vit(dinov2(768, 12, 12)),
+            ModelKind::Dinov2Vitl14 => Self::Vit(dinov2(1024, 24, 16)),
+            ModelKind::Tiny
+            | ModelKind::Resnet18
+            | ModelKind::Resnet34
+            | ModelKind::Resnet50
+            | ModelKind::Resnet101
+            | ModelKind::Resnet152
+            | ModelKind::EfficientnetLite0 => return None,
+        })
+    }
+
+    /// The checkpoint layouts this architecture loads.
+    pub(crate) fn layouts(&self) -> &'static [Layout] {
+        match self {
+            Self::ConvNext(_) => &[Layout::TorchvisionConvNext],
+            Self::Vit(c) if c.pooling == Pooling::Map => &[Layout::HfSiglip, Layout::HfSiglipBare],
+            Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
+            Self::Vit(c) if c.layer_scale => &[Layout::HfDinov2, Layout::HubDinov2],
+            Self::Vit(_) => &[Layout::TorchvisionVit],
+        }
+    }
+
+    /// Canonical tensors and shapes, as `layout` holds them.
+    pub(crate) fn tensors(&self, layout: Option<Layout>) -> Vec<(String, Vec<usize>)> {
+        match self {
+            Self::Vit(config) => for_layout(config, layout).tensors(),
+            Self::ConvNext(config) => config.tensors(),
+        }
+    }
+
+    /// Length of the model's embedding.
+    pub fn feature_dim(&self) -> usize {
+        match self {
+            Self::Vit(c) => c.feature_dim(),
+            Self::ConvNext(c) => c.feature_dim(),
+        }
+    }
+}
+
+/// The checkpoint layouts `kind` loads, in words, for `pipeline models`.
+pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
+    let Some(arch) = Architecture::of(kind) else {
+        return match kind {
+            ModelKind::Tiny => vec!["pipeline's own test CNN (.pth, .safetensors)"],
+            ModelKind::EfficientnetLite0 => vec!["efficientnet-lite-pytorch state_dict (.pth)"],
+            _ => vec!["torchvision state_dict (.pth, .safetensors)"],
+        };
+    };
+    arch.layouts()
+        .iter()
+        .map(|layout| match layout {
+            Layout::TorchvisionVit | Layout::TorchvisionConvNext => {
+                "torchvision state_dict (.pth, .safetensors)"
+            }
+            Layout::OpenClip => {
+                "OpenCLIP / OpenAI state_dict (open_clip_pytorch_model.bin, open_clip_model.safetensors)"
+            }
+            Layout::HfClip => {
+                "Hugging Face CLIPModel or CLIPVisionModel(WithProjection) (model.safetensors, pytorch_model.bin)"
+            }
+            Layout::HfSiglip => {
+                "Hugging Face SiglipModel or SiglipVisionModel (model.safetensors, pytorch_model.bin)"
+            }
+            Layout::HfSiglipBare => "SiglipVisionModel saved by transformers 5 (no vision_model. prefix)",
+            Layout::HfDinov2 => "Hugging Face Dinov2Model (model.safetensors, pytorch_model.bin)",
+            Layout::HubDinov2 => "DINOv2 torch-hub state_dict (dinov2_vit*14_pretrain.pth)",
+        })
+        .collect()
+}
+
+/// What a layout changes in a config: DINOv2's torch-hub code resamples
+/// position embeddings with a 0.1 offset in the scale factor, Hugging Face
+/// to the exact size.
+pub(crate) fn for_layout(config: &VitConfig, layout: Option<Layout>) -> VitConfig {
+    let mut config = config.clone();
+    if layout == Some(Layout::HubDinov2) {
+        config.interpolation = PosInterpolation::HubOffset;
+    }
+    config
+}
+
+/// Detects `checkpoint`'s layout, checks that `arch` accepts it and that
+/// every tensor is there with the right shape.
+pub(crate) fn check<'a>(
+    arch: &Architecture,
+    name: &str,
+    checkpoint: &'a Checkpoint,
+) -> Result<(Layout, Tensors<'a>), WeightsError> {
+    let mismatch = |problem: String| WeightsError::Mismatch {
+        path: checkpoint.path().to_path_buf(),
+        model: name.to_owned(),
+        problem,
+    };
+    let accepted = arch.layouts();
+    let expected = accepted
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(" or ");
+    let Some(layout) = Layout::detect(checkpoint) else {
+        let looks = Layout::describe_unknown(checkpoint);
+        let first: Vec<String> = checkpoint.names().take(3).map(str::to_owned).collect();
+        return Err(mismatch(summarise(
+            &format!("it holds {looks}, not {expected} checkpoint; its first tensors"),
+            &first,
+        )));
+    };
+    if !accepted.contains(&layout) {
+        return Err(mismatch(format!(
+            "it looks like {layout} checkpoint, not {expected} checkpoint"
+        )));
+    }
+    let tensors = Tensors::check(checkpoint, layout, name, arch.tensors(Some(layout)))?;
+    Ok((layout, tensors))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Names and shapes of the real, full-size upstream models in every
+    /// layout (`scripts/make_family_vectors.py`, from torchvision, open_clip
+    /// and transformers): each named model accepts exactly those.
+    #[test]
+    fn named_models_fit_their_upstream_checkpoints_at_full_size() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/vectors/families/named_shapes.json"
+        );
+        let text = std::fs::read_to_string(path).expect("named_shapes.json is committed");
+        let all: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>> =
+            serde_json::from_str(&text).expect("named_shapes.json parses");
+        let mut checked = 0;
+        for (name, layouts) in &all {
+            let kind: ModelKind = name.parse().expect("a model name");
+            let arch = Architecture::of(kind).expect("an architecture");
+            for (layout, shapes) in layouts {
+                let checkpoint = Checkpoint::from_shapes(layout, shapes.clone());
+                if let Err(e) = check(&arch, name, &checkpoint) {
+                    panic!("{name} in the {layout} layout: {e}");
+                }
+                checked += 1;
+            }
+            // And the model's embedding size is the one the CLI announces.
+            assert_eq!(arch.feature_dim(), kind.feature_dim(), "{name}");
+        }
+        assert_eq!(checked, 23, "every named model in every layout");
+    }
+
+    #[test]
+    fn a_b16_checkpoint_is_refused_for_b32_naming_the_shapes() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/vectors/families/named_shapes.json"
+        );
+        let text = std::fs::read_to_string(path).expect("named_shapes.json is committed");
+        let all: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>> =
+            serde_json::from_str(&text).expect("named_shapes.json parses");
+        let b16 = Checkpoint::from_shapes("b16.bin", all["clip_vit_b_16"]["open_clip"].clone());
+        let arch = Architecture::of(ModelKind::ClipVitB32).expect("an architecture");
+        let error = match check(&arch, "clip_vit_b_32", &b16) {
+            Ok(_) => panic!("B/16 weights fit B/32"),
+            Err(e) => e.to_string(),
+        };
+        assert!(
+            error.contains("looks like an OpenCLIP/OpenAI CLIP checkpoint"),
+            "{error}"
+        );
+        assert!(
+            error.contains("visual.conv1.weight is [768, 3, 16, 16], expected [768, 3, 32, 32]"),
+            "{error}"
+        );
+        assert!(!error.contains('\n') && error.len() < 600, "{error}");
+    }
+}

@@ -1,0 +1,646 @@
+//! Published checkpoint layouts, told apart by their tensor names, and how
+//! each names the tensors of our models.
+//!
+//! A model asks for its tensors by canonical name (`blocks.3.qkv.weight`);
+//! a layout's rules say where that tensor is in the file: one key, three
+//! keys to stack (HF's separate q/k/v), a key to transpose (OpenCLIP's
+//! `proj`) or one with extra unit axes (`[1, 1, D]` class tokens). Keys a
+//! layout knows the model does not use (a CLIP text tower, buffers) are
+//! skipped; any other key left over is a mismatch, as is a missing or
+//! mis-shaped one. Mismatches are reported in one line: the layout the file
+//! looks like and the first few problems, with a count of the rest.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use regex::Regex;
+
+use crate::checkpoint::{Checkpoint, HostTensor};
+use crate::weights::WeightsError;
+
+/// A published way of naming a model's tensors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Layout {
+    /// torchvision `VisionTransformer` (`vit_b_16`, …).
+    TorchvisionVit,
+    /// torchvision `ConvNeXt`.
+    TorchvisionConvNext,
+    /// OpenCLIP / OpenAI CLIP (`visual.*`, the text tower beside it).
+    OpenClip,
+    /// Hugging Face `CLIPModel` or `CLIPVisionModel(WithProjection)`.
+    HfClip,
+    /// Hugging Face `SiglipModel`, or `SiglipVisionModel` as transformers 4
+    /// saved it (`vision_model.` prefix).
+    HfSiglip,
+    /// Hugging Face `SiglipVisionModel` as transformers 5 saves it (no
+    /// `vision_model.` prefix).
+    HfSiglipBare,
+    /// Hugging Face `Dinov2Model`.
+    HfDinov2,
+    /// DINOv2's torch-hub `.pth` (facebookresearch/dinov2).
+    HubDinov2,
+}
+
+impl fmt::Display for Layout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::TorchvisionVit => "a torchvision ViT",
+            Self::TorchvisionConvNext => "a torchvision ConvNeXt",
+            Self::OpenClip => "an OpenCLIP/OpenAI CLIP",
+            Self::HfClip => "a Hugging Face CLIP",
+            Self::HfSiglip | Self::HfSiglipBare => "a Hugging Face SigLIP",
+            Self::HfDinov2 => "a Hugging Face DINOv2",
+            Self::HubDinov2 => "a torch-hub DINOv2",
+        })
+    }
+}
+
+/// Where a canonical tensor is in a file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    /// One key, same shape.
+    Key(String),
+    /// One key, with unit axes in front (`[1, 1, D]` for `[D]`).
+    Unsqueezed(String, usize),
+    /// One key of shape `[a, b]` holding our `[b, a]`.
+    Transposed(String),
+    /// Keys stacked along the first axis.
+    Stacked(Vec<String>),
+}
+
+/// A rule: canonical names matching `pattern` come from `place`, with
+/// `$1`, `$2` filled from the pattern's groups.
+struct Rule {
+    pattern: &'static str,
+    place: fn(&str) -> Place,
+}
+
+/// The layouts that can hold a model, checked against a file's names.
+impl Layout {
+    /// Which layout `checkpoint` is in, from names only one layout has.
+    pub(crate) fn detect(checkpoint: &Checkpoint) -> Option<Self> {
+        let has = |name: &str| checkpoint.has(name);
+        let any = |prefix: &str| checkpoint.names().any(|n| n.starts_with(prefix));
+        if has("conv_proj.weight") && any("encoder.layers.encoder_layer_") {
+            Some(Self::TorchvisionVit)
+        } else if has("features.0.0.weight") && any("features.1.0.block.") {
+            Some(Self::TorchvisionConvNext)
+        } else if has("visual.conv1.weight") {
+            Some(Self::OpenClip)
+        } else if has("vision_model.embeddings.class_embedding") {
+            Some(Self::HfClip)
+        } else if has("vision_model.embeddings.patch_embedding.weight") {
+            Some(Self::HfSiglip)
+        } else if has("embeddings.patch_embedding.weight") && has("head.probe") {
+            Some(Self::HfSiglipBare)
+        } else if has("embeddings.cls_token") && any("encoder.layer.0.attention.") {
+            Some(Self::HfDinov2)
+        } else if has("cls_token") && has("patch_embed.proj.weight") {
+            Some(Self::HubDinov2)
+        } else {
+            None
+        }
+    }
+
+    /// What a file that is no known layout looks like, for the error.
+    pub(crate) fn describe_unknown(checkpoint: &Checkpoint) -> &'static str {
+        let any = |prefix: &str| checkpoint.names().any(|n| n.starts_with(prefix));
+        if any("text_model.") || any("transformer.resblocks.") || any("token_embedding") {
+            "a text tower only (no vision tower)"
+        } else if any("layer1.0.conv1.") {
+            "a torchvision ResNet"
+        } else {
+            "no layout this tool knows"
+        }
+    }
+
+    fn rules(self) -> &'static [Rule] {
+        match self {
+            Self::TorchvisionVit => TORCHVISION_VIT,
+            Self::TorchvisionConvNext => IDENTITY,
+            Self::OpenClip => OPEN_CLIP,
+            Self::HfClip => HF_CLIP,
+            Self::HfSiglip | Self::HfSiglipBare => HF_SIGLIP,
+            Self::HfDinov2 => HF_DINOV2,
+            Self::HubDinov2 => HUB_DINOV2,
+        }
+    }
+
+    /// Keys this layout has that no image model here uses.
+    fn skipped(self) -> &'static [&'static str] {
+        match self {
+            Self::TorchvisionVit | Self::TorchvisionConvNext => &[],
+            Self::OpenClip => &[
+                r"^(transformer|token_embedding|ln_final|text)\b",
+                r"^(positional_embedding|text_projection|logit_scale|logit_bias|attn_mask)$",
+                r"^text\.",
+            ],
+            Self::HfClip | Self::HfSiglip | Self::HfSiglipBare => &[
+                r"^text_model\.",
+                r"^(text_projection\.weight|logit_scale|logit_bias)$",
+                r"position_ids$",
+            ],
+            Self::HfDinov2 => &[r"^embeddings\.mask_token$"],
+            Self::HubDinov2 => &[r"^mask_token$"],
+        }
+    }
+}
+
+macro_rules! rule {
+    ($pattern:literal, |$c:ident| $place:expr) => {
+        Rule {
+            pattern: $pattern,
+            place: |$c: &str| $place,
+        }
+    };
+}
+
+fn key(s: String) -> Place {
+    Place::Key(s)
+}
+
+/// Canonical names are the file's names (ConvNeXt: torchvision's own).
+static IDENTITY: &[Rule] = &[rule!(r"^(.*)$", |c| key(c.to_owned()))];
+
+static TORCHVISION_VIT: &[Rule] = &[
+    rule!(r"^patch\.(weight|bias)$", |c| key(format!(
+        "conv_proj.{}",
+        c
+    ))),
+    rule!(r"^cls$", |_c| Place::Unsqueezed("class_token".into(), 2)),
+    rule!(r"^pos$", |_c| Place::Unsqueezed(
+        "encoder.pos_embedding".into(),
+        1
+    )),
+    rule!(r"^blocks\.(.*)$", |c| {
+        let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+        let leaf = match rest {
+            "norm1.weight" => "ln_1.weight",
+            "norm1.bias" => "ln_1.bias",
+            "qkv.weight" => "self_attention.in_proj_weight",
+            "qkv.bias" => "self_attention.in_proj_bias",
+            "out.weight" => "self_attention.out_proj.weight",
+            "out.bias" => "self_attention.out_proj.bias",
+            "norm2.weight" => "ln_2.weight",
+            "norm2.bias" => "ln_2.bias",
+            "fc1.weight" => "mlp.0.weight",
+            "fc1.bias" => "mlp.0.bias",
+            "fc2.weight" => "mlp.3.weight",
+            "fc2.bias" => "mlp.3.bias",
+            other => other,
+        };
+        key(format!("encoder.layers.encoder_layer_{i}.{leaf}"))
+    }),
+    rule!(r"^norm\.(.*)$", |c| key(format!("encoder.ln.{c}"))),
+    rule!(r"^head\.(.*)$", |c| key(format!("heads.head.{c}"))),
+];
+
+static OPEN_CLIP: &[Rule] = &[
+    rule!(r"^patch\.weight$", |_c| key("visual.conv1.weight".into())),
+    rule!(r"^cls$", |_c| key("visual.class_embedding".into())),
+    rule!(r"^pos$", |_c| key("visual.positional_embedding".into())),
+    rule!(r"^pre_norm\.(.*)$", |c| key(format!("visual.ln_pre.{c}"))),
+    rule!(r"^blocks\.(.*)$", |c| {
+        let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+        let leaf = match rest {
+            "norm1.weight" => "ln_1.weight",
+            "norm1.bias" => "ln_1.bias",
+            "qkv.weight" => "attn.in_proj_weight",
+            "qkv.bias" => "attn.in_proj_bias",
+            "out.weight" => "attn.out_proj.weight",
+            "out.bias" => "attn.out_proj.bias",
+            "norm2.weight" => "ln_2.weight",
+            "norm2.bias" => "ln_2.bias",
+            "fc1.weight" => "mlp.c_fc.weight",
+            "fc1.bias" => "mlp.c_fc.bias",
+            "fc2.weight" => "mlp.c_proj.weight",
+            "fc2.bias" => "mlp.c_proj.bias",
+            "ls1" => "ls_1.gamma",
+            "ls2" => "ls_2.gamma",
+            other => other,
+        };
+        key(format!("visual.transformer.resblocks.{i}.{leaf}"))
+    }),
+    rule!(r"^norm\.(.*)$", |c| key(format!("visual.ln_post.{c}"))),
+    rule!(r"^proj\.weight$", |_c| Place::Transposed(
+        "visual.proj".into()
+    )),
+];
+
+/// HF's CLIP and SigLIP encoders name blocks alike.
+fn hf_block(c: &str) -> Place {
+    let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+    let base = format!("vision_model.encoder.layers.{i}");
+    match rest {
+        "qkv.weight" | "qkv.bias" => {
+            let leaf = &rest[4..];
+            Place::Stacked(
+                ["q_proj", "k_proj", "v_proj"]
+                    .iter()
+                    .map(|p| format!("{base}.self_attn.{p}.{leaf}"))
+                    .collect(),
+            )
+        }
+        _ => {
+            let leaf = match rest {
+                "norm1.weight" => "layer_norm1.weight",
+                "norm1.bias" => "layer_norm1.bias",
+                "out.weight" => "self_attn.out_proj.weight",
+                "out.bias" => "self_attn.out_proj.bias",
+                "norm2.weight" => "layer_norm2.weight",
+                "norm2.bias" => "layer_norm2.bias",
+                "fc1.weight" => "mlp.fc1.weight",
+                "fc1.bias" => "mlp.fc1.bias",
+                "fc2.weight" => "mlp.fc2.weight",
+                "fc2.bias" => "mlp.fc2.bias",
+                other => other,
+            };
+            key(format!("{base}.{leaf}"))
+        }
+    }
+}
+
+static HF_CLIP: &[Rule] = &[
+    rule!(r"^patch\.weight$", |_c| key(
+        "vision_model.embeddings.patch_embedding.weight".into()
+    )),
+    rule!(r"^cls$", |_c| key(
+        "vision_model.embeddings.class_embedding".into()
+    )),
+    rule!(r"^pos$", |_c| key(
+        "vision_model.embeddings.position_embedding.weight".into()
+    )),
+    rule!(r"^pre_norm\.(.*)$", |c| key(format!(
+        "vision_model.pre_layrnorm.{c}"
+    ))),
+    rule!(r"^blocks\.(.*)$", |c| hf_block(c)),
+    rule!(r"^norm\.(.*)$", |c| key(format!(
+        "vision_model.post_layernorm.{c}"
+    ))),
+    rule!(r"^proj\.weight$", |_c| key(
+        "visual_projection.weight".into()
+    )),
+];
+
+static HF_SIGLIP: &[Rule] = &[
+    rule!(r"^patch\.(.*)$", |c| key(format!(
+        "vision_model.embeddings.patch_embedding.{c}"
+    ))),
+    rule!(r"^pos$", |_c| key(
+        "vision_model.embeddings.position_embedding.weight".into()
+    )),
+    rule!(r"^blocks\.(.*)$", |c| hf_block(c)),
+    rule!(r"^norm\.(.*)$", |c| key(format!(
+        "vision_model.post_layernorm.{c}"
+    ))),
+    rule!(r"^map\.probe$", |_c| Place::Unsqueezed(
+        "vision_model.head.probe".into(),
+        2
+    )),
+    rule!(r"^map\.(.*)$", |c| {
+        let leaf = match c {
+            "qkv.weight" => "attention.in_proj_weight",
+            "qkv.bias" => "attention.in_proj_bias",
+            "out.weight" => "attention.out_proj.weight",
+            "out.bias" => "attention.out_proj.bias",
+            "norm.weight" => "layernorm.weight",
+            "norm.bias" => "layernorm.bias",
+            "fc1.weight" => "mlp.fc1.weight",
+            "fc1.bias" => "mlp.fc1.bias",
+            "fc2.weight" => "mlp.fc2.weight",
+            "fc2.bias" => "mlp.fc2.bias",
+            other => other,
+        };
+        key(format!("vision_model.head.{leaf}"))
+    }),
+];
+
+static HF_DINOV2: &[Rule] = &[
+    rule!(r"^patch\.(.*)$", |c| key(format!(
+        "embeddings.patch_embeddings.projection.{c}"
+    ))),
+    rule!(r"^cls$", |_c| Place::Unsqueezed(
+        "embeddings.cls_token".into(),
+        2
+    )),
+    rule!(r"^reg$", |_c| Place::Unsqueezed(
+        "embeddings.register_tokens".into(),
+        1
+    )),
+    rule!(r"^pos$", |_c| Place::Unsqueezed(
+        "embeddings.position_embeddings".into(),
+        1
+    )),
+    rule!(r"^blocks\.(.*)$", |c| {
+        let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+        let base = format!("encoder.layer.{i}");
+        if let Some(leaf) = rest.strip_prefix("qkv.") {
+            return Place::Stacked(
+                ["query", "key", "value"]
+                    .iter()
+                    .map(|p| format!("{base}.attention.attention.{p}.{leaf}"))
+                    .collect(),
+            );
+        }
+        let leaf = match rest {
+            "out.weight" => "attention.output.dense.weight",
+            "out.bias" => "attention.output.dense.bias",
+            "ls1" => "layer_scale1.lambda1",
+            "ls2" => "layer_scale2.lambda1",
+            "fc1.weight" => "mlp.fc1.weight",
+            "fc1.bias" => "mlp.fc1.bias",
+            "fc2.weight" => "mlp.fc2.weight",
+            "fc2.bias" => "mlp.fc2.bias",
+            other => other,
+        };
+        key(format!("{base}.{leaf}"))
+    }),
+    rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
+];
+
+static HUB_DINOV2: &[Rule] = &[
+    rule!(r"^patch\.(.*)$", |c| key(format!("patch_embed.proj.{c}"))),
+    rule!(r"^cls$", |_c| Place::Unsqueezed("cls_token".into(), 2)),
+    rule!(r"^reg$", |_c| Place::Unsqueezed(
+        "register_tokens".into(),
+        1
+    )),
+    rule!(r"^pos$", |_c| Place::Unsqueezed("pos_embed".into(), 1)),
+    rule!(r"^blocks\.(.*)$", |c| {
+        let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+        let leaf = match rest {
+            "qkv.weight" => "attn.qkv.weight",
+            "qkv.bias" => "attn.qkv.bias",
+            "out.weight" => "attn.proj.weight",
+            "out.bias" => "attn.proj.bias",
+            "ls1" => "ls1.gamma",
+            "ls2" => "ls2.gamma",
+            "fc1.weight" => "mlp.fc1.weight",
+            "fc1.bias" => "mlp.fc1.bias",
+            "fc2.weight" => "mlp.fc2.weight",
+            "fc2.bias" => "mlp.fc2.bias",
+            other => other,
+        };
+        key(format!("blocks.{i}.{leaf}"))
+    }),
+    rule!(r"^norm\.(.*)$", |c| key(format!("norm.{c}"))),
+];
+
+/// A canonical tensor's place in a layout.
+fn place(layout: Layout, canonical: &str) -> Place {
+    if layout == Layout::HfSiglipBare {
+        let bare = |k: String| {
+            k.strip_prefix("vision_model.")
+                .map_or(k.clone(), str::to_owned)
+        };
+        return match place(Layout::HfSiglip, canonical) {
+            Place::Key(k) => Place::Key(bare(k)),
+            Place::Unsqueezed(k, n) => Place::Unsqueezed(bare(k), n),
+            Place::Transposed(k) => Place::Transposed(bare(k)),
+            Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(bare).collect()),
+        };
+    }
+    for rule in layout.rules() {
+        let re = Regex::new(rule.pattern).expect("layout patterns are valid regexes");
+        if let Some(caps) = re.captures(canonical) {
+            // The groups after the first joined by '.' are the rule's input
+            // (e.g. "3.norm1.weight" for blocks.3.norm1.weight).
+            let groups: Vec<&str> = caps.iter().skip(1).flatten().map(|m| m.as_str()).collect();
+            let input = if groups.is_empty() {
+                canonical.to_owned()
+            } else {
+                groups.join(".")
+            };
+            return (rule.place)(&input);
+        }
+    }
+    Place::Key(canonical.to_owned())
+}
+
+/// The tensor shapes a place needs in the file for a canonical `shape`.
+fn file_shapes(place: &Place, shape: &[usize]) -> Vec<(String, Vec<usize>)> {
+    match place {
+        Place::Key(k) => vec![(k.clone(), shape.to_vec())],
+        Place::Unsqueezed(k, ones) => {
+            let mut s = vec![1; *ones];
+            s.extend_from_slice(shape);
+            vec![(k.clone(), s)]
+        }
+        Place::Transposed(k) => vec![(k.clone(), shape.iter().rev().copied().collect())],
+        Place::Stacked(keys) => {
+            let mut s = shape.to_vec();
+            s[0] /= keys.len();
+            keys.iter().map(|k| (k.clone(), s.clone())).collect()
+        }
+    }
+}
+
+/// Where a model's tensors come from.
+enum Origin<'a> {
+    File(&'a Checkpoint, Layout),
+    /// Deterministic values from the seed and each tensor's name, the same
+    /// on every device and in every process.
+    Seeded(u64),
+}
+
+/// The tensors a model takes from a checkpoint (or a seed), by canonical
+/// name.
+pub(crate) struct Tensors<'a> {
+    origin: Origin<'a>,
+    model: String,
+    /// Canonical name → shape the model expects.
+    wanted: Vec<(String, Vec<usize>)>,
+}
+
+impl<'a> Tensors<'a> {
+    /// Checks that `checkpoint` (in `layout`) holds exactly the `wanted`
+    /// tensors of `model`, apart from the keys the layout skips.
+    pub(crate) fn check(
+        checkpoint: &'a Checkpoint,
+        layout: Layout,
+        model: &str,
+        wanted: Vec<(String, Vec<usize>)>,
+    ) -> Result<Self, WeightsError> {
+        let mut problems = Vec::new();
+        let mut used = BTreeSet::new();
+        for (name, shape) in &wanted {
+            for (file_key, file_shape) in file_shapes(&place(layout, name), shape) {
+                match checkpoint.shape(&file_key) {
+                    None => problems.push(format!("{file_key} is missing")),
+                    Some(got) if got != file_shape.as_slice() => {
+                        problems.push(format!("{file_key} is {got:?}, expected {file_shape:?}"))
+                    }
+                    Some(_) => {}
+                }
+                used.insert(file_key);
+            }
+        }
+        let skipped: Vec<Regex> = layout
+            .skipped()
+            .iter()
+            .map(|p| Regex::new(p).expect("layout patterns are valid regexes"))
+            .collect();
+        for name in checkpoint.names() {
+            let bookkeeping = name.ends_with("num_batches_tracked");
+            if !used.contains(name) && !bookkeeping && !skipped.iter().any(|re| re.is_match(name)) {
+                problems.push(format!("{name} is not in the model"));
+            }
+        }
+        if !problems.is_empty() {
+            return Err(WeightsError::Mismatch {
+                path: checkpoint.path().to_path_buf(),
+                model: model.to_owned(),
+                problem: summarise(&format!("it looks like {layout} checkpoint"), &problems),
+            });
+        }
+        Ok(Self {
+            origin: Origin::File(checkpoint, layout),
+            model: model.to_owned(),
+            wanted,
+        })
+    }
+
+    /// Seeded random tensors for `wanted` (benchmarks and tests without a
+    /// weight file): LayerNorm scales near 1, biases near 0, layer scales
+    /// near 0.1, other tensors uniform with unit variance per fan-in.
+    pub(crate) fn seeded(seed: u64, model: &str, wanted: Vec<(String, Vec<usize>)>) -> Self {
+        Self {
+            origin: Origin::Seeded(seed),
+            model: model.to_owned(),
+            wanted,
+        }
+    }
+
+    /// The tensor the model calls `name`, as the model wants it.
+    pub(crate) fn take(&self, name: &str) -> Result<HostTensor, WeightsError> {
+        let shape = self
+            .wanted
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| s.clone())
+            .unwrap_or_else(|| panic!("{} asked for {name}, which it did not declare", self.model));
+        let (checkpoint, layout) = match self.origin {
+            Origin::File(checkpoint, layout) => (checkpoint, layout),
+            Origin::Seeded(seed) => return Ok(seeded_tensor(seed, name, shape)),
+        };
+        let tensor = match place(layout, name) {
+            Place::Key(k) | Place::Unsqueezed(k, _) => checkpoint.read(&k)?,
+            Place::Transposed(k) => checkpoint.read(&k)?.transposed(),
+            Place::Stacked(keys) => {
+                let mut values = Vec::new();
+                for k in keys {
+                    values.extend(checkpoint.read(&k)?.values);
+                }
+                HostTensor::new(shape.clone(), values)
+            }
+        };
+        Ok(HostTensor::new(shape, tensor.values))
+    }
+}
+
+/// SplitMix64 over the FNV-1a hash of the seed and the name: values in [0, 1).
+fn units(seed: u64, name: &str, n: usize) -> impl Iterator<Item = f32> {
+    let start = name.bytes().fold(0xCBF2_9CE4_8422_2325 ^ seed, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01B3)
+    });
+    (1..=n as u64).map(move |i| {
+        let mut z = start.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((z >> 40) as f64 / (1u64 << 24) as f64) as f32
+    })
+}
+
+fn seeded_tensor(seed: u64, name: &str, shape: Vec<usize>) -> HostTensor {
+    let n = shape.iter().product::<usize>();
+    let u = units(seed, name, n);
+    let leaf = name.rsplit('.').next().unwrap_or(name);
+    let values: Vec<f32> = if shape.len() == 1 && (name.contains("norm") || leaf == "weight") {
+        u.map(|u| 0.9 + 0.2 * u).collect()
+    } else if leaf == "bias" {
+        u.map(|u| (u - 0.5) * 0.1).collect()
+    } else if leaf.starts_with("ls") || leaf == "layer_scale" {
+        u.map(|u| 0.05 + 0.1 * u).collect()
+    } else {
+        let fan_in = if shape.len() > 1 {
+            shape[1..].iter().product::<usize>()
+        } else {
+            shape[0]
+        };
+        let bound = (3.0 / fan_in.max(1) as f64).sqrt() as f32;
+        u.map(|u| (u * 2.0 - 1.0) * bound).collect()
+    };
+    HostTensor::new(shape, values)
+}
+
+/// `context: first; second; third; and N more`, on one line.
+pub(crate) fn summarise(context: &str, problems: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut line = format!(
+        "{context}; {}",
+        problems[..problems.len().min(SHOWN)].join("; ")
+    );
+    if problems.len() > SHOWN {
+        line.push_str(&format!(
+            "; and {} more mismatched tensors",
+            problems.len() - SHOWN
+        ));
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hf_blocks_stack_q_k_v() {
+        assert_eq!(
+            place(Layout::HfClip, "blocks.3.qkv.bias"),
+            Place::Stacked(vec![
+                "vision_model.encoder.layers.3.self_attn.q_proj.bias".into(),
+                "vision_model.encoder.layers.3.self_attn.k_proj.bias".into(),
+                "vision_model.encoder.layers.3.self_attn.v_proj.bias".into(),
+            ])
+        );
+        assert_eq!(
+            file_shapes(&place(Layout::HfClip, "blocks.3.qkv.weight"), &[96, 32])[2].1,
+            vec![32, 32]
+        );
+    }
+
+    #[test]
+    fn torchvision_and_open_clip_names() {
+        assert_eq!(
+            place(Layout::TorchvisionVit, "blocks.11.fc2.weight"),
+            Place::Key("encoder.layers.encoder_layer_11.mlp.3.weight".into())
+        );
+        assert_eq!(
+            place(Layout::TorchvisionVit, "blocks.0.qkv.weight"),
+            Place::Key("encoder.layers.encoder_layer_0.self_attention.in_proj_weight".into())
+        );
+        assert_eq!(
+            place(Layout::OpenClip, "proj.weight"),
+            Place::Transposed("visual.proj".into())
+        );
+        assert_eq!(
+            place(Layout::HubDinov2, "blocks.2.ls1"),
+            Place::Key("blocks.2.ls1.gamma".into())
+        );
+        assert_eq!(
+            place(Layout::TorchvisionConvNext, "features.1.0.block.0.weight"),
+            Place::Key("features.1.0.block.0.weight".into())
+        );
+    }
+
+    #[test]
+    fn summaries_stay_short() {
+        let problems: Vec<String> = (0..200).map(|i| format!("t{i} is missing")).collect();
+        let line = summarise("ctx", &problems);
+        assert_eq!(
+            line,
+            "ctx; t0 is missing; t1 is missing; t2 is missing; and 197 more mismatched tensors"
+        );
+    }
+}

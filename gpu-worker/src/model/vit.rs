@@ -1,0 +1,652 @@
+//! One Vision Transformer for every family: torchvision's ViT, OpenAI/OpenCLIP
+//! CLIP image towers, SigLIP and DINOv2. A [`VitConfig`] says what differs
+//! (patch, width, depth, heads, class token, registers, pre-norm, LayerNorm
+//! eps, GELU flavour, layer scale, pooling, projection); the forward pass is
+//! the pre-norm transformer they share:
+//!
+//! ```text
+//! tokens = [cls, registers, patches(x)] + pos      (pos interpolated to the input grid)
+//! tokens = pre_norm(tokens)                        (CLIP only)
+//! per block: t = t + ls1 * attn(norm1(t)); t = t + ls2 * mlp(norm2(t))
+//! t = norm(t); pooled = cls | mean of patches | MAP head; out = proj(pooled)
+//! ```
+//!
+//! Weights come in canonical names ([`VitConfig::tensors`]); the checkpoint
+//! layouts map them to upstream names (`layout.rs`).
+
+use burn::tensor::activation::softmax;
+use burn::tensor::activation::{gelu, gelu_approximate, sigmoid};
+use burn::tensor::module::{attention, conv2d, layer_norm, linear};
+use burn::tensor::ops::{AttentionModuleOptions, ConvOptions, PadMode};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::checkpoint::HostTensor;
+use crate::model::layout::Tensors;
+use crate::weights::WeightsError;
+
+/// The MLP's activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `x·Φ(x)` with the exact erf.
+    Gelu,
+    /// GELU's tanh approximation (SigLIP's `gelu_pytorch_tanh`).
+    GeluTanh,
+    /// OpenAI CLIP's `x·σ(1.702x)`.
+    QuickGelu,
+}
+
+/// How the token sequence becomes one vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pooling {
+    /// The class token.
+    Class,
+    /// The mean of the patch tokens (not class or registers).
+    Mean,
+    /// Class token and patch mean, concatenated (DINOv2's linear probe).
+    ClassAndMean,
+    /// SigLIP's multihead attention pooling head.
+    Map,
+}
+
+/// How position embeddings are resampled to another grid (bicubic, as
+/// PyTorch's `interpolate(mode="bicubic", align_corners=False)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PosInterpolation {
+    /// `size=(g, g)`: Hugging Face.
+    Size,
+    /// `scale_factor=(g + 0.1) / G`: DINOv2's torch-hub code.
+    HubOffset,
+}
+
+/// Everything that tells the ViT families apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VitConfig {
+    /// Patch side in pixels.
+    pub patch: usize,
+    /// Token width.
+    pub width: usize,
+    /// Transformer blocks.
+    pub depth: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Hidden width of the MLPs.
+    pub mlp: usize,
+    /// A class token before the patches.
+    pub class_token: bool,
+    /// Register tokens after the class token (no position embedding).
+    pub registers: usize,
+    /// Side of the checkpoint's position-embedding grid.
+    pub pos_grid: usize,
+    /// Side of the input images.
+    pub image: usize,
+    /// The patch convolution has a bias.
+    pub patch_bias: bool,
+    /// A LayerNorm before the first block (CLIP's `ln_pre`).
+    pub pre_norm: bool,
+    /// Every LayerNorm's eps.
+    pub eps: f64,
+    /// The MLPs' activation.
+    pub activation: Activation,
+    /// Per-channel scales on both residual branches (DINOv2).
+    pub layer_scale: bool,
+    /// How tokens become one vector.
+    pub pooling: Pooling,
+    /// How position embeddings are resampled to the input grid.
+    pub interpolation: PosInterpolation,
+    /// Output width of the final projection (no bias), if any.
+    pub projection: Option<usize>,
+    /// Classes of the classifier head, if any.
+    pub classes: Option<usize>,
+    /// L2-normalise the output (CLIP and SigLIP embeddings).
+    pub normalize: bool,
+}
+
+impl VitConfig {
+    /// Tokens before the patches.
+    fn prefix(&self) -> usize {
+        usize::from(self.class_token) + self.registers
+    }
+
+    /// Length of the output vector.
+    pub fn feature_dim(&self) -> usize {
+        match (self.projection, self.pooling) {
+            (Some(e), _) => e,
+            (None, Pooling::ClassAndMean) => 2 * self.width,
+            (None, _) => self.width,
+        }
+    }
+
+    /// Every tensor the model needs, canonical name and shape (PyTorch's
+    /// conventions: Linear weights `[out, in]`).
+    pub(crate) fn tensors(&self) -> Vec<(String, Vec<usize>)> {
+        let (d, f, p) = (self.width, self.mlp, self.patch);
+        let mut t: Vec<(String, Vec<usize>)> = vec![("patch.weight".into(), vec![d, 3, p, p])];
+        let mut push = |name: String, shape: Vec<usize>| t.push((name, shape));
+        if self.patch_bias {
+            push("patch.bias".into(), vec![d]);
+        }
+        if self.class_token {
+            push("cls".into(), vec![d]);
+        }
+        if self.registers > 0 {
+            push("reg".into(), vec![self.registers, d]);
+        }
+        let pos_tokens = usize::from(self.class_token) + self.pos_grid * self.pos_grid;
+        push("pos".into(), vec![pos_tokens, d]);
+        if self.pre_norm {
+            push("pre_norm.weight".into(), vec![d]);
+            push("pre_norm.bias".into(), vec![d]);
+        }
+        let attention_block = |prefix: &str, push: &mut dyn FnMut(String, Vec<usize>)| {
+            push(format!("{prefix}.qkv.weight"), vec![3 * d, d]);
+            push(format!("{prefix}.qkv.bias"), vec![3 * d]);
+            push(format!("{prefix}.out.weight"), vec![d, d]);
+            push(format!("{prefix}.out.bias"), vec![d]);
+        };
+        let mlp_block = |prefix: &str, push: &mut dyn FnMut(String, Vec<usize>)| {
+            push(format!("{prefix}.fc1.weight"), vec![f, d]);
+            push(format!("{prefix}.fc1.bias"), vec![f]);
+            push(format!("{prefix}.fc2.weight"), vec![d, f]);
+            push(format!("{prefix}.fc2.bias"), vec![d]);
+        };
+        for i in 0..self.depth {
+            let b = format!("blocks.{i}");
+            push(format!("{b}.norm1.weight"), vec![d]);
+            push(format!("{b}.norm1.bias"), vec![d]);
+            attention_block(&b, &mut push);
+            if self.layer_scale {
+                push(format!("{b}.ls1"), vec![d]);
+            }
+            push(format!("{b}.norm2.weight"), vec![d]);
+            push(format!("{b}.norm2.bias"), vec![d]);
+            mlp_block(&b, &mut push);
+            if self.layer_scale {
+                push(format!("{b}.ls2"), vec![d]);
+            }
+        }
+        push("norm.weight".into(), vec![d]);
+        push("norm.bias".into(), vec![d]);
+        if self.pooling == Pooling::Map {
+            push("map.probe".into(), vec![d]);
+            attention_block("map", &mut push);
+            push("map.norm.weight".into(), vec![d]);
+            push("map.norm.bias".into(), vec![d]);
+            mlp_block("map", &mut push);
+        }
+        if let Some(e) = self.projection {
+            push("proj.weight".into(), vec![e, d]);
+        }
+        if let Some(k) = self.classes {
+            push("head.weight".into(), vec![k, d]);
+            push("head.bias".into(), vec![k]);
+        }
+        t
+    }
+}
+
+/// A LayerNorm's parameters.
+#[derive(Debug)]
+pub(crate) struct Norm {
+    pub(crate) gamma: Tensor<1>,
+    pub(crate) beta: Tensor<1>,
+    pub(crate) eps: f64,
+}
+
+impl Norm {
+    pub(crate) fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        layer_norm(x, self.gamma.clone(), Some(self.beta.clone()), self.eps)
+    }
+}
+
+/// A Linear layer, weight stored `[in, out]` as burn's `linear` wants.
+#[derive(Debug)]
+pub(crate) struct Dense {
+    pub(crate) weight: Tensor<2>,
+    pub(crate) bias: Option<Tensor<1>>,
+}
+
+impl Dense {
+    pub(crate) fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        linear(x, self.weight.clone(), self.bias.clone())
+    }
+
+    /// [`Dense::forward`], or on Mesa's lavapipe (`software`), whose
+    /// compiler crashes on burn's matmul kernels, the same sums as a 3×1
+    /// convolution (the weights between a zero tap above and below), which
+    /// takes burn's direct convolution path.
+    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>, software: bool) -> Tensor<D> {
+        if !software {
+            return self.forward(x);
+        }
+        let dims = x.dims();
+        let d_in = dims[D - 1];
+        let rows = dims[..D - 1].iter().product::<usize>();
+        let [_, d_out] = self.weight.dims();
+        let weight = self
+            .weight
+            .clone()
+            .transpose()
+            .reshape([d_out, d_in, 1, 1])
+            .pad((0, 0, 1, 1), PadMode::Constant(0.0));
+        let input = x
+            .reshape([rows, d_in])
+            .transpose()
+            .reshape([1, d_in, rows, 1]);
+        let out = conv2d(
+            input,
+            weight,
+            self.bias.clone(),
+            ConvOptions::new([1, 1], [1, 0], [1, 1], 1),
+        );
+        let mut shape = dims;
+        shape[D - 1] = d_out;
+        out.reshape([d_out, rows]).transpose().reshape(shape)
+    }
+}
+
+#[derive(Debug)]
+struct Mlp {
+    fc1: Dense,
+    fc2: Dense,
+}
+
+#[derive(Debug)]
+struct Block {
+    norm1: Norm,
+    qkv: Dense,
+    out: Dense,
+    ls1: Option<Tensor<3>>,
+    norm2: Norm,
+    mlp: Mlp,
+    ls2: Option<Tensor<3>>,
+}
+
+/// SigLIP's attention-pooling head: one learned query attends over the
+/// tokens, then a residual MLP.
+#[derive(Debug)]
+struct MapHead {
+    probe: Tensor<3>,
+    q: Dense,
+    kv: Dense,
+    out: Dense,
+    norm: Norm,
+    mlp: Mlp,
+}
+
+/// A ViT on a device, inference only.
+#[derive(Debug)]
+pub(crate) struct Vit {
+    config: VitConfig,
+    patch_weight: Tensor<4>,
+    patch_bias: Option<Tensor<1>>,
+    /// `[1, prefix, D]`: class token (with its position) and registers.
+    prefix_tokens: Option<Tensor<3>>,
+    /// `[1, grid², D]`, already at the input grid.
+    patch_pos: Tensor<3>,
+    pre_norm: Option<Norm>,
+    blocks: Vec<Block>,
+    norm: Norm,
+    map: Option<MapHead>,
+    proj: Option<Dense>,
+    head: Option<Dense>,
+}
+
+pub(crate) fn upload<const D: usize>(t: HostTensor, device: &Device) -> Tensor<D> {
+    Tensor::from_data(TensorData::new(t.values, t.shape), device)
+}
+
+impl Vit {
+    /// Builds the model from `tensors` (see [`VitConfig::tensors`]).
+    pub(crate) fn new(
+        config: VitConfig,
+        tensors: &Tensors<'_>,
+        device: &Device,
+    ) -> Result<Self, WeightsError> {
+        let c = &config;
+        let d = c.width;
+        let get = |name: &str| tensors.take(name);
+        let up1 =
+            |name: &str| -> Result<Tensor<1>, WeightsError> { Ok(upload(get(name)?, device)) };
+        let norm = |prefix: &str| -> Result<Norm, WeightsError> {
+            Ok(Norm {
+                gamma: up1(&format!("{prefix}.weight"))?,
+                beta: up1(&format!("{prefix}.bias"))?,
+                eps: c.eps,
+            })
+        };
+        let dense = |prefix: &str, bias: bool| -> Result<Dense, WeightsError> {
+            Ok(Dense {
+                weight: upload(get(&format!("{prefix}.weight"))?.transposed(), device),
+                bias: if bias {
+                    Some(up1(&format!("{prefix}.bias"))?)
+                } else {
+                    None
+                },
+            })
+        };
+        let mlp = |prefix: &str| -> Result<Mlp, WeightsError> {
+            Ok(Mlp {
+                fc1: dense(&format!("{prefix}.fc1"), true)?,
+                fc2: dense(&format!("{prefix}.fc2"), true)?,
+            })
+        };
+        let scale = |name: &str| -> Result<Tensor<3>, WeightsError> {
+            Ok(upload::<1>(get(name)?, device).reshape([1, 1, d]))
+        };
+
+        // Position embeddings: the class token's stays with it, the patch
+        // grid is resampled to the input's on the host, once.
+        let pos = get("pos")?;
+        let cls_pos = usize::from(c.class_token);
+        let grid = c.image / c.patch;
+        let patch_pos = resample_grid(
+            &pos.values[cls_pos * d..],
+            c.pos_grid,
+            grid,
+            d,
+            c.interpolation,
+        );
+        let mut prefix = Vec::new();
+        if c.class_token {
+            let cls = get("cls")?;
+            prefix.extend(cls.values.iter().zip(&pos.values[..d]).map(|(a, b)| a + b));
+        }
+        if c.registers > 0 {
+            prefix.extend(get("reg")?.values);
+        }
+        let prefix_tokens = (!prefix.is_empty())
+            .then(|| upload::<3>(HostTensor::new(vec![1, c.prefix(), d], prefix), device));
+
+        let mut blocks = Vec::with_capacity(c.depth);
+        for i in 0..c.depth {
+            let b = format!("blocks.{i}");
+            blocks.push(Block {
+                norm1: norm(&format!("{b}.norm1"))?,
+                qkv: dense(&format!("{b}.qkv"), true)?,
+                out: dense(&format!("{b}.out"), true)?,
+                ls1: c
+                    .layer_scale
+                    .then(|| scale(&format!("{b}.ls1")))
+                    .transpose()?,
+                norm2: norm(&format!("{b}.norm2"))?,
+                mlp: mlp(&b)?,
+                ls2: c
+                    .layer_scale
+                    .then(|| scale(&format!("{b}.ls2")))
+                    .transpose()?,
+            });
+        }
+        let map = if c.pooling == Pooling::Map {
+            let qkv_w = get("map.qkv.weight")?;
+            let qkv_b = get("map.qkv.bias")?;
+            let split = |t: &HostTensor, rows: std::ops::Range<usize>, cols: usize| {
+                let mut shape = t.shape.clone();
+                shape[0] = rows.len();
+                HostTensor::new(shape, t.values[rows.start * cols..rows.end * cols].to_vec())
+            };
+            let q_w = split(&qkv_w, 0..d, d);
+            let kv_w = split(&qkv_w, d..3 * d, d);
+            let q_b = split(&qkv_b, 0..d, 1);
+            let kv_b = split(&qkv_b, d..3 * d, 1);
+            Some(MapHead {
+                probe: upload::<1>(get("map.probe")?, device).reshape([1, 1, d]),
+                q: Dense {
+                    weight: upload(q_w.transposed(), device),
+                    bias: Some(upload(q_b, device)),
+                },
+                kv: Dense {
+                    weight: upload(kv_w.transposed(), device),
+                    bias: Some(upload(kv_b, device)),
+                },
+                out: dense("map.out", true)?,
+                norm: norm("map.norm")?,
+                mlp: mlp("map")?,
+            })
+        } else {
+            None
+        };
+        Ok(Self {
+            patch_weight: upload(get("patch.weight")?, device),
+            patch_bias: c.patch_bias.then(|| up1("patch.bias")).transpose()?,
+            prefix_tokens,
+            patch_pos: upload::<3>(HostTensor::new(vec![1, grid * grid, d], patch_pos), device),
+            pre_norm: c.pre_norm.then(|| norm("pre_norm")).transpose()?,
+            blocks,
+            norm: norm("norm")?,
+            map,
+            proj: c.projection.map(|_| dense("proj", false)).transpose()?,
+            head: c.classes.map(|_| dense("head", true)).transpose()?,
+            config,
+        })
+    }
+
+    /// The embedding (`[N, feature_dim]`): pooled, projected, normalised as
+    /// the family does.
+    pub(crate) fn features(&self, x: Tensor<4>, software: bool) -> Tensor<2> {
+        let c = &self.config;
+        let [n, _, _, _] = x.dims();
+        let d = c.width;
+        let patches = conv2d(
+            x,
+            self.patch_weight.clone(),
+            self.patch_bias.clone(),
+            ConvOptions::new([c.patch, c.patch], [0, 0], [1, 1], 1),
+        );
+        let [_, _, gh, gw] = patches.dims();
+        let patches = patches.reshape([n, d, gh * gw]).swap_dims(1, 2) + self.patch_pos.clone();
+        let mut t = match &self.prefix_tokens {
+            Some(prefix) => {
+                Tensor::cat(vec![prefix.clone().expand([n, c.prefix(), d]), patches], 1)
+            }
+            None => patches,
+        };
+        if let Some(pre) = &self.pre_norm {
+            t = pre.forward(t);
+        }
+        for block in &self.blocks {
+            t = self.block(block, t, software);
+        }
+        let t = self.norm.forward(t);
+        let tokens = t.dims()[1];
+        let prefix = c.prefix();
+        let class = || t.clone().narrow(1, 0, 1).reshape([n, d]);
+        let mean = || {
+            t.clone()
+                .narrow(1, prefix, tokens - prefix)
+                .mean_dim(1)
+                .reshape([n, d])
+        };
+        let mut pooled = match c.pooling {
+            Pooling::Class => class(),
+            Pooling::Mean => mean(),
+            Pooling::ClassAndMean => Tensor::cat(vec![class(), mean()], 1),
+            Pooling::Map => self.map_pool(t.clone(), software),
+        };
+        if let Some(proj) = &self.proj {
+            pooled = proj.run(pooled, software);
+        }
+        if c.normalize {
+            let norm = (pooled.clone() * pooled.clone())
+                .sum_dim(1)
+                .sqrt()
+                .clamp_min(1e-12);
+            pooled = pooled / norm;
+        }
+        pooled
+    }
+
+    /// Changes the pooling of a class-token model (not a MAP head's).
+    pub(crate) fn set_pooling(&mut self, pooling: Pooling) {
+        if self.config.pooling != Pooling::Map && pooling != Pooling::Map {
+            self.config.pooling = pooling;
+        }
+    }
+
+    /// Class logits from [`Vit::features`] (classifier checkpoints only).
+    pub(crate) fn classifier(&self) -> Option<&Dense> {
+        self.head.as_ref()
+    }
+
+    fn block(&self, b: &Block, t: Tensor<3>, software: bool) -> Tensor<3> {
+        let h = self.attend(&b.qkv, &b.out, b.norm1.forward(t.clone()), software);
+        let h = match &b.ls1 {
+            Some(ls) => h * ls.clone(),
+            None => h,
+        };
+        let t = t + h;
+        let h = self.mlp(&b.mlp, b.norm2.forward(t.clone()), software);
+        let h = match &b.ls2 {
+            Some(ls) => h * ls.clone(),
+            None => h,
+        };
+        t + h
+    }
+
+    fn mlp(&self, mlp: &Mlp, x: Tensor<3>, software: bool) -> Tensor<3> {
+        let h = mlp.fc1.run(x, software);
+        let h = match self.config.activation {
+            Activation::Gelu => gelu(h),
+            Activation::GeluTanh => gelu_approximate(h),
+            Activation::QuickGelu => h.clone() * sigmoid(h * 1.702),
+        };
+        mlp.fc2.run(h, software)
+    }
+
+    /// `[N, T, D]` → per-head `[N, H, T, Dh]`.
+    fn heads(&self, x: Tensor<3>) -> Tensor<4> {
+        let [n, t, d] = x.dims();
+        let h = self.config.heads;
+        x.reshape([n, t, h, d / h]).swap_dims(1, 2)
+    }
+
+    fn merge_heads(x: Tensor<4>) -> Tensor<3> {
+        let [n, h, t, dh] = x.dims();
+        x.swap_dims(1, 2).reshape([n, t, h * dh])
+    }
+
+    fn attend(&self, qkv: &Dense, out: &Dense, x: Tensor<3>, software: bool) -> Tensor<3> {
+        let d = self.config.width;
+        let qkv = qkv.run(x, software);
+        let q = self.heads(qkv.clone().narrow(2, 0, d));
+        let k = self.heads(qkv.clone().narrow(2, d, d));
+        let v = self.heads(qkv.narrow(2, 2 * d, d));
+        let o = scaled_dot_product(q, k, v, software);
+        out.run(Self::merge_heads(o), software)
+    }
+
+    fn map_pool(&self, t: Tensor<3>, software: bool) -> Tensor<2> {
+        let head = self
+            .map
+            .as_ref()
+            .expect("a MAP-pooled config has a MAP head");
+        let d = self.config.width;
+        let n = t.dims()[0];
+        let q = self.heads(head.q.run(head.probe.clone(), software).expand([n, 1, d]));
+        let kv = head.kv.run(t, software);
+        let k = self.heads(kv.clone().narrow(2, 0, d));
+        let v = self.heads(kv.narrow(2, d, d));
+        let o = scaled_dot_product(q, k, v, software);
+        let h = head.out.run(Self::merge_heads(o), software);
+        let h = h.clone() + self.mlp(&head.mlp, head.norm.forward(h), software);
+        h.reshape([n, d])
+    }
+}
+
+/// `softmax(q·kᵀ/√d)·v` per head (`[N, H, T, Dh]`): burn's attention op,
+/// or on lavapipe, where its matmul kernels crash the driver, as broadcast
+/// products summed over the last axis (`N·H·Tq·Tk·Dh` floats of scratch:
+/// small models only).
+fn scaled_dot_product(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, software: bool) -> Tensor<4> {
+    if !software {
+        return attention(q, k, v, None, None, AttentionModuleOptions::default());
+    }
+    let [n, h, tq, dh] = q.dims();
+    let tk = k.dims()[2];
+    let scale = 1.0 / (dh as f64).sqrt();
+    let scores = (q.reshape([n * h, tq, 1, dh]) * k.reshape([n * h, 1, tk, dh]))
+        .sum_dim(3)
+        .reshape([n * h, tq, tk])
+        * scale;
+    let weights = softmax(scores, 2);
+    let vt = v.swap_dims(2, 3).reshape([n * h, 1, dh, tk]);
+    (weights.reshape([n * h, tq, 1, tk]) * vt)
+        .sum_dim(3)
+        .reshape([n, h, tq, dh])
+}
+
+/// Resamples a `[G, G, D]` grid (row-major, channels last) to `[g, g, D]`
+/// with PyTorch's bicubic (`A = -0.75`, `align_corners=False`, border
+/// indices clamped), computed in `f64`. A same-size grid is copied as is.
+pub(crate) fn resample_grid(
+    src: &[f32],
+    from: usize,
+    to: usize,
+    dim: usize,
+    mode: PosInterpolation,
+) -> Vec<f32> {
+    // Both upstreams skip the interpolation when the grids match.
+    if from == to {
+        return src[..from * from * dim].to_vec();
+    }
+    let scale = match mode {
+        PosInterpolation::Size => from as f64 / to as f64,
+        // PyTorch uses 1 / scale_factor when a scale factor is given.
+        PosInterpolation::HubOffset => from as f64 / (to as f64 + 0.1),
+    };
+    let taps = |o: usize| -> ([usize; 4], [f64; 4]) {
+        let real = scale * (o as f64 + 0.5) - 0.5;
+        let base = real.floor();
+        let t = real - base;
+        let a = -0.75;
+        let cubic1 = |x: f64| ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+        let cubic2 = |x: f64| ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+        let w = [cubic2(t + 1.0), cubic1(t), cubic1(1.0 - t), cubic2(2.0 - t)];
+        let idx = |k: i64| (base as i64 + k).clamp(0, from as i64 - 1) as usize;
+        ([idx(-1), idx(0), idx(1), idx(2)], w)
+    };
+    let mut out = vec![0.0f32; to * to * dim];
+    for oy in 0..to {
+        let (ys, wy) = taps(oy);
+        for ox in 0..to {
+            let (xs, wx) = taps(ox);
+            for c in 0..dim {
+                let mut acc = 0.0f64;
+                for (j, &y) in ys.iter().enumerate() {
+                    let mut row = 0.0f64;
+                    for (i, &x) in xs.iter().enumerate() {
+                        row += wx[i] * f64::from(src[(y * from + x) * dim + c]);
+                    }
+                    acc += wy[j] * row;
+                }
+                out[(oy * to + ox) * dim + c] = acc as f32;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resampling_to_the_same_grid_with_size_is_the_identity() {
+        let src: Vec<f32> = (0..2 * 2 * 3).map(|v| v as f32).collect();
+        assert_eq!(resample_grid(&src, 2, 2, 3, PosInterpolation::Size), src);
+    }
+
+    #[test]
+    fn bicubic_keeps_constants_and_ramps_inside() {
+        // A constant grid stays constant (the weights sum to one).
+        let src = vec![2.5f32; 8 * 8];
+        let out = resample_grid(&src, 8, 5, 1, PosInterpolation::Size);
+        assert!(out.iter().all(|v| (v - 2.5).abs() < 1e-6), "{out:?}");
+        // Upsampling a 4x4 grid by 2 puts the first output sample a quarter
+        // pixel before the first input's centre (align_corners=False).
+        let src: Vec<f32> = (0..16).map(|i| (i % 4) as f32).collect();
+        let out = resample_grid(&src, 4, 8, 1, PosInterpolation::Size);
+        // Output x=3 maps to 0.5*(3.5)-0.5 = 1.25: inside the ramp, cubic
+        // reproduces linear functions exactly away from the border.
+        assert!((out[3] - 1.25).abs() < 1e-6, "{}", out[3]);
+    }
+}

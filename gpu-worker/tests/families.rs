@@ -1,0 +1,354 @@
+//! The transformer and ConvNeXt families against PyTorch: small
+//! configurations of the real upstream classes (torchvision, open_clip,
+//! transformers), saved by upstream code in each published layout, and
+//! their upstream forward passes as references
+//! (`scripts/make_family_vectors.py`). Also the one-line errors for
+//! checkpoints that do not fit.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+mod common;
+
+use gpu_worker::{
+    Activation, Architecture, ConvNextConfig, Engine, Model, Pooling, PosInterpolation, VitConfig,
+    WeightsError,
+};
+use pipeline_core::{DeviceSpec, Normalize, Prediction, Task};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Cosine similarity at least this, per image.
+const MIN_COSINE: f64 = 0.99999;
+/// Largest |Δ| relative to the reference's largest |value|, per image.
+const MAX_RELATIVE: f64 = 1e-4;
+
+#[derive(Deserialize)]
+struct Reference {
+    cases: HashMap<String, Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    config: Value,
+    files: Vec<String>,
+    mean: [f32; 3],
+    std: [f32; 3],
+    images: String,
+    side: usize,
+    embed: Vec<Vec<f32>>,
+    logits: Option<Vec<Vec<f32>>>,
+    embed_mean: Option<Vec<Vec<f32>>>,
+    embed_cls_mean: Option<Vec<Vec<f32>>>,
+}
+
+fn vectors() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/families")
+}
+
+fn reference() -> Reference {
+    let json = std::fs::read_to_string(vectors().join("reference.json"))
+        .expect("families/reference.json is committed");
+    serde_json::from_str(&json).expect("reference.json parses")
+}
+
+/// The architecture a case's `config` describes.
+fn architecture(config: &Value) -> Architecture {
+    if let Some(c) = config.get("convnext") {
+        let list = |k: &str| -> Vec<usize> {
+            c[k].as_array()
+                .expect("a list")
+                .iter()
+                .map(|v| v.as_u64().expect("a count") as usize)
+                .collect()
+        };
+        return Architecture::ConvNext(ConvNextConfig {
+            dims: list("dims"),
+            depths: list("depths"),
+            classes: c["classes"].as_u64().expect("classes") as usize,
+        });
+    }
+    let c = &config["vit"];
+    let n = |k: &str| c[k].as_u64().unwrap_or_else(|| panic!("{k}")) as usize;
+    let b = |k: &str| c[k].as_bool().unwrap_or_else(|| panic!("{k}"));
+    let opt = |k: &str| c[k].as_u64().map(|v| v as usize);
+    Architecture::Vit(VitConfig {
+        patch: n("patch"),
+        width: n("width"),
+        depth: n("depth"),
+        heads: n("heads"),
+        mlp: n("mlp"),
+        class_token: b("class_token"),
+        registers: n("registers"),
+        pos_grid: n("pos_grid"),
+        image: n("image"),
+        patch_bias: b("patch_bias"),
+        pre_norm: b("pre_norm"),
+        eps: c["eps"].as_f64().expect("eps"),
+        activation: match c["activation"].as_str() {
+            Some("gelu") => Activation::Gelu,
+            Some("gelu_tanh") => Activation::GeluTanh,
+            Some("quick_gelu") => Activation::QuickGelu,
+            other => panic!("activation {other:?}"),
+        },
+        layer_scale: b("layer_scale"),
+        pooling: match c["pooling"].as_str() {
+            Some("class") => Pooling::Class,
+            Some("map") => Pooling::Map,
+            other => panic!("pooling {other:?}"),
+        },
+        interpolation: PosInterpolation::Size,
+        projection: opt("projection"),
+        classes: opt("classes"),
+        normalize: b("normalize"),
+    })
+}
+
+fn with_pooling(arch: &Architecture, pooling: Pooling) -> Architecture {
+    match arch {
+        Architecture::Vit(c) => Architecture::Vit(VitConfig {
+            pooling,
+            ..c.clone()
+        }),
+        other => other.clone(),
+    }
+}
+
+fn run(engine: &Engine, case: &Case, task: Task) -> Vec<Prediction> {
+    let images = std::fs::read(vectors().join(&case.images)).expect("case images are committed");
+    let normalize = Normalize {
+        mean: case.mean,
+        std: case.std,
+    };
+    engine
+        .infer(&images, 2, 2, case.side, &normalize)
+        .map(|p| {
+            assert_eq!(p.len(), 2);
+            p
+        })
+        .unwrap_or_else(|e| panic!("forward pass ({task:?}): {e}"))
+}
+
+/// Cosine ≥ [`MIN_COSINE`] and max |Δ| ≤ [`MAX_RELATIVE`] × max |want|.
+fn assert_close(got: &[f32], want: &[f32], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let dot: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| f64::from(*a) * f64::from(*b))
+        .sum();
+    let norm = |v: &[f32]| v.iter().map(|x| f64::from(*x).powi(2)).sum::<f64>().sqrt();
+    let cosine = dot / (norm(got) * norm(want));
+    let scale = want.iter().map(|v| f64::from(v.abs())).fold(0.0, f64::max);
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| f64::from((a - b).abs()))
+        .fold(0.0, f64::max);
+    assert!(
+        cosine >= MIN_COSINE && worst <= MAX_RELATIVE * scale,
+        "{what}: cosine {cosine:.8}, max |Δ| {worst:.3e} against max |ref| {scale:.3e}"
+    );
+}
+
+fn softmax(logits: &[f32]) -> Vec<f32> {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let exps: Vec<f64> = logits.iter().map(|l| f64::from(l - max).exp()).collect();
+    let sum: f64 = exps.iter().sum();
+    exps.iter().map(|e| (e / sum) as f32).collect()
+}
+
+fn check_case(name: &str, case: &Case, spec: &DeviceSpec, files: &[String]) {
+    let device = gpu_worker::open(spec).expect("device opens");
+    let arch = architecture(&case.config);
+    for file in files {
+        let path = vectors().join(file);
+        let what = format!("{name} ({file}) on {spec}");
+        let model = Model::load_architecture(&arch, name, &path, &device)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let engine = Engine::for_device(spec, device.clone(), model, Task::Embed);
+        for (i, p) in run(&engine, case, Task::Embed).into_iter().enumerate() {
+            let Prediction::Embedding(v) = p else {
+                panic!("{what}: an embedding")
+            };
+            assert_close(&v, &case.embed[i], &format!("{what}, embedding {i}"));
+        }
+        if let Some(logits) = &case.logits {
+            let classes = logits[0].len();
+            let model = Model::load_architecture(&arch, name, &path, &device)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let task = Task::Classify { top_k: classes };
+            let engine = Engine::for_device(spec, device.clone(), model, task);
+            for (i, p) in run(&engine, case, task).into_iter().enumerate() {
+                let Prediction::TopK(scores) = p else {
+                    panic!("{what}: classes")
+                };
+                let mut probs = vec![0.0; classes];
+                for s in scores {
+                    probs[s.class as usize] = s.prob;
+                }
+                assert_close(
+                    &probs,
+                    &softmax(&logits[i]),
+                    &format!("{what}, probabilities {i}"),
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_family_and_layout_matches_pytorch_on_the_cpu() {
+    let reference = reference();
+    assert_eq!(
+        reference.cases.len(),
+        7,
+        "every family and layout has a case"
+    );
+    let mut names: Vec<&String> = reference.cases.keys().collect();
+    names.sort();
+    for name in names {
+        let case = &reference.cases[name];
+        check_case(name, case, &DeviceSpec::Cpu, &case.files);
+    }
+}
+
+#[test]
+fn dinov2_pools_class_mean_or_both() {
+    let reference = reference();
+    let case = &reference.cases["hf_dinov2"];
+    let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");
+    let arch = architecture(&case.config);
+    let wants = [
+        (
+            Pooling::Mean,
+            case.embed_mean.as_ref().expect("mean reference"),
+        ),
+        (
+            Pooling::ClassAndMean,
+            case.embed_cls_mean.as_ref().expect("cls+mean reference"),
+        ),
+    ];
+    for (pooling, want) in wants {
+        let arch = with_pooling(&arch, pooling);
+        let path = vectors().join(&case.files[0]);
+        let model = Model::load_architecture(&arch, "dinov2", &path, &device).expect("loads");
+        let engine = Engine::new(device.clone(), model, Task::Embed);
+        for (i, p) in run(&engine, case, Task::Embed).into_iter().enumerate() {
+            let Prediction::Embedding(v) = p else {
+                panic!("an embedding")
+            };
+            assert_close(&v, &want[i], &format!("{pooling:?} {i}"));
+        }
+    }
+}
+
+/// The GPU code path: Mesa's lavapipe runs one small transformer and the
+/// ConvNeXt stack (CI's time allows no more there).
+/// It runs in a child process, so that a crash inside the driver fails this
+/// test by its signal instead of killing the test binary.
+#[test]
+fn a_transformer_and_a_convnext_match_pytorch_on_the_software_adapter() {
+    let test = "a_transformer_and_a_convnext_match_pytorch_on_the_software_adapter";
+    let signal = common::in_child(test, || {
+        if gpu_worker::open(&DeviceSpec::Software).is_err() {
+            panic!("Mesa's lavapipe (mesa-vulkan-drivers) is needed; scripts/test.sh installs it");
+        }
+        let reference = reference();
+        for name in ["hf_siglip", "torchvision_convnext"] {
+            let case = &reference.cases[name];
+            check_case(name, case, &DeviceSpec::Software, &case.files[..1]);
+        }
+    });
+    assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
+}
+
+fn load_error(arch: &Architecture, file: &Path) -> String {
+    let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");
+    match Model::load_architecture(arch, "the model", file, &device) {
+        Ok(_) => panic!("{} loaded, but should not fit", file.display()),
+        Err(e) => {
+            let line = e.to_string();
+            assert!(!line.contains('\n'), "one line: {line}");
+            assert!(line.len() < 800, "short: {line}");
+            line
+        }
+    }
+}
+
+#[test]
+fn checkpoints_that_do_not_fit_are_one_line_errors() {
+    let reference = reference();
+    let clip = architecture(&reference.cases["hf_clip"].config);
+    let siglip = architecture(&reference.cases["hf_siglip"].config);
+
+    // Another size: patch 16 asked of patch-8 weights.
+    let Architecture::Vit(c) = &clip else {
+        panic!("CLIP is a ViT")
+    };
+    let other_size = Architecture::Vit(VitConfig {
+        patch: 16,
+        pos_grid: 2,
+        ..c.clone()
+    });
+    let line = load_error(&other_size, &vectors().join("hf_clip/model.safetensors"));
+    assert!(line.contains("looks like a Hugging Face CLIP"), "{line}");
+    assert!(
+        line.contains("patch_embedding.weight is [32, 3, 8, 8], expected [32, 3, 16, 16]"),
+        "{line}"
+    );
+
+    // Another family: SigLIP weights for CLIP, CLIP for SigLIP.
+    let line = load_error(&clip, &vectors().join("hf_siglip/model.safetensors"));
+    assert!(
+        line.contains("looks like a Hugging Face SigLIP checkpoint, not an OpenCLIP"),
+        "{line}"
+    );
+    let line = load_error(&siglip, &vectors().join("open_clip_model.safetensors"));
+    assert!(line.contains("looks like an OpenCLIP"), "{line}");
+
+    // A text tower alone.
+    let line = load_error(&clip, &vectors().join("clip_text_only.safetensors"));
+    assert!(line.contains("text tower only"), "{line}");
+
+    // OpenAI's TorchScript archive.
+    let line = load_error(&clip, &vectors().join("openai_torchscript.pt"));
+    assert!(line.contains("TorchScript"), "{line}");
+
+    // Truncated files, in both containers.
+    let dir = tempfile::tempdir().expect("temp dir");
+    for file in ["hf_clip/model.safetensors", "open_clip_pytorch_model.bin"] {
+        let bytes = std::fs::read(vectors().join(file)).expect("committed");
+        let cut = dir.path().join(file.replace('/', "_"));
+        std::fs::write(&cut, &bytes[..bytes.len() * 2 / 3]).expect("write");
+        let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");
+        match Model::load_architecture(&clip, "clip", &cut, &device) {
+            Err(e @ WeightsError::Unreadable { .. }) => {
+                let line = e.to_string();
+                assert!(!line.contains('\n'), "one line: {line}");
+            }
+            Err(other) => panic!("{file} cut: {other}"),
+            Ok(_) => panic!("{file} cut short still loaded"),
+        }
+    }
+}
+
+#[test]
+fn a_mismatch_lists_a_few_tensors_and_counts_the_rest() {
+    // ResNet-style weights for a ViT: every tensor differs.
+    let reference = reference();
+    let vit = architecture(&reference.cases["torchvision_vit"].config);
+    let line = load_error(&vit, &vectors().join("convnext_tiny_small.pth"));
+    assert!(line.contains("looks like a torchvision ConvNeXt"), "{line}");
+    let dinov2 = architecture(&reference.cases["hf_dinov2"].config);
+    let Architecture::Vit(c) = &dinov2 else {
+        panic!("DINOv2 is a ViT")
+    };
+    let deeper = Architecture::Vit(VitConfig {
+        depth: 12,
+        ..c.clone()
+    });
+    let line = load_error(&deeper, &vectors().join("hf_dinov2/model.safetensors"));
+    assert!(line.contains("encoder.layer.2."), "{line}");
+    assert!(line.contains("more mismatched tensors"), "{line}");
+}

@@ -18,6 +18,8 @@ pub(crate) enum Command {
     Infer(Box<InferArgs>),
     /// List the devices `infer` can use.
     Devices(DevicesArgs),
+    /// List the models, their tasks, preprocessing and checkpoint layouts.
+    Models(ModelsArgs),
     /// Measure throughput per stage, on real or generated images.
     Bench(Box<BenchArgs>),
     /// Assemble the final output from the part files of all shards.
@@ -100,19 +102,26 @@ pub(crate) struct RunArgs {
     /// Worker processes per device.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub(crate) workers_per_gpu: u32,
-    /// tiny, resnet18, resnet34, resnet50, resnet101, resnet152, efficientnet_lite0.
+    /// A model `pipeline models` lists: resnet50, vit_b_16, convnext_tiny,
+    /// clip_vit_b_32, siglip_base_patch16_224, dinov2_vitb14, …
     #[arg(long, default_value = "efficientnet_lite0", value_name = "NAME")]
     pub(crate) model: String,
-    /// Weight file (.pth or .safetensors). Without it the model's cached file
+    /// Checkpoint as its upstream publishes it (.pth, .pt, .bin or
+    /// .safetensors; the layout is told from its tensor names). Without it the model's cached file
     /// (see scripts/fetch-weights.sh) is used, else seeded random weights.
     #[arg(long, value_name = "FILE")]
     pub(crate) weights: Option<PathBuf>,
     /// Seed of the random weights used when there is no weight file.
     #[arg(long, default_value_t = 0, value_name = "N")]
     pub(crate) seed: u64,
-    /// What to compute per image.
-    #[arg(long, value_enum, default_value_t = TaskArg::Classify)]
-    pub(crate) task: TaskArg,
+    /// What to compute per image (default: classify for classifiers,
+    /// embed for CLIP, SigLIP and DINOv2).
+    #[arg(long, value_enum)]
+    pub(crate) task: Option<TaskArg>,
+    /// DINOv2 embeddings: the class token (`cls`, the default), the patch
+    /// mean (`mean`) or both concatenated (`cls+mean`).
+    #[arg(long, value_name = "cls|mean|cls+mean")]
+    pub(crate) pooling: Option<String>,
     /// Classes kept per image (classify).
     #[arg(long, default_value_t = 5, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub(crate) top_k: u32,
@@ -180,6 +189,14 @@ pub(crate) struct BenchArgs {
 /// `pipeline devices`.
 #[derive(Debug, Args)]
 pub(crate) struct DevicesArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// `pipeline models`.
+#[derive(Debug, Args)]
+pub(crate) struct ModelsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub(crate) json: bool,

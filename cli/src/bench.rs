@@ -561,7 +561,7 @@ fn pipeline(
         chunk_size,
         out: out.clone(),
         format: OutputFormat::Jsonl,
-        feature_dim: worker.model.feature_dim(),
+        feature_dim: worker.model.embedding_dim(worker.pooling),
         exe: current_exe()?,
         max_restarts: MAX_RESTARTS,
         hang_timeout: None,

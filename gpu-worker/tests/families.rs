@@ -243,8 +243,9 @@ fn dinov2_pools_class_mean_or_both() {
     }
 }
 
-/// The GPU code path: Mesa's lavapipe runs one small transformer and the
-/// ConvNeXt stack (CI's time allows no more there).
+/// The GPU code path: Mesa's lavapipe runs the small CLIP (class token,
+/// pre-norm, projection, normalised output) and SigLIP (attention-pooling
+/// head) transformers and the ConvNeXt stack.
 /// It runs in a child process, so that a crash inside the driver fails this
 /// test by its signal instead of killing the test binary.
 #[test]
@@ -255,7 +256,7 @@ fn a_transformer_and_a_convnext_match_pytorch_on_the_software_adapter() {
             panic!("Mesa's lavapipe (mesa-vulkan-drivers) is needed; scripts/test.sh installs it");
         }
         let reference = reference();
-        for name in ["hf_siglip", "torchvision_convnext"] {
+        for name in ["hf_clip", "hf_siglip", "torchvision_convnext"] {
             let case = &reference.cases[name];
             check_case(name, case, &DeviceSpec::Software, &case.files[..1]);
         }

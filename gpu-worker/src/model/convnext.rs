@@ -9,7 +9,7 @@
 //! ```
 
 use burn::tensor::activation::gelu;
-use burn::tensor::module::{conv2d, layer_norm};
+use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 
@@ -147,8 +147,9 @@ pub(crate) struct ConvNext {
 }
 
 /// LayerNorm over the channels of an NCHW tensor (torchvision's `LayerNorm2d`).
-fn norm_channels(norm: &Norm, x: Tensor<4>) -> Tensor<4> {
-    norm.forward(x.permute([0, 2, 3, 1])).permute([0, 3, 1, 2])
+fn norm_channels(norm: &Norm, x: Tensor<4>, software: bool) -> Tensor<4> {
+    norm.run(x.permute([0, 2, 3, 1]), software)
+        .permute([0, 3, 1, 2])
 }
 
 impl ConvNext {
@@ -224,14 +225,14 @@ impl ConvNext {
     /// Pre-logits features, `[N, C]`: the classifier's LayerNorm over the
     /// spatial mean.
     pub(crate) fn features(&self, x: Tensor<4>, software: bool) -> Tensor<2> {
-        let mut x = norm_channels(&self.stem_norm, self.stem.forward(x));
+        let mut x = norm_channels(&self.stem_norm, self.stem.forward(x), software);
         for stage in &self.stages {
             if let Some((norm, conv)) = &stage.down {
-                x = conv.forward(norm_channels(norm, x));
+                x = conv.forward(norm_channels(norm, x, software));
             }
             for block in &stage.blocks {
                 let h = block.dw.forward(x.clone()).permute([0, 2, 3, 1]);
-                let h = block.norm.forward(h);
+                let h = block.norm.run(h, software);
                 let h = block.fc2.run(gelu(block.fc1.run(h, software)), software);
                 let c = block.gamma.dims()[0];
                 let h = h * block.gamma.clone().reshape([1, 1, 1, c]);
@@ -240,12 +241,7 @@ impl ConvNext {
         }
         let [n, c, h, w] = x.dims();
         let pooled = x.reshape([n, c, h * w]).mean_dim(2).reshape([n, c]);
-        layer_norm(
-            pooled,
-            self.head_norm.gamma.clone(),
-            Some(self.head_norm.beta.clone()),
-            EPS,
-        )
+        self.head_norm.run(pooled, software)
     }
 
     pub(crate) fn classifier(&self) -> &Dense {

@@ -196,6 +196,47 @@ impl Norm {
     pub(crate) fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         layer_norm(x, self.gamma.clone(), Some(self.beta.clone()), self.eps)
     }
+
+    /// [`Norm::forward`], or on Mesa's lavapipe (`software`), whose compiler
+    /// crashes on the fused kernels burn makes of a last-axis reduction and
+    /// the elementwise ops around it, with both means taken as convolutions
+    /// ([`last_axis_mean`]).
+    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>, software: bool) -> Tensor<D> {
+        if !software {
+            return self.forward(x);
+        }
+        let d = self.gamma.dims()[0];
+        let mut shape = [1; D];
+        shape[D - 1] = d;
+        let centred = x.clone() - last_axis_mean(x, true);
+        let var = last_axis_mean(centred.clone() * centred.clone(), true);
+        centred / (var + self.eps).sqrt() * self.gamma.clone().reshape(shape)
+            + self.beta.clone().reshape(shape)
+    }
+}
+
+/// The mean over the last axis, kept as an axis of 1. With `software`, as a
+/// 3×1 convolution with weights `1/D` (see [`Dense::run`]), which lavapipe
+/// compiles where burn's fused reductions crash it.
+pub(crate) fn last_axis_mean<const D: usize>(x: Tensor<D>, software: bool) -> Tensor<D> {
+    if !software {
+        return x.mean_dim(D - 1);
+    }
+    let dims = x.dims();
+    let d = dims[D - 1];
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let weight = Tensor::<4>::full([1, d, 1, 1], 1.0 / d as f64, &x.device())
+        .pad((0, 0, 1, 1), PadMode::Constant(0.0));
+    let input = x.reshape([rows, d]).transpose().reshape([1, d, rows, 1]);
+    let mut shape = dims;
+    shape[D - 1] = 1;
+    conv2d(
+        input,
+        weight,
+        None,
+        ConvOptions::new([1, 1], [1, 0], [1, 1], 1),
+    )
+    .reshape(shape)
 }
 
 /// A Linear layer, weight stored `[in, out]` as burn's `linear` wants.
@@ -441,12 +482,12 @@ impl Vit {
             None => patches,
         };
         if let Some(pre) = &self.pre_norm {
-            t = pre.forward(t);
+            t = pre.run(t, software);
         }
         for block in &self.blocks {
             t = self.block(block, t, software);
         }
-        let t = self.norm.forward(t);
+        let t = self.norm.run(t, software);
         let tokens = t.dims()[1];
         let prefix = c.prefix();
         let class = || t.clone().narrow(1, 0, 1).reshape([n, d]);
@@ -466,11 +507,11 @@ impl Vit {
             pooled = proj.run(pooled, software);
         }
         if c.normalize {
-            let norm = (pooled.clone() * pooled.clone())
-                .sum_dim(1)
-                .sqrt()
-                .clamp_min(1e-12);
-            pooled = pooled / norm;
+            // F.normalize: x / max(‖x‖, 1e-12). The sum of squares as a mean
+            // (a convolution on lavapipe, see `last_axis_mean`) times the width.
+            let width = pooled.dims()[1] as f64;
+            let square_mean = last_axis_mean(pooled.clone() * pooled.clone(), software);
+            pooled = pooled / (square_mean * width).sqrt().clamp_min(1e-12);
         }
         pooled
     }
@@ -488,13 +529,13 @@ impl Vit {
     }
 
     fn block(&self, b: &Block, t: Tensor<3>, software: bool) -> Tensor<3> {
-        let h = self.attend(&b.qkv, &b.out, b.norm1.forward(t.clone()), software);
+        let h = self.attend(&b.qkv, &b.out, b.norm1.run(t.clone(), software), software);
         let h = match &b.ls1 {
             Some(ls) => h * ls.clone(),
             None => h,
         };
         let t = t + h;
-        let h = self.mlp(&b.mlp, b.norm2.forward(t.clone()), software);
+        let h = self.mlp(&b.mlp, b.norm2.run(t.clone(), software), software);
         let h = match &b.ls2 {
             Some(ls) => h * ls.clone(),
             None => h,
@@ -547,7 +588,7 @@ impl Vit {
         let v = self.heads(kv.narrow(2, d, d));
         let o = scaled_dot_product(q, k, v, software);
         let h = head.out.run(Self::merge_heads(o), software);
-        let h = h.clone() + self.mlp(&head.mlp, head.norm.forward(h), software);
+        let h = h.clone() + self.mlp(&head.mlp, head.norm.run(h, software), software);
         h.reshape([n, d])
     }
 }
@@ -563,10 +604,11 @@ fn scaled_dot_product(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, software: bool) 
     let [n, h, tq, dh] = q.dims();
     let tk = k.dims()[2];
     let scale = 1.0 / (dh as f64).sqrt();
-    let scores = (q.reshape([n * h, tq, 1, dh]) * k.reshape([n * h, 1, tk, dh]))
+    // The scale goes on q: a sum followed by a multiply and softmax fuses
+    // into a kernel lavapipe's compiler crashes on.
+    let scores = ((q * scale).reshape([n * h, tq, 1, dh]) * k.reshape([n * h, 1, tk, dh]))
         .sum_dim(3)
-        .reshape([n * h, tq, tk])
-        * scale;
+        .reshape([n * h, tq, tk]);
     let weights = softmax(scores, 2);
     let vt = v.swap_dims(2, 3).reshape([n * h, 1, dh, tk]);
     (weights.reshape([n * h, tq, 1, tk]) * vt)

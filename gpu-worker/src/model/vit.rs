@@ -683,12 +683,27 @@ mod tests {
         let src = vec![2.5f32; 8 * 8];
         let out = resample_grid(&src, 8, 5, 1, PosInterpolation::Size);
         assert!(out.iter().all(|v| (v - 2.5).abs() < 1e-6), "{out:?}");
-        // Upsampling a 4x4 grid by 2 puts the first output sample a quarter
-        // pixel before the first input's centre (align_corners=False).
+        // A ramp, against torch.nn.functional.interpolate(mode="bicubic",
+        // align_corners=False) by size and by scale factor (the hub's +0.1).
         let src: Vec<f32> = (0..16).map(|i| (i % 4) as f32).collect();
-        let out = resample_grid(&src, 4, 8, 1, PosInterpolation::Size);
-        // Output x=3 maps to 0.5*(3.5)-0.5 = 1.25: inside the ramp, cubic
-        // reproduces linear functions exactly away from the border.
-        assert!((out[3] - 1.25).abs() < 1e-6, "{}", out[3]);
+        let by_size = resample_grid(&src, 4, 8, 1, PosInterpolation::Size);
+        let torch_size = [
+            -0.105_468_75,
+            0.191_406_25,
+            0.667_968_75,
+            1.296_875,
+            1.703_125,
+            2.332_031_25,
+            2.808_593_75,
+            3.105_468_75,
+        ];
+        for (got, want) in by_size[..8].iter().zip(torch_size) {
+            assert!((got - want).abs() < 1e-6, "{by_size:?}");
+        }
+        let by_scale = resample_grid(&src, 4, 5, 1, PosInterpolation::HubOffset);
+        let torch_scale = [-0.064_377_77, 0.584_743_4, 1.470_527_6, 2.326_273_2, 3.020_781];
+        for (got, want) in by_scale[..5].iter().zip(torch_scale) {
+            assert!((got - want).abs() < 1e-5, "{by_scale:?}");
+        }
     }
 }

@@ -120,13 +120,11 @@ fn run(engine: &Engine, case: &Case, task: Task) -> Vec<Prediction> {
         mean: case.mean,
         std: case.std,
     };
-    engine
+    let predictions = engine
         .infer(&images, 2, 2, case.side, &normalize)
-        .map(|p| {
-            assert_eq!(p.len(), 2);
-            p
-        })
-        .unwrap_or_else(|e| panic!("forward pass ({task:?}): {e}"))
+        .unwrap_or_else(|e| panic!("forward pass ({task:?}): {e}"));
+    assert_eq!(predictions.len(), 2);
+    predictions
 }
 
 /// Cosine ≥ [`MIN_COSINE`] and max |Δ| ≤ [`MAX_RELATIVE`] × max |want|.

@@ -334,7 +334,10 @@ mod tests {
             "SigLIP-base-patch16-224".parse::<ModelKind>(),
             Ok(ModelKind::SiglipBasePatch16_224)
         );
-        let err = "vgg16".parse::<ModelKind>().unwrap_err().to_string();
+        let err = "vgg16"
+            .parse::<ModelKind>()
+            .expect_err("vgg16 is not a model")
+            .to_string();
         assert!(
             err.contains("dinov2_vitl14") && err.contains("tiny"),
             "{err}"

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Model-only images/s of PyTorch on the CPU, the baseline users would pick,
-for the same models and batch sizes as `cargo bench -p benches -- model`.
+for the same models and batch sizes as `cargo bench -p benches -- model`
+and `pipeline bench --model-only --gpus cpu`.
 
-    python3 scripts/bench_pytorch_models.py [--threads 2] [--seconds 10]
+    python3 scripts/bench_pytorch_models.py [--threads 2] [--seconds 10] [--models vit_b_16,clip_vit_b_32]
 
 Pre-made float32 tensors (no decoding), inference mode, warm-up excluded.
 Prints one Markdown row per (model, batch).
@@ -19,10 +20,48 @@ def lite0():
     return EfficientNet.from_name("efficientnet-lite0")
 
 
+class Tower(torch.nn.Module):
+    """A transformers vision model returning its image embedding."""
+
+    def __init__(self, model, output):
+        super().__init__()
+        self.model, self.output = model, output
+
+    def forward(self, x):
+        return getattr(self.model(pixel_values=x), self.output)
+
+
+def clip_b32():
+    from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+    config = CLIPVisionConfig(hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+                              patch_size=32, image_size=224, projection_dim=512)
+    return Tower(CLIPVisionModelWithProjection(config), "image_embeds")
+
+
+def siglip_b16():
+    from transformers import SiglipVisionConfig, SiglipVisionModel
+    return Tower(SiglipVisionModel(SiglipVisionConfig()), "pooler_output")
+
+
+def dinov2(width, layers, heads):
+    def make():
+        from transformers import Dinov2Config, Dinov2Model
+        config = Dinov2Config(hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads,
+                              patch_size=14, image_size=518)
+        return Tower(Dinov2Model(config), "pooler_output")
+    return make
+
+
 MODELS = {
     "resnet18": torchvision.models.resnet18,
     "resnet50": torchvision.models.resnet50,
     "efficientnet_lite0": lite0,
+    "vit_b_16": torchvision.models.vit_b_16,
+    "convnext_tiny": torchvision.models.convnext_tiny,
+    "clip_vit_b_32": clip_b32,
+    "siglip_base_patch16_224": siglip_b16,
+    "dinov2_vits14": dinov2(384, 12, 6),
+    "dinov2_vitb14": dinov2(768, 12, 12),
 }
 
 
@@ -31,12 +70,13 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--batches", default="1,8,32")
+    ap.add_argument("--models", default="resnet18,resnet50,efficientnet_lite0")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"| model | batch | PyTorch {torch.__version__} img/s ({args.threads} threads) |")
     print("|---|---|---|")
-    for name, make in MODELS.items():
-        model = make().eval()
+    for name in args.models.split(","):
+        model = MODELS[name]().eval()
         for batch in [int(b) for b in args.batches.split(",")]:
             x = torch.randn(batch, 3, 224, 224)
             with torch.inference_mode():

@@ -88,12 +88,14 @@ pub(crate) fn decode_bytes(
         ));
     }
 
-    if spec.jpeg_draft && format == ImageFormat::Jpeg {
+    if format == ImageFormat::Jpeg {
         let (tw, th) = spec.resized_size(width, height);
-        if width >= 2 * tw
-            && height >= 2 * th
-            && let Some(image) = decode_jpeg_draft(bytes, tw, th, limits)?
-        {
+        let scale = if spec.jpeg_draft && width >= 2 * tw && height >= 2 * th {
+            JpegScale::Draft(tw, th)
+        } else {
+            JpegScale::Full
+        };
+        if let Some(image) = decode_jpeg_turbo(bytes, scale, limits)? {
             return Ok(image);
         }
     }
@@ -194,16 +196,27 @@ fn format_is_truncated_jpeg(bytes: &[u8]) -> bool {
     }
 }
 
-/// Reduced-DCT decode with libjpeg-turbo (through `mozjpeg`), set up as
-/// Pillow's `draft` sets it: the largest reduction of 1/2, 1/4 or 1/8 whose
-/// output still covers `target_w × target_h`, plain chroma upsampling and
-/// the fast integer IDCT. Returns `None` for CMYK and YCCK, so the
-/// caller decodes those fully. libjpeg's errors arrive as unwinding panics
-/// (its warnings are silenced) and become `decode` errors here.
-fn decode_jpeg_draft(
+/// How [`decode_jpeg_turbo`] decodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JpegScale {
+    /// Full size with libjpeg's defaults, as Pillow's `Image.open` +
+    /// `convert("RGB")` decodes: the accurate integer IDCT (`islow`) and
+    /// fancy (smoothing) chroma upsampling, so the pixels are Pillow's.
+    Full,
+    /// Pillow's `draft` for a resize target of `(width, height)`: the
+    /// largest reduction of 1/2, 1/4 or 1/8 whose output still covers it,
+    /// plain chroma upsampling and the fast integer IDCT.
+    Draft(u32, u32),
+}
+
+/// Decodes a JPEG with libjpeg-turbo (through `mozjpeg`), the library
+/// Pillow's wheels bundle. Returns `None` for CMYK and YCCK (Pillow
+/// converts those with its own formula; the caller's decoder does too).
+/// libjpeg's errors arrive as unwinding panics (its warnings are silenced)
+/// and become `decode` errors here.
+fn decode_jpeg_turbo(
     bytes: &[u8],
-    target_w: u32,
-    target_h: u32,
+    scale: JpegScale,
     limits: &DecodeLimits,
 ) -> Result<Option<RgbImage>, ItemError> {
     let decode = || -> std::io::Result<Option<(usize, usize, Vec<u8>)>> {
@@ -214,15 +227,23 @@ fn decode_jpeg_draft(
         ) {
             return Ok(None);
         }
-        let numerator = draft_numerator(
-            (decoder.width(), decoder.height()),
-            (target_w as usize, target_h as usize),
-        );
-        decoder.scale(numerator);
-        // What Pillow's draft mode sets too: no fancy (smoothing) chroma
-        // upsampling, and the fastest integer IDCT.
-        decoder.do_fancy_upsampling(false);
-        decoder.dct_method(mozjpeg::DctMethod::IntegerFast);
+        match scale {
+            JpegScale::Full => {
+                decoder.do_fancy_upsampling(true);
+                decoder.dct_method(mozjpeg::DctMethod::IntegerSlow);
+            }
+            JpegScale::Draft(target_w, target_h) => {
+                let numerator = draft_numerator(
+                    (decoder.width(), decoder.height()),
+                    (target_w as usize, target_h as usize),
+                );
+                decoder.scale(numerator);
+                // What Pillow's draft mode sets too: no fancy (smoothing)
+                // chroma upsampling, and the fastest integer IDCT.
+                decoder.do_fancy_upsampling(false);
+                decoder.dct_method(mozjpeg::DctMethod::IntegerFast);
+            }
+        }
         let mut started = decoder.rgb()?;
         let (width, height) = (started.width(), started.height());
         let pixels = started.read_scanlines::<u8>()?;

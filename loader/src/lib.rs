@@ -12,6 +12,7 @@
 mod batch;
 mod decode;
 mod preprocess;
+mod resample;
 mod stream;
 pub mod synthetic;
 

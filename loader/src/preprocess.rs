@@ -1,17 +1,19 @@
-//! Resize and centre crop, equal to torchvision's `Resize(n)` +
-//! `CenterCrop(m)` on a PIL image, then repacking HWC to CHW.
+//! Resize and centre crop, equal to the byte to torchvision's `Resize(n)` +
+//! `CenterCrop(m)` on a PIL image (and to open_clip's and Hugging Face's
+//! processors, which resize with Pillow too), then repacking HWC to CHW.
 //!
-//! `fast_image_resize`'s convolution resampler follows Pillow's: a separable
-//! filter widened by the scale factor (antialiased), horizontal pass first,
-//! 8-bit intermediate, fixed-point coefficients. The whole image is resized
-//! and then cropped, as torchvision does; resizing only the crop window would
-//! shift the filter windows by float rounding.
+//! Bilinear, bicubic and Lanczos resizes run Pillow's own fixed-point
+//! algorithm (`resample.rs`); nearest neighbour goes through
+//! `fast_image_resize`. The whole image is resized and then cropped, as
+//! torchvision does; resizing only the crop window would shift the filter
+//! windows.
 
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use pipeline_core::{ItemError, ItemErrorKind, PreprocessSpec, ResizeFilter};
 
 use crate::decode::RgbImage;
+use crate::resample::{Filter, resize_rgb};
 
 /// Reusable resize state: one per thread, so the hot path does not allocate
 /// once its buffers have grown to the largest image seen.
@@ -19,6 +21,7 @@ use crate::decode::RgbImage;
 pub struct Preprocessor {
     resizer: Resizer,
     resized: Vec<u8>,
+    scratch: Vec<u8>,
 }
 
 impl std::fmt::Debug for Preprocessor {
@@ -50,8 +53,24 @@ impl Preprocessor {
             "output slot must hold one CHW crop"
         );
         let (rw, rh) = spec.resized_size(image.width, image.height);
+        let exact = match spec.filter {
+            ResizeFilter::Bilinear => Some(Filter::Bilinear),
+            ResizeFilter::Bicubic => Some(Filter::Bicubic),
+            ResizeFilter::Lanczos3 => Some(Filter::Lanczos),
+            ResizeFilter::Nearest => None,
+        };
         let resized: &[u8] = if (rw, rh) == (image.width, image.height) {
             &image.pixels
+        } else if let Some(filter) = exact {
+            resize_rgb(
+                &image.pixels,
+                (image.width as usize, image.height as usize),
+                (rw as usize, rh as usize),
+                filter,
+                &mut self.scratch,
+                &mut self.resized,
+            );
+            &self.resized
         } else {
             let len = rw as usize * rh as usize * 3;
             self.resized.resize(len, 0);

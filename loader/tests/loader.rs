@@ -35,9 +35,10 @@ struct Case {
     expected: String,
 }
 
-/// Each crop equals torchvision's `Resize(n) + CenterCrop(m)` on the same
-/// PIL image within ±1 per byte (JPEGs: libjpeg-turbo and zune-jpeg round
-/// their IDCTs differently, so they get the documented tolerance below).
+/// Each crop is byte-identical to torchvision's `Resize(n) + CenterCrop(m)`
+/// on the same PIL image: JPEGs decode with libjpeg-turbo as in Pillow, and
+/// the resize is Pillow's fixed-point algorithm. One documented exception:
+/// CMYK JPEGs (rare) convert to RGB through the `image` crate, within ±1.
 #[test]
 fn crops_match_torchvision_reference_vectors() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
@@ -81,11 +82,11 @@ fn crops_match_torchvision_reference_vectors() {
             }
         }
         let mean = sum as f64 / (3 * side * side) as f64;
-        let tolerance = if case.input.ends_with(".jpg") { 4 } else { 1 };
+        let tolerance = u8::from(case.input.contains("cmyk"));
         report.push(format!("{:<60} max {max:>3} mean {mean:.3}", case.expected));
-        if max > tolerance || mean > 0.5 {
+        if max > tolerance {
             failed.push(format!(
-                "{}: max {max} > {tolerance} or mean {mean:.3} > 0.5",
+                "{}: max {max} > {tolerance} (mean {mean:.3})",
                 case.expected
             ));
         }

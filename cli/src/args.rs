@@ -133,6 +133,10 @@ pub(crate) struct RunArgs {
     /// slightly different pixels.
     #[arg(long)]
     pub(crate) jpeg_draft: bool,
+    /// Faster decode and resize (zune-jpeg, SIMD resize) whose crops differ
+    /// from Pillow's by a few levels; the default matches Pillow to the byte.
+    #[arg(long)]
+    pub(crate) fast_preprocess: bool,
     /// Decoder threads per worker (default: the cores other processes leave
     /// idle, by the 1-minute load average, shared among the workers).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]

@@ -232,6 +232,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             loader_threads,
             preprocess: PreprocessSpec {
                 jpeg_draft: args.jpeg_draft,
+                fast: args.fast_preprocess,
                 ..model.default_preprocess()
             },
             limits: DecodeLimits::default(),

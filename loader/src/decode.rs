@@ -91,11 +91,15 @@ pub(crate) fn decode_bytes(
     if format == ImageFormat::Jpeg {
         let (tw, th) = spec.resized_size(width, height);
         let scale = if spec.jpeg_draft && width >= 2 * tw && height >= 2 * th {
-            JpegScale::Draft(tw, th)
+            Some(JpegScale::Draft(tw, th))
+        } else if spec.fast {
+            None // zune-jpeg, below
         } else {
-            JpegScale::Full
+            Some(JpegScale::Full)
         };
-        if let Some(image) = decode_jpeg_turbo(bytes, scale, limits)? {
+        if let Some(scale) = scale
+            && let Some(image) = decode_jpeg_turbo(bytes, scale, limits)?
+        {
             return Ok(image);
         }
     }

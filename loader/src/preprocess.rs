@@ -54,6 +54,7 @@ impl Preprocessor {
         );
         let (rw, rh) = spec.resized_size(image.width, image.height);
         let exact = match spec.filter {
+            _ if spec.fast => None,
             ResizeFilter::Bilinear => Some(Filter::Bilinear),
             ResizeFilter::Bicubic => Some(Filter::Bicubic),
             ResizeFilter::Lanczos3 => Some(Filter::Lanczos),

@@ -39,6 +39,8 @@ struct Case {
 /// on the same PIL image: JPEGs decode with libjpeg-turbo as in Pillow, and
 /// the resize is Pillow's fixed-point algorithm. One documented exception:
 /// CMYK JPEGs (rare) convert to RGB through the `image` crate, within ±1.
+/// The opt-in fast path (`--fast-preprocess`) stays within ±4 for JPEGs and
+/// ±1 otherwise, mean ≤ 0.5.
 #[test]
 fn crops_match_torchvision_reference_vectors() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
@@ -48,7 +50,11 @@ fn crops_match_torchvision_reference_vectors() {
     assert!(vectors.cases.len() >= 20, "the vector set was truncated");
     let mut report = Vec::new();
     let mut failed = Vec::new();
-    for case in &vectors.cases {
+    for (case, fast) in vectors
+        .cases
+        .iter()
+        .flat_map(|case| [(case, false), (case, true)])
+    {
         let spec = PreprocessSpec {
             resize_shorter: case.resize,
             crop: case.crop,
@@ -57,6 +63,7 @@ fn crops_match_torchvision_reference_vectors() {
                 "bicubic" => ResizeFilter::Bicubic,
                 other => panic!("unknown filter {other} in vectors.json"),
             },
+            fast,
             ..PreprocessSpec::default()
         };
         let got = loader(1, 1, spec)
@@ -82,11 +89,21 @@ fn crops_match_torchvision_reference_vectors() {
             }
         }
         let mean = sum as f64 / (3 * side * side) as f64;
-        let tolerance = u8::from(case.input.contains("cmyk"));
-        report.push(format!("{:<60} max {max:>3} mean {mean:.3}", case.expected));
-        if max > tolerance {
+        // --fast-preprocess: zune-jpeg and fast_image_resize round
+        // differently from libjpeg-turbo and Pillow, by a few levels.
+        let (tolerance, mean_limit) = match (fast, case.input.ends_with(".jpg")) {
+            (false, _) => (u8::from(case.input.contains("cmyk")), 0.01),
+            (true, true) => (4, 0.5),
+            (true, false) => (1, 0.5),
+        };
+        let mode = if fast { "fast" } else { "exact" };
+        report.push(format!(
+            "{:<60} {mode:<5} max {max:>3} mean {mean:.3}",
+            case.expected
+        ));
+        if max > tolerance || mean > mean_limit {
             failed.push(format!(
-                "{}: max {max} > {tolerance} (mean {mean:.3})",
+                "{} ({mode}): max {max} > {tolerance} or mean {mean:.3} > {mean_limit}",
                 case.expected
             ));
         }

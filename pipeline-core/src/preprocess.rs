@@ -96,6 +96,11 @@ pub struct PreprocessSpec {
     /// 1/8) that still covers the resize target, as Pillow's `draft` does.
     /// Off by default because it changes pixels slightly versus torchvision.
     pub jpeg_draft: bool,
+    /// Opt-in fast mode: JPEGs through zune-jpeg and resizes through
+    /// `fast_image_resize`'s SIMD kernels, within a few levels of the exact
+    /// default (which reproduces Pillow's decode and resize to the byte).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub fast: bool,
 }
 
 impl Default for PreprocessSpec {
@@ -107,6 +112,7 @@ impl Default for PreprocessSpec {
             filter: ResizeFilter::Bilinear,
             normalize: Normalize::imagenet(),
             jpeg_draft: false,
+            fast: false,
         }
     }
 }

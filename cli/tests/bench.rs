@@ -192,8 +192,10 @@ fn loader_only_reads_and_decodes_every_image_without_a_model() {
             "--loader-only",
             "--synthetic",
             "20",
+            // Big enough for draft decoding to engage, and for the process's
+            // CPU time (counted in 10 ms ticks) to be more than zero.
             "--size",
-            "64x48",
+            "1600x1200",
             "--loader-threads",
             "1",
             "--jpeg-draft",

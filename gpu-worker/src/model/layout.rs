@@ -159,6 +159,20 @@ fn key(s: String) -> Place {
     Place::Key(s)
 }
 
+/// `rest` (`norm1.weight`, `ls1`) with its module renamed by `table`
+/// (ours → upstream's, an exact name or a module before `.weight`/`.bias`).
+fn renamed(rest: &str, table: &[(&str, &str)]) -> String {
+    for (ours, theirs) in table {
+        if rest == *ours {
+            return (*theirs).to_owned();
+        }
+        if let Some(leaf) = rest.strip_prefix(ours).and_then(|r| r.strip_prefix('.')) {
+            return format!("{theirs}.{leaf}");
+        }
+    }
+    rest.to_owned()
+}
+
 /// Canonical names are the file's names (ConvNeXt: torchvision's own).
 static IDENTITY: &[Rule] = &[rule!(r"^(.*)$", |c| key(c.to_owned()))];
 
@@ -174,22 +188,19 @@ static TORCHVISION_VIT: &[Rule] = &[
     )),
     rule!(r"^blocks\.(.*)$", |c| {
         let (i, rest) = c.split_once('.').unwrap_or((c, ""));
-        let leaf = match rest {
-            "norm1.weight" => "ln_1.weight",
-            "norm1.bias" => "ln_1.bias",
-            "qkv.weight" => "self_attention.in_proj_weight",
-            "qkv.bias" => "self_attention.in_proj_bias",
-            "out.weight" => "self_attention.out_proj.weight",
-            "out.bias" => "self_attention.out_proj.bias",
-            "norm2.weight" => "ln_2.weight",
-            "norm2.bias" => "ln_2.bias",
-            "fc1.weight" => "mlp.0.weight",
-            "fc1.bias" => "mlp.0.bias",
-            "fc2.weight" => "mlp.3.weight",
-            "fc2.bias" => "mlp.3.bias",
-            other => other,
-        };
-        key(format!("encoder.layers.encoder_layer_{i}.{leaf}"))
+        let table = [
+            ("norm1", "ln_1"),
+            ("qkv.weight", "self_attention.in_proj_weight"),
+            ("qkv.bias", "self_attention.in_proj_bias"),
+            ("out", "self_attention.out_proj"),
+            ("norm2", "ln_2"),
+            ("fc1", "mlp.0"),
+            ("fc2", "mlp.3"),
+        ];
+        key(format!(
+            "encoder.layers.encoder_layer_{i}.{}",
+            renamed(rest, &table)
+        ))
     }),
     rule!(r"^norm\.(.*)$", |c| key(format!("encoder.ln.{c}"))),
     rule!(r"^head\.(.*)$", |c| key(format!("heads.head.{c}"))),
@@ -202,24 +213,21 @@ static OPEN_CLIP: &[Rule] = &[
     rule!(r"^pre_norm\.(.*)$", |c| key(format!("visual.ln_pre.{c}"))),
     rule!(r"^blocks\.(.*)$", |c| {
         let (i, rest) = c.split_once('.').unwrap_or((c, ""));
-        let leaf = match rest {
-            "norm1.weight" => "ln_1.weight",
-            "norm1.bias" => "ln_1.bias",
-            "qkv.weight" => "attn.in_proj_weight",
-            "qkv.bias" => "attn.in_proj_bias",
-            "out.weight" => "attn.out_proj.weight",
-            "out.bias" => "attn.out_proj.bias",
-            "norm2.weight" => "ln_2.weight",
-            "norm2.bias" => "ln_2.bias",
-            "fc1.weight" => "mlp.c_fc.weight",
-            "fc1.bias" => "mlp.c_fc.bias",
-            "fc2.weight" => "mlp.c_proj.weight",
-            "fc2.bias" => "mlp.c_proj.bias",
-            "ls1" => "ls_1.gamma",
-            "ls2" => "ls_2.gamma",
-            other => other,
-        };
-        key(format!("visual.transformer.resblocks.{i}.{leaf}"))
+        let table = [
+            ("norm1", "ln_1"),
+            ("qkv.weight", "attn.in_proj_weight"),
+            ("qkv.bias", "attn.in_proj_bias"),
+            ("out", "attn.out_proj"),
+            ("norm2", "ln_2"),
+            ("fc1", "mlp.c_fc"),
+            ("fc2", "mlp.c_proj"),
+            ("ls1", "ls_1.gamma"),
+            ("ls2", "ls_2.gamma"),
+        ];
+        key(format!(
+            "visual.transformer.resblocks.{i}.{}",
+            renamed(rest, &table)
+        ))
     }),
     rule!(r"^norm\.(.*)$", |c| key(format!("visual.ln_post.{c}"))),
     rule!(r"^proj\.weight$", |_c| Place::Transposed(
@@ -242,20 +250,14 @@ fn hf_block(c: &str) -> Place {
             )
         }
         _ => {
-            let leaf = match rest {
-                "norm1.weight" => "layer_norm1.weight",
-                "norm1.bias" => "layer_norm1.bias",
-                "out.weight" => "self_attn.out_proj.weight",
-                "out.bias" => "self_attn.out_proj.bias",
-                "norm2.weight" => "layer_norm2.weight",
-                "norm2.bias" => "layer_norm2.bias",
-                "fc1.weight" => "mlp.fc1.weight",
-                "fc1.bias" => "mlp.fc1.bias",
-                "fc2.weight" => "mlp.fc2.weight",
-                "fc2.bias" => "mlp.fc2.bias",
-                other => other,
-            };
-            key(format!("{base}.{leaf}"))
+            let table = [
+                ("norm1", "layer_norm1"),
+                ("out", "self_attn.out_proj"),
+                ("norm2", "layer_norm2"),
+                ("fc1", "mlp.fc1"),
+                ("fc2", "mlp.fc2"),
+            ];
+            key(format!("{base}.{}", renamed(rest, &table)))
         }
     }
 }
@@ -298,20 +300,15 @@ static HF_SIGLIP: &[Rule] = &[
         2
     )),
     rule!(r"^map\.(.*)$", |c| {
-        let leaf = match c {
-            "qkv.weight" => "attention.in_proj_weight",
-            "qkv.bias" => "attention.in_proj_bias",
-            "out.weight" => "attention.out_proj.weight",
-            "out.bias" => "attention.out_proj.bias",
-            "norm.weight" => "layernorm.weight",
-            "norm.bias" => "layernorm.bias",
-            "fc1.weight" => "mlp.fc1.weight",
-            "fc1.bias" => "mlp.fc1.bias",
-            "fc2.weight" => "mlp.fc2.weight",
-            "fc2.bias" => "mlp.fc2.bias",
-            other => other,
-        };
-        key(format!("vision_model.head.{leaf}"))
+        let table = [
+            ("qkv.weight", "attention.in_proj_weight"),
+            ("qkv.bias", "attention.in_proj_bias"),
+            ("out", "attention.out_proj"),
+            ("norm", "layernorm"),
+            ("fc1", "mlp.fc1"),
+            ("fc2", "mlp.fc2"),
+        ];
+        key(format!("vision_model.head.{}", renamed(c, &table)))
     }),
 ];
 
@@ -342,18 +339,14 @@ static HF_DINOV2: &[Rule] = &[
                     .collect(),
             );
         }
-        let leaf = match rest {
-            "out.weight" => "attention.output.dense.weight",
-            "out.bias" => "attention.output.dense.bias",
-            "ls1" => "layer_scale1.lambda1",
-            "ls2" => "layer_scale2.lambda1",
-            "fc1.weight" => "mlp.fc1.weight",
-            "fc1.bias" => "mlp.fc1.bias",
-            "fc2.weight" => "mlp.fc2.weight",
-            "fc2.bias" => "mlp.fc2.bias",
-            other => other,
-        };
-        key(format!("{base}.{leaf}"))
+        let table = [
+            ("out", "attention.output.dense"),
+            ("ls1", "layer_scale1.lambda1"),
+            ("ls2", "layer_scale2.lambda1"),
+            ("fc1", "mlp.fc1"),
+            ("fc2", "mlp.fc2"),
+        ];
+        key(format!("{base}.{}", renamed(rest, &table)))
     }),
     rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
 ];
@@ -368,20 +361,15 @@ static HUB_DINOV2: &[Rule] = &[
     rule!(r"^pos$", |_c| Place::Unsqueezed("pos_embed".into(), 1)),
     rule!(r"^blocks\.(.*)$", |c| {
         let (i, rest) = c.split_once('.').unwrap_or((c, ""));
-        let leaf = match rest {
-            "qkv.weight" => "attn.qkv.weight",
-            "qkv.bias" => "attn.qkv.bias",
-            "out.weight" => "attn.proj.weight",
-            "out.bias" => "attn.proj.bias",
-            "ls1" => "ls1.gamma",
-            "ls2" => "ls2.gamma",
-            "fc1.weight" => "mlp.fc1.weight",
-            "fc1.bias" => "mlp.fc1.bias",
-            "fc2.weight" => "mlp.fc2.weight",
-            "fc2.bias" => "mlp.fc2.bias",
-            other => other,
-        };
-        key(format!("blocks.{i}.{leaf}"))
+        let table = [
+            ("qkv", "attn.qkv"),
+            ("out", "attn.proj"),
+            ("ls1", "ls1.gamma"),
+            ("ls2", "ls2.gamma"),
+            ("fc1", "mlp.fc1"),
+            ("fc2", "mlp.fc2"),
+        ];
+        key(format!("blocks.{i}.{}", renamed(rest, &table)))
     }),
     rule!(r"^norm\.(.*)$", |c| key(format!("norm.{c}"))),
 ];

@@ -25,8 +25,10 @@ use serde_json::Value;
 
 use crate::output::{OutputFormat, decode_jsonl, jsonl_error, open_sink, partial_path};
 
-/// Version of the part folder's layout, stored in `run.json`.
-const PARTS_LAYOUT: u64 = 1;
+/// Version of the part folder's layout, stored in `run.json`. Also bumped
+/// when the same settings start to give other records, so that a resume
+/// never mixes the two: 2 is exact (Pillow's) JPEG decoding and resizing.
+const PARTS_LAYOUT: u64 = 2;
 
 /// The part folder's description of the run.
 const RUN_FILE: &str = "run.json";

@@ -92,36 +92,28 @@ pub(crate) fn load<M: ModuleSnapshot>(
     })
 }
 
-/// Lists what is wrong with a load, or nothing.
+/// What is wrong with a load, or nothing: the count, the first few
+/// problems and a count of the rest, on one line (a file of another model
+/// has hundreds).
 fn check(result: &ApplyResult) -> Result<(), String> {
-    let mut problems = Vec::new();
-    if !result.errors.is_empty() {
-        let errors: Vec<String> = result.errors.iter().map(ToString::to_string).collect();
-        problems.push(errors.join("; "));
-    }
-    if !result.missing.is_empty() {
-        let names: Vec<&str> = result
+    let mut problems: Vec<String> = result.errors.iter().map(ToString::to_string).collect();
+    problems.extend(
+        result
             .missing
             .iter()
-            .map(|(path, _)| path.as_str())
-            .collect();
-        problems.push(format!("missing tensors: {}", names.join(", ")));
-    }
-    let extra: Vec<&str> = result
-        .unused
-        .iter()
-        .map(String::as_str)
-        .filter(|name| !name.ends_with("num_batches_tracked"))
-        .collect();
-    if !extra.is_empty() {
-        problems.push(format!(
-            "tensors the model does not have: {}",
-            extra.join(", ")
-        ));
-    }
+            .map(|(path, _)| format!("{path} is missing")),
+    );
+    problems.extend(
+        result
+            .unused
+            .iter()
+            .filter(|name| !name.ends_with("num_batches_tracked"))
+            .map(|name| format!("{name} is not in the model")),
+    );
     if problems.is_empty() {
         Ok(())
     } else {
-        Err(problems.join("; "))
+        let context = format!("{} tensors do not match", problems.len());
+        Err(crate::model::layout::summarise(&context, &problems))
     }
 }

@@ -127,3 +127,24 @@ fn missing_files_and_unknown_formats_are_clear_errors() {
     let err = Model::load(ModelKind::Tiny, &garbage, &device).expect_err("unreadable");
     assert!(matches!(err, WeightsError::Unreadable { .. }), "{err}");
 }
+
+#[test]
+fn a_file_of_another_model_is_one_short_line() {
+    // Names of another model for `tiny`: its 22 tensors are missing and
+    // the 120 in the file are extra.
+    let keys: Vec<(String, Vec<usize>)> = (0..120)
+        .map(|i| {
+            (
+                format!("layer{}.{i}.conv1.weight", i % 4 + 1),
+                vec![8, 8, 3, 3],
+            )
+        })
+        .collect();
+    let problem = mismatch(load(&keys, false));
+    assert!(!problem.contains('\n') && problem.len() < 400, "{problem}");
+    assert!(problem.contains("142 tensors do not match"), "{problem}");
+    assert!(
+        problem.contains("and 139 more mismatched tensors"),
+        "{problem}"
+    );
+}

@@ -1,5 +1,8 @@
 //! The built-in models behind one type: build with seeded random weights or
-//! from a weight file, then `features` (pooled penultimate) and `head`.
+//! from a weight file, then `features` (the model's embedding) and `head`.
+//! The CNNs are burn modules loaded through `burn::store`; the ViT families
+//! and ConvNeXt are built from a checkpoint's tensors by canonical name
+//! (`families.rs`, `layout.rs`).
 
 pub(crate) mod convnext;
 mod efficientnet_lite;

@@ -52,6 +52,16 @@ def dinov2(width, layers, heads):
     return make
 
 
+def clip(patch, width, layers, heads, embed):
+    def make():
+        from transformers import CLIPVisionConfig, CLIPVisionModelWithProjection
+        config = CLIPVisionConfig(hidden_size=width, intermediate_size=4 * width, num_hidden_layers=layers,
+                                  num_attention_heads=heads, patch_size=patch, image_size=224,
+                                  projection_dim=embed)
+        return Tower(CLIPVisionModelWithProjection(config), "image_embeds")
+    return make
+
+
 MODELS = {
     "resnet18": torchvision.models.resnet18,
     "resnet50": torchvision.models.resnet50,
@@ -59,6 +69,13 @@ MODELS = {
     "vit_b_16": torchvision.models.vit_b_16,
     "convnext_tiny": torchvision.models.convnext_tiny,
     "clip_vit_b_32": clip_b32,
+    "clip_vit_b_16": clip(16, 768, 12, 12, 512),
+    "clip_vit_l_14": clip(14, 1024, 24, 16, 768),
+    "vit_b_32": torchvision.models.vit_b_32,
+    "vit_l_16": torchvision.models.vit_l_16,
+    "convnext_small": torchvision.models.convnext_small,
+    "convnext_base": torchvision.models.convnext_base,
+    "dinov2_vitl14": dinov2(1024, 24, 16),
     "siglip_base_patch16_224": siglip_b16,
     "dinov2_vits14": dinov2(384, 12, 6),
     "dinov2_vitb14": dinov2(768, 12, 12),

@@ -247,6 +247,30 @@ mod tests {
     }
 
     #[test]
+    fn openai_state_dicts_with_their_int_tensors_load() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/vectors/families/named_shapes.json"
+        );
+        let text = std::fs::read_to_string(path).expect("named_shapes.json is committed");
+        let all: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>> =
+            serde_json::from_str(&text).expect("named_shapes.json parses");
+        let mut shapes = all["clip_vit_b_32"]["open_clip"].clone();
+        for extra in ["input_resolution", "context_length", "vocab_size"] {
+            shapes.insert(extra.to_owned(), Vec::new());
+        }
+        let arch = Architecture::of(ModelKind::ClipVitB32).expect("an architecture");
+        let openai = Checkpoint::from_shapes("ViT-B-32.pth", shapes.clone());
+        if let Err(e) = check(&arch, "clip_vit_b_32", &openai) {
+            panic!("{e}");
+        }
+        // Any other stray tensor is still a mismatch.
+        shapes.insert("visual.extra".to_owned(), vec![3]);
+        let stray = Checkpoint::from_shapes("stray.pth", shapes);
+        assert!(check(&arch, "clip_vit_b_32", &stray).is_err());
+    }
+
+    #[test]
     fn a_b16_checkpoint_is_refused_for_b32_naming_the_shapes() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),

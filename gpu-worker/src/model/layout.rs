@@ -133,6 +133,9 @@ impl Layout {
             Self::OpenClip => &[
                 r"^(transformer|token_embedding|ln_final|text)\b",
                 r"^(positional_embedding|text_projection|logit_scale|logit_bias|attn_mask)$",
+                // The state_dict of OpenAI's TorchScript archives also
+                // carries these (`clip.build_model` deletes them).
+                r"^(input_resolution|context_length|vocab_size)$",
                 r"^text\.",
             ],
             Self::HfClip | Self::HfSiglip | Self::HfSiglipBare => &[

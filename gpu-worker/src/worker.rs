@@ -219,6 +219,12 @@ pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), Stri
         None => Model::random(config.model, config.seed, &device),
     }
     .with_pooling(config.pooling);
+    if matches!(config.task, pipeline_core::Task::Classify { .. }) && !model.classifies() {
+        return Err(format!(
+            "{} has no classifier head; use --task embed",
+            config.model
+        ));
+    }
     let batch_size = config
         .batch_size
         .unwrap_or_else(|| default_batch(&config.device, config.model));

@@ -210,7 +210,7 @@ impl Model {
         match &self.network {
             Network::Vit(m) => m
                 .classifier()
-                .expect("the engine checks that the model classifies")
+                .expect("the worker refuses classify for models without a classifier head")
                 .forward(features),
             Network::ConvNext(m) => m.classifier().forward(features),
             _ => self.classifier().forward(features),
@@ -227,7 +227,7 @@ impl Model {
             Network::Vit(m) => {
                 let head = m
                     .classifier()
-                    .expect("the engine checks that the model classifies");
+                    .expect("the worker refuses classify for models without a classifier head");
                 (head.weight.clone(), head.bias.clone())
             }
             Network::ConvNext(m) => (m.classifier().weight.clone(), m.classifier().bias.clone()),

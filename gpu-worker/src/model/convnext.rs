@@ -13,8 +13,8 @@ use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 
-use crate::model::layout::Tensors;
-use crate::model::vit::{Dense, Norm, upload};
+use crate::model::layers::{Dense, Norm, upload};
+use crate::model::tensors::Tensors;
 use crate::weights::WeightsError;
 
 /// LayerNorm eps of every ConvNeXt norm.

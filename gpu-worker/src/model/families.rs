@@ -6,7 +6,8 @@
 use pipeline_core::ModelKind;
 
 use super::convnext::ConvNextConfig;
-use super::layout::{Layout, Tensors, summarise};
+use super::layout::{Layout, summarise};
+use super::tensors::Tensors;
 use super::vit::{Activation, Pooling, PosInterpolation, VitConfig};
 use crate::checkpoint::Checkpoint;
 use crate::weights::WeightsError;
@@ -217,18 +218,25 @@ mod tests {
 
     use super::*;
 
-    /// Names and shapes of the real, full-size upstream models in every
-    /// layout (`scripts/make_family_vectors.py`, from torchvision, open_clip
-    /// and transformers): each named model accepts exactly those.
-    #[test]
-    fn named_models_fit_their_upstream_checkpoints_at_full_size() {
+    /// Model → layout → tensor name → shape.
+    type Shapes = BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>>;
+
+    /// `named_shapes.json`: what upstream code builds for every named model.
+    fn named_shapes() -> Shapes {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/vectors/families/named_shapes.json"
         );
         let text = std::fs::read_to_string(path).expect("named_shapes.json is committed");
-        let all: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>> =
-            serde_json::from_str(&text).expect("named_shapes.json parses");
+        serde_json::from_str(&text).expect("named_shapes.json parses")
+    }
+
+    /// Names and shapes of the real, full-size upstream models in every
+    /// layout (`scripts/make_family_vectors.py`, from torchvision, open_clip
+    /// and transformers): each named model accepts exactly those.
+    #[test]
+    fn named_models_fit_their_upstream_checkpoints_at_full_size() {
+        let all = named_shapes();
         let mut checked = 0;
         for (name, layouts) in &all {
             let kind: ModelKind = name.parse().expect("a model name");
@@ -248,13 +256,7 @@ mod tests {
 
     #[test]
     fn openai_state_dicts_with_their_int_tensors_load() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/vectors/families/named_shapes.json"
-        );
-        let text = std::fs::read_to_string(path).expect("named_shapes.json is committed");
-        let all: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>> =
-            serde_json::from_str(&text).expect("named_shapes.json parses");
+        let all = named_shapes();
         let mut shapes = all["clip_vit_b_32"]["open_clip"].clone();
         for extra in ["input_resolution", "context_length", "vocab_size"] {
             shapes.insert(extra.to_owned(), Vec::new());
@@ -272,13 +274,7 @@ mod tests {
 
     #[test]
     fn a_b16_checkpoint_is_refused_for_b32_naming_the_shapes() {
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/vectors/families/named_shapes.json"
-        );
-        let text = std::fs::read_to_string(path).expect("named_shapes.json is committed");
-        let all: BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>> =
-            serde_json::from_str(&text).expect("named_shapes.json parses");
+        let all = named_shapes();
         let b16 = Checkpoint::from_shapes("b16.bin", all["clip_vit_b_16"]["open_clip"].clone());
         let arch = Architecture::of(ModelKind::ClipVitB32).expect("an architecture");
         let error = match check(&arch, "clip_vit_b_32", &b16) {

@@ -7,8 +7,11 @@
 pub(crate) mod convnext;
 mod efficientnet_lite;
 mod families;
+pub(crate) mod layers;
 pub(crate) mod layout;
+mod pos_embed;
 mod resnet;
+pub(crate) mod tensors;
 mod tiny;
 pub(crate) mod vit;
 
@@ -90,7 +93,7 @@ impl Model {
 
     /// `arch` with seeded random weights, the same on every device.
     pub fn seeded(arch: &Architecture, name: &str, seed: u64, device: &Device) -> Self {
-        let tensors = layout::Tensors::seeded(seed, name, arch.tensors(None));
+        let tensors = tensors::Tensors::seeded(seed, name, arch.tensors(None));
         Self::build(arch, None, &tensors, device)
             .expect("seeded tensors have the shapes the model declares")
     }
@@ -143,7 +146,7 @@ impl Model {
     fn build(
         arch: &Architecture,
         layout: Option<layout::Layout>,
-        tensors: &layout::Tensors<'_>,
+        tensors: &tensors::Tensors<'_>,
         device: &Device,
     ) -> Result<Self, WeightsError> {
         let network = match arch {

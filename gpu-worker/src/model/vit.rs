@@ -14,14 +14,15 @@
 //! Weights come in canonical names ([`VitConfig::tensors`]); the checkpoint
 //! layouts map them to upstream names (`layout.rs`).
 
-use burn::tensor::activation::softmax;
 use burn::tensor::activation::{gelu, gelu_approximate, sigmoid};
-use burn::tensor::module::{attention, conv2d, layer_norm, linear};
-use burn::tensor::ops::{AttentionModuleOptions, ConvOptions, PadMode};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::module::conv2d;
+use burn::tensor::ops::ConvOptions;
+use burn::tensor::{Device, Tensor};
 
 use crate::checkpoint::HostTensor;
-use crate::model::layout::Tensors;
+use crate::model::layers::{Dense, Norm, last_axis_mean, scaled_dot_product, upload};
+use crate::model::pos_embed::resample_grid;
+use crate::model::tensors::Tensors;
 use crate::weights::WeightsError;
 
 /// The MLP's activation.
@@ -184,107 +185,6 @@ impl VitConfig {
     }
 }
 
-/// A LayerNorm's parameters.
-#[derive(Debug)]
-pub(crate) struct Norm {
-    pub(crate) gamma: Tensor<1>,
-    pub(crate) beta: Tensor<1>,
-    pub(crate) eps: f64,
-}
-
-impl Norm {
-    pub(crate) fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        layer_norm(x, self.gamma.clone(), Some(self.beta.clone()), self.eps)
-    }
-
-    /// [`Norm::forward`], or on Mesa's lavapipe (`software`), whose compiler
-    /// crashes on the fused kernels burn makes of a last-axis reduction and
-    /// the elementwise ops around it, with both means taken as convolutions
-    /// ([`last_axis_mean`]).
-    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>, software: bool) -> Tensor<D> {
-        if !software {
-            return self.forward(x);
-        }
-        let d = self.gamma.dims()[0];
-        let mut shape = [1; D];
-        shape[D - 1] = d;
-        let centred = x.clone() - last_axis_mean(x, true);
-        let var = last_axis_mean(centred.clone() * centred.clone(), true);
-        centred / (var + self.eps).sqrt() * self.gamma.clone().reshape(shape)
-            + self.beta.clone().reshape(shape)
-    }
-}
-
-/// The mean over the last axis, kept as an axis of 1. With `software`, as a
-/// 3×1 convolution with weights `1/D` (see [`Dense::run`]), which lavapipe
-/// compiles where burn's fused reductions crash it.
-pub(crate) fn last_axis_mean<const D: usize>(x: Tensor<D>, software: bool) -> Tensor<D> {
-    if !software {
-        return x.mean_dim(D - 1);
-    }
-    let dims = x.dims();
-    let d = dims[D - 1];
-    let rows = dims[..D - 1].iter().product::<usize>();
-    let weight = Tensor::<4>::full([1, d, 1, 1], 1.0 / d as f64, &x.device())
-        .pad((0, 0, 1, 1), PadMode::Constant(0.0));
-    let input = x.reshape([rows, d]).transpose().reshape([1, d, rows, 1]);
-    let mut shape = dims;
-    shape[D - 1] = 1;
-    conv2d(
-        input,
-        weight,
-        None,
-        ConvOptions::new([1, 1], [1, 0], [1, 1], 1),
-    )
-    .reshape(shape)
-}
-
-/// A Linear layer, weight stored `[in, out]` as burn's `linear` wants.
-#[derive(Debug)]
-pub(crate) struct Dense {
-    pub(crate) weight: Tensor<2>,
-    pub(crate) bias: Option<Tensor<1>>,
-}
-
-impl Dense {
-    pub(crate) fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        linear(x, self.weight.clone(), self.bias.clone())
-    }
-
-    /// [`Dense::forward`], or on Mesa's lavapipe (`software`), whose
-    /// compiler crashes on burn's matmul kernels, the same sums as a 3×1
-    /// convolution (the weights between a zero tap above and below), which
-    /// takes burn's direct convolution path.
-    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>, software: bool) -> Tensor<D> {
-        if !software {
-            return self.forward(x);
-        }
-        let dims = x.dims();
-        let d_in = dims[D - 1];
-        let rows = dims[..D - 1].iter().product::<usize>();
-        let [_, d_out] = self.weight.dims();
-        let weight = self
-            .weight
-            .clone()
-            .transpose()
-            .reshape([d_out, d_in, 1, 1])
-            .pad((0, 0, 1, 1), PadMode::Constant(0.0));
-        let input = x
-            .reshape([rows, d_in])
-            .transpose()
-            .reshape([1, d_in, rows, 1]);
-        let out = conv2d(
-            input,
-            weight,
-            self.bias.clone(),
-            ConvOptions::new([1, 1], [1, 0], [1, 1], 1),
-        );
-        let mut shape = dims;
-        shape[D - 1] = d_out;
-        out.reshape([d_out, rows]).transpose().reshape(shape)
-    }
-}
-
 #[derive(Debug)]
 struct Mlp {
     fc1: Dense,
@@ -330,10 +230,6 @@ pub(crate) struct Vit {
     map: Option<MapHead>,
     proj: Option<Dense>,
     head: Option<Dense>,
-}
-
-pub(crate) fn upload<const D: usize>(t: HostTensor, device: &Device) -> Tensor<D> {
-    Tensor::from_data(TensorData::new(t.values, t.shape), device)
 }
 
 impl Vit {
@@ -590,126 +486,5 @@ impl Vit {
         let h = head.out.run(Self::merge_heads(o), software);
         let h = h.clone() + self.mlp(&head.mlp, head.norm.run(h, software), software);
         h.reshape([n, d])
-    }
-}
-
-/// `softmax(q·kᵀ/√d)·v` per head (`[N, H, T, Dh]`): burn's attention op,
-/// or on lavapipe, where its matmul kernels crash the driver, as broadcast
-/// products summed over the last axis (`N·H·Tq·Tk·Dh` floats of scratch:
-/// small models only).
-fn scaled_dot_product(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, software: bool) -> Tensor<4> {
-    if !software {
-        return attention(q, k, v, None, None, AttentionModuleOptions::default());
-    }
-    let [n, h, tq, dh] = q.dims();
-    let tk = k.dims()[2];
-    let scale = 1.0 / (dh as f64).sqrt();
-    // The scale goes on q: a sum followed by a multiply and softmax fuses
-    // into a kernel lavapipe's compiler crashes on.
-    let scores = ((q * scale).reshape([n * h, tq, 1, dh]) * k.reshape([n * h, 1, tk, dh]))
-        .sum_dim(3)
-        .reshape([n * h, tq, tk]);
-    let weights = softmax(scores, 2);
-    let vt = v.swap_dims(2, 3).reshape([n * h, 1, dh, tk]);
-    (weights.reshape([n * h, tq, 1, tk]) * vt)
-        .sum_dim(3)
-        .reshape([n, h, tq, dh])
-}
-
-/// Resamples a `[G, G, D]` grid (row-major, channels last) to `[g, g, D]`
-/// with PyTorch's bicubic (`A = -0.75`, `align_corners=False`, border
-/// indices clamped), computed in `f64`. A same-size grid is copied as is.
-pub(crate) fn resample_grid(
-    src: &[f32],
-    from: usize,
-    to: usize,
-    dim: usize,
-    mode: PosInterpolation,
-) -> Vec<f32> {
-    // Both upstreams skip the interpolation when the grids match.
-    if from == to {
-        return src[..from * from * dim].to_vec();
-    }
-    let scale = match mode {
-        PosInterpolation::Size => from as f64 / to as f64,
-        // PyTorch uses 1 / scale_factor when a scale factor is given.
-        PosInterpolation::HubOffset => from as f64 / (to as f64 + 0.1),
-    };
-    let taps = |o: usize| -> ([usize; 4], [f64; 4]) {
-        let real = scale * (o as f64 + 0.5) - 0.5;
-        let base = real.floor();
-        let t = real - base;
-        let a = -0.75;
-        let cubic1 = |x: f64| ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
-        let cubic2 = |x: f64| ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
-        let w = [cubic2(t + 1.0), cubic1(t), cubic1(1.0 - t), cubic2(2.0 - t)];
-        let idx = |k: i64| (base as i64 + k).clamp(0, from as i64 - 1) as usize;
-        ([idx(-1), idx(0), idx(1), idx(2)], w)
-    };
-    let mut out = vec![0.0f32; to * to * dim];
-    for oy in 0..to {
-        let (ys, wy) = taps(oy);
-        for ox in 0..to {
-            let (xs, wx) = taps(ox);
-            for c in 0..dim {
-                let mut acc = 0.0f64;
-                for (j, &y) in ys.iter().enumerate() {
-                    let mut row = 0.0f64;
-                    for (i, &x) in xs.iter().enumerate() {
-                        row += wx[i] * f64::from(src[(y * from + x) * dim + c]);
-                    }
-                    acc += wy[j] * row;
-                }
-                out[(oy * to + ox) * dim + c] = acc as f32;
-            }
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resampling_to_the_same_grid_with_size_is_the_identity() {
-        let src: Vec<f32> = (0..2 * 2 * 3).map(|v| v as f32).collect();
-        assert_eq!(resample_grid(&src, 2, 2, 3, PosInterpolation::Size), src);
-    }
-
-    #[test]
-    fn bicubic_keeps_constants_and_ramps_inside() {
-        // A constant grid stays constant (the weights sum to one).
-        let src = vec![2.5f32; 8 * 8];
-        let out = resample_grid(&src, 8, 5, 1, PosInterpolation::Size);
-        assert!(out.iter().all(|v| (v - 2.5).abs() < 1e-6), "{out:?}");
-        // A ramp, against torch.nn.functional.interpolate(mode="bicubic",
-        // align_corners=False) by size and by scale factor (the hub's +0.1).
-        let src: Vec<f32> = (0..16).map(|i| (i % 4) as f32).collect();
-        let by_size = resample_grid(&src, 4, 8, 1, PosInterpolation::Size);
-        let torch_size = [
-            -0.105_468_75,
-            0.191_406_25,
-            0.667_968_75,
-            1.296_875,
-            1.703_125,
-            2.332_031_3,
-            2.808_593_8,
-            3.105_468_8,
-        ];
-        for (got, want) in by_size[..8].iter().zip(torch_size) {
-            assert!((got - want).abs() < 1e-6, "{by_size:?}");
-        }
-        let by_scale = resample_grid(&src, 4, 5, 1, PosInterpolation::HubOffset);
-        let torch_scale = [
-            -0.064_377_77,
-            0.584_743_4,
-            1.470_527_6,
-            2.326_273_2,
-            3.020_781,
-        ];
-        for (got, want) in by_scale[..5].iter().zip(torch_scale) {
-            assert!((got - want).abs() < 1e-5, "{by_scale:?}");
-        }
     }
 }

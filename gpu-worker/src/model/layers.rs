@@ -1,0 +1,142 @@
+//! The layers the ViT and ConvNeXt share (LayerNorm, Linear, attention),
+//! each with the form it takes on Mesa's lavapipe (`software`), whose shader
+//! compiler crashes on burn's matmul, `layer_norm` and fused
+//! reduce-then-elementwise kernels: Linear layers and means become 3×1
+//! convolutions, attention broadcast products summed over the last axis.
+
+use burn::tensor::activation::softmax;
+use burn::tensor::module::{attention, conv2d, layer_norm, linear};
+use burn::tensor::ops::{AttentionModuleOptions, ConvOptions, PadMode};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::checkpoint::HostTensor;
+
+/// A host tensor on `device`.
+pub(crate) fn upload<const D: usize>(t: HostTensor, device: &Device) -> Tensor<D> {
+    Tensor::from_data(TensorData::new(t.values, t.shape), device)
+}
+
+/// A LayerNorm's parameters.
+#[derive(Debug)]
+pub(crate) struct Norm {
+    pub(crate) gamma: Tensor<1>,
+    pub(crate) beta: Tensor<1>,
+    pub(crate) eps: f64,
+}
+
+impl Norm {
+    pub(crate) fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        layer_norm(x, self.gamma.clone(), Some(self.beta.clone()), self.eps)
+    }
+
+    /// [`Norm::forward`], or on Mesa's lavapipe (`software`), whose compiler
+    /// crashes on the fused kernels burn makes of a last-axis reduction and
+    /// the elementwise ops around it, with both means taken as convolutions
+    /// ([`last_axis_mean`]).
+    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>, software: bool) -> Tensor<D> {
+        if !software {
+            return self.forward(x);
+        }
+        let d = self.gamma.dims()[0];
+        let mut shape = [1; D];
+        shape[D - 1] = d;
+        let centred = x.clone() - last_axis_mean(x, true);
+        let var = last_axis_mean(centred.clone() * centred.clone(), true);
+        centred / (var + self.eps).sqrt() * self.gamma.clone().reshape(shape)
+            + self.beta.clone().reshape(shape)
+    }
+}
+
+/// The mean over the last axis, kept as an axis of 1. With `software`, as a
+/// [`last_axis_conv`] with weights `1/D`, which lavapipe compiles where
+/// burn's fused reductions crash it.
+pub(crate) fn last_axis_mean<const D: usize>(x: Tensor<D>, software: bool) -> Tensor<D> {
+    if !software {
+        return x.mean_dim(D - 1);
+    }
+    let d = x.dims()[D - 1];
+    let weight = Tensor::<2>::full([1, d], 1.0 / d as f64, &x.device());
+    last_axis_conv(x, weight, None)
+}
+
+/// `x · weightᵀ + bias` over the last axis (`weight` is `[out, in]`) as a
+/// 3×1 convolution: the weights between a zero tap above and below, the
+/// rows of `x` along the height. Burn's direct convolution path, the one
+/// Mesa's lavapipe compiles (its 1×1 and matmul kernels crash the driver).
+fn last_axis_conv<const D: usize>(
+    x: Tensor<D>,
+    weight: Tensor<2>,
+    bias: Option<Tensor<1>>,
+) -> Tensor<D> {
+    let dims = x.dims();
+    let d_in = dims[D - 1];
+    let rows = dims[..D - 1].iter().product::<usize>();
+    let [d_out, _] = weight.dims();
+    let weight = weight
+        .reshape([d_out, d_in, 1, 1])
+        .pad((0, 0, 1, 1), PadMode::Constant(0.0));
+    let input = x
+        .reshape([rows, d_in])
+        .transpose()
+        .reshape([1, d_in, rows, 1]);
+    let out = conv2d(
+        input,
+        weight,
+        bias,
+        ConvOptions::new([1, 1], [1, 0], [1, 1], 1),
+    );
+    let mut shape = dims;
+    shape[D - 1] = d_out;
+    out.reshape([d_out, rows]).transpose().reshape(shape)
+}
+
+/// A Linear layer, weight stored `[in, out]` as burn's `linear` wants.
+#[derive(Debug)]
+pub(crate) struct Dense {
+    pub(crate) weight: Tensor<2>,
+    pub(crate) bias: Option<Tensor<1>>,
+}
+
+impl Dense {
+    pub(crate) fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        linear(x, self.weight.clone(), self.bias.clone())
+    }
+
+    /// [`Dense::forward`], or on Mesa's lavapipe (`software`), whose
+    /// compiler crashes on burn's matmul kernels, as a [`last_axis_conv`].
+    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>, software: bool) -> Tensor<D> {
+        if software {
+            last_axis_conv(x, self.weight.clone().transpose(), self.bias.clone())
+        } else {
+            self.forward(x)
+        }
+    }
+}
+
+/// `softmax(q·kᵀ/√d)·v` per head (`[N, H, T, Dh]`): burn's attention op,
+/// or on lavapipe, where its matmul kernels crash the driver, as broadcast
+/// products summed over the last axis (`N·H·Tq·Tk·Dh` floats of scratch:
+/// small models only).
+pub(crate) fn scaled_dot_product(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    software: bool,
+) -> Tensor<4> {
+    if !software {
+        return attention(q, k, v, None, None, AttentionModuleOptions::default());
+    }
+    let [n, h, tq, dh] = q.dims();
+    let tk = k.dims()[2];
+    let scale = 1.0 / (dh as f64).sqrt();
+    // The scale goes on q: a sum followed by a multiply and softmax fuses
+    // into a kernel lavapipe's compiler crashes on.
+    let scores = ((q * scale).reshape([n * h, tq, 1, dh]) * k.reshape([n * h, 1, tk, dh]))
+        .sum_dim(3)
+        .reshape([n * h, tq, tk]);
+    let weights = softmax(scores, 2);
+    let vt = v.swap_dims(2, 3).reshape([n * h, 1, dh, tk]);
+    (weights.reshape([n * h, tq, 1, tk]) * vt)
+        .sum_dim(3)
+        .reshape([n, h, tq, dh])
+}

@@ -367,6 +367,107 @@ def hub_names(hf, depth):
     return hub
 
 
+ZERO_SHOT_LABELS = ["tabby cat", 'a "golden" retriever', "car, red", "oak tree", "sail boat"]
+
+
+def zero_shot_cases():
+    """Zero-shot classification as upstream runs it, on the checkpoints the
+    cases above saved, loaded back the way users load them. The text side is
+    each model's own text tower on random token ids; its embeddings
+    (unnormalised, as encode_text / get_text_features return them) are saved
+    as the class matrix the tool reads:
+    - open_clip: model(image, text) → softmax(logit_scale.exp() · img · txtᵀ),
+      from a .npy with the labels in a .txt beside it;
+    - HF CLIPModel: logits_per_image.softmax(-1), from a .safetensors
+      with the labels in its metadata;
+    - HF SiglipModel: sigmoid(logits_per_image) (its logit_scale and
+      logit_bias were randomised, so they are read from the file);
+    - CLIPVisionModelWithProjection has no logit_scale: the tool uses 100,
+      the value trained CLIP models reach (and open_clip's zero-shot
+      evaluation uses), so the reference does too.
+    Writes zero_shot.json; run after the other cases (it reads their files)."""
+    import shutil
+    import tempfile
+
+    import open_clip
+    from open_clip.model import CLIPTextCfg, CLIPVisionCfg
+    from safetensors.torch import save_file
+    from transformers import CLIPConfig, CLIPModel, CLIPVisionModelWithProjection, SiglipConfig, SiglipModel
+
+    reference = json.load(open(os.path.join(OUT, "reference.json")))["cases"]
+    labels = ZERO_SHOT_LABELS
+    g = torch.Generator().manual_seed(11)
+    ids = torch.randint(1, 64, (len(labels), 8), generator=g)
+    out = {}
+
+    def u8_of(name):
+        side = reference[name]["side"]
+        return np.fromfile(os.path.join(OUT, reference[name]["images"]), dtype=np.uint8).reshape(-1, 3, side, side)
+
+    def hf_load(cls, config, folder):
+        with tempfile.TemporaryDirectory() as tmp:
+            config.save_pretrained(tmp)
+            shutil.copy(os.path.join(OUT, folder, "model.safetensors"), tmp)
+            return cls.from_pretrained(tmp).eval()
+
+    model = open_clip.model.CLIP(
+        embed_dim=16,
+        vision_cfg=CLIPVisionCfg(layers=2, width=32, head_width=8, patch_size=8, image_size=32, mlp_ratio=4.0),
+        text_cfg=CLIPTextCfg(context_length=8, vocab_size=64, width=32, heads=4, layers=1),
+        quick_gelu=True,
+    )
+    model.load_state_dict(torch.load(os.path.join(OUT, "open_clip_pytorch_model.bin")))
+    model.eval()
+    with torch.no_grad():
+        text = model.encode_text(ids)
+        img, txt, scale = model(normalised(u8_of("open_clip"), CLIP), ids)
+        probs = (scale * img @ txt.T).softmax(-1)
+    np.save(os.path.join(OUT, "zs_open_clip.npy"), text.numpy().astype(np.float32))
+    with open(os.path.join(OUT, "zs_open_clip.txt"), "w") as f:
+        f.write("\n".join(labels) + "\n")
+    out["open_clip"] = {"checkpoint": "open_clip_pytorch_model.bin", "classes": "zs_open_clip.npy",
+                        "probs": probs.numpy().tolist()}
+
+    vision = dict(hidden_size=32, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  image_size=32, patch_size=8)
+    text_cfg = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,
+                    vocab_size=64, max_position_embeddings=8)
+    clip = hf_load(CLIPModel, CLIPConfig(vision_config=vision, text_config=text_cfg, projection_dim=16), "hf_clip")
+    x = normalised(u8_of("hf_clip"), CLIP)
+    with torch.no_grad():
+        text = clip.get_text_features(input_ids=ids)
+        text = getattr(text, "pooler_output", text)
+        probs = clip(input_ids=ids, pixel_values=x).logits_per_image.softmax(-1)
+    save_file({"embeddings": text.contiguous()}, os.path.join(OUT, "zs_hf_clip.safetensors"),
+              metadata={"labels": json.dumps(labels)})
+    out["hf_clip"] = {"checkpoint": "hf_clip/model.safetensors", "classes": "zs_hf_clip.safetensors",
+                      "probs": probs.numpy().tolist()}
+    tower_config = clip.config.vision_config
+    tower_config.projection_dim = 16
+    tower = hf_load(CLIPVisionModelWithProjection, tower_config, "hf_clip_vision")
+    with torch.no_grad():
+        img = F.normalize(tower(pixel_values=x).image_embeds, dim=-1)
+        probs = (100.0 * img @ F.normalize(text, dim=-1).T).softmax(-1)
+    out["hf_clip_vision"] = {"checkpoint": "hf_clip_vision/model.safetensors", "classes": "zs_hf_clip.safetensors",
+                             "probs": probs.numpy().tolist()}
+
+    siglip = hf_load(SiglipModel, SiglipConfig(vision_config=vision, text_config=text_cfg), "hf_siglip")
+    x = normalised(u8_of("hf_siglip"), HALF)
+    with torch.no_grad():
+        text = siglip.get_text_features(input_ids=ids)
+        text = getattr(text, "pooler_output", text)
+        probs = torch.sigmoid(siglip(input_ids=ids, pixel_values=x).logits_per_image)
+    np.save(os.path.join(OUT, "zs_hf_siglip.npy"), text.numpy().astype(np.float32))
+    with open(os.path.join(OUT, "zs_hf_siglip.txt"), "w") as f:
+        f.write("\n".join(labels) + "\n")
+    out["hf_siglip"] = {"checkpoint": "hf_siglip/model.safetensors", "classes": "zs_hf_siglip.npy",
+                        "probs": probs.numpy().tolist(),
+                        "logit_scale": float(siglip.logit_scale), "logit_bias": float(siglip.logit_bias)}
+    with open(os.path.join(OUT, "zero_shot.json"), "w") as f:
+        json.dump({"labels": labels, "cases": out}, f)
+    print("wrote", len(out), "zero-shot cases to", OUT)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     torch.set_num_threads(1)
@@ -382,6 +483,7 @@ def main():
     with open(os.path.join(OUT, "reference.json"), "w") as f:
         json.dump({"versions": versions, "cases": cases}, f)
     print("wrote", len(cases), "cases to", OUT)
+    zero_shot_cases()
 
 
 if __name__ == "__main__":

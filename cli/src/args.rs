@@ -122,6 +122,12 @@ pub(crate) struct RunArgs {
     /// mean (`mean`) or both concatenated (`cls+mean`).
     #[arg(long, value_name = "cls|mean|cls+mean")]
     pub(crate) pooling: Option<String>,
+    /// Zero-shot classification for CLIP and SigLIP: a .npy or .safetensors
+    /// matrix of class text embeddings (one row per class), labels one per
+    /// line in the .txt of the same name beside it (or, in a .safetensors,
+    /// a JSON list under its `labels` metadata). Implies --task classify.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) classes: Option<PathBuf>,
     /// Classes kept per image (classify).
     #[arg(long, default_value_t = 5, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub(crate) top_k: u32,

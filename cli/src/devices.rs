@@ -43,17 +43,25 @@ pub(crate) fn run(json: bool) -> Outcome {
     };
     if json {
         return match serde_json::to_string_pretty(&listing) {
-            Ok(text) => {
-                println!("{text}");
-                Outcome::Success
-            }
+            Ok(text) => crate::exit::print(&(text + "\n")),
             Err(e) => Outcome::Failed(format!("cannot encode the device list: {e}")),
         };
     }
-    println!(
+    match table(&listing) {
+        Ok(text) => crate::exit::print(&text),
+        Err(e) => Outcome::Failed(format!("cannot format the device list: {e}")),
+    }
+}
+
+/// The listing for people: one line per device.
+fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
+    use std::fmt::Write;
+    let mut text = String::new();
+    writeln!(
+        text,
         "{:<10} {:<11} {:<8} {:<14} {:<18} name (driver)",
         "--gpus", "type", "backend", "pci", "memory"
-    );
+    )?;
     for a in &listing.adapters {
         let memory = a.memory.map_or("-".to_owned(), |(total, free)| {
             format!(
@@ -62,7 +70,8 @@ pub(crate) fn run(json: bool) -> Outcome {
                 total as f64 / GIB
             )
         });
-        println!(
+        writeln!(
+            text,
             "{:<10} {:<11} {:<8} {:<14} {:<18} {} ({})",
             a.spec.as_deref().unwrap_or("-"),
             a.kind,
@@ -71,23 +80,25 @@ pub(crate) fn run(json: bool) -> Outcome {
             memory,
             a.name,
             a.driver
-        );
+        )?;
     }
     let load = listing.cpu.load.map_or("load unknown".to_owned(), |l| {
         format!("load {:.2} {:.2} {:.2}", l[0], l[1], l[2])
     });
-    println!(
+    writeln!(
+        text,
         "{:<10} {:<11} {:<8} {:<14} {:<18} {} cores, {load} (burn flex)",
         "cpu", "cpu", "-", "-", "-", listing.cpu.cores
-    );
+    )?;
     if listing
         .adapters
         .iter()
         .all(|a| a.kind == "cpu" || a.kind == "other")
     {
-        println!("no GPU found: `--gpus all` runs on the CPU");
+        writeln!(text, "no GPU found: `--gpus all` runs on the CPU")?;
     }
-    Outcome::Success
+
+    Ok(text)
 }
 
 const GIB: f64 = (1u64 << 30) as f64;

@@ -45,6 +45,18 @@ impl Outcome {
     }
 }
 
+/// Writes `text` to stdout. A reader that went away (`pipeline models |
+/// head`) is not an error: the listing did its job.
+pub(crate) fn print(text: &str) -> Outcome {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Outcome::Success,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Outcome::Success,
+        Err(e) => Outcome::Failed(format!("cannot write to stdout: {e}")),
+    }
+}
+
 /// One line, whatever the underlying error printed.
 fn one_line(message: &str) -> String {
     message.split_whitespace().collect::<Vec<_>>().join(" ")

@@ -4,9 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use coordinator::{RunConfig, RunSummary, choose_format};
+use gpu_worker::zero_shot::ClassMatrix;
 use pipeline_core::{
     DecodeLimits, DeviceSpec, EmbedPooling, Family, ModelKind, PreprocessSpec, Shard, Task,
-    WorkerConfig,
+    WorkerConfig, ZeroShotClasses,
 };
 
 use crate::args::{InferArgs, MergeArgs, RunArgs, TaskArg};
@@ -187,20 +188,31 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         || default_loader_threads(cores, devices.len(), load_average()),
         |n| n as usize,
     );
-    let task = match args.task {
-        Some(TaskArg::Classify) if !model.classifies() => {
+    let task = match (args.task, &args.classes) {
+        (Some(TaskArg::Embed), Some(_)) => {
+            return Err("--classes goes with --task classify (zero-shot), not embed".to_owned());
+        }
+        (Some(TaskArg::Classify), None) if !model.classifies() => {
             return Err(format!(
-                "--task classify: {model} has no classifier head; use --task embed \
-                 (zero-shot classification with --classes is not built yet)"
+                "--task classify: {model} has no classifier head; use --task embed{}",
+                if model.zero_shot() {
+                    ", or classify zero-shot with --classes FILE (class text embeddings)"
+                } else {
+                    ""
+                }
             ));
         }
-        Some(TaskArg::Classify) => Task::Classify {
+        (Some(TaskArg::Classify), _) | (None, Some(_)) => Task::Classify {
             top_k: args.top_k as usize,
         },
-        None if model.classifies() => Task::Classify {
+        (None, None) if model.classifies() => Task::Classify {
             top_k: args.top_k as usize,
         },
-        Some(TaskArg::Embed) | None => Task::Embed,
+        (Some(TaskArg::Embed) | None, None) => Task::Embed,
+    };
+    let classes = match &args.classes {
+        Some(path) => Some(zero_shot_classes(path, model, weights.as_deref())?),
+        None => None,
     };
     let pooling = match &args.pooling {
         None => None,
@@ -228,6 +240,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             seed: args.seed,
             task,
             pooling,
+            classes,
             batch_size,
             loader_threads,
             preprocess: PreprocessSpec {
@@ -238,6 +251,25 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             limits: DecodeLimits::default(),
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],
+    })
+}
+
+/// `--classes FILE`, read and checked against the model and its weights
+/// before any worker starts; the workers read the matrix again, by its
+/// absolute path.
+fn zero_shot_classes(
+    path: &Path,
+    model: ModelKind,
+    weights: Option<&Path>,
+) -> Result<ZeroShotClasses, String> {
+    let matrix = ClassMatrix::open(path).map_err(|e| format!("--classes: {e}"))?;
+    gpu_worker::zero_shot::check(model, weights, &matrix, path)
+        .map_err(|e| format!("--classes: {e}"))?;
+    let path =
+        std::fs::canonicalize(path).map_err(|e| format!("--classes {}: {e}", path.display()))?;
+    Ok(ZeroShotClasses {
+        path,
+        labels: matrix.labels().to_vec(),
     })
 }
 

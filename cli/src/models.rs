@@ -47,8 +47,10 @@ fn published(model: ModelKind) -> &'static str {
     }
 }
 
+/// The tasks a model runs; CLIP's and SigLIP's `classify` is zero-shot,
+/// with `--classes FILE` (`zero_shot` in the JSON says so).
 fn tasks(model: ModelKind) -> Vec<&'static str> {
-    if model.classifies() {
+    if model.classifies() || model.zero_shot() {
         vec!["classify", "embed"]
     } else {
         vec!["embed"]
@@ -103,6 +105,7 @@ fn entry(model: ModelKind) -> Value {
         "name": model.name(),
         "family": model.family(),
         "tasks": tasks(model),
+        "zero_shot": model.zero_shot(),
         "input_size": spec.crop,
         "preprocess": describe(&spec),
         "preprocess_spec": spec,
@@ -117,29 +120,45 @@ pub(crate) fn run(json_output: bool) -> Outcome {
     let models: Vec<Value> = ModelKind::ALL.into_iter().map(entry).collect();
     if json_output {
         match serde_json::to_string_pretty(&models) {
-            Ok(text) => println!("{text}"),
+            Ok(text) => return crate::exit::print(&(text + "\n")),
             Err(e) => return Outcome::Failed(format!("cannot write JSON: {e}")),
         }
-        return Outcome::Success;
     }
-    for (model, value) in ModelKind::ALL.into_iter().zip(&models) {
-        println!(
-            "{:<24} {:<16} input {:>3}  embed {:>4}",
+    match table(&models) {
+        Ok(text) => crate::exit::print(&text),
+        Err(e) => Outcome::Failed(format!("cannot format the model list: {e}")),
+    }
+}
+
+/// The listing for people: one block per model.
+fn table(models: &[Value]) -> Result<String, std::fmt::Error> {
+    use std::fmt::Write;
+    let mut text = String::new();
+    for (model, value) in ModelKind::ALL.into_iter().zip(models) {
+        let tasks = if model.zero_shot() {
+            "classify*,embed".to_owned()
+        } else {
+            tasks(model).join(",")
+        };
+        writeln!(
+            text,
+            "{:<24} {tasks:<16} input {:>3}  embed {:>4}",
             model.name(),
-            tasks(model).join(","),
             value["input_size"],
             model.feature_dim()
-        );
-        println!(
-            "    preprocess: {}",
-            value["preprocess"].as_str().unwrap_or("")
-        );
+        )?;
+        let preprocess = value["preprocess"].as_str().unwrap_or("");
+        writeln!(text, "    preprocess: {preprocess}")?;
         for layout in gpu_worker::checkpoint_layouts(model) {
-            println!("    loads:      {layout}");
+            writeln!(text, "    loads:      {layout}")?;
         }
-        println!("    weights:    {}", published(model));
+        writeln!(text, "    weights:    {}", published(model))?;
     }
-    Outcome::Success
+    writeln!(
+        text,
+        "* zero-shot: --task classify --classes FILE (class text embeddings)"
+    )?;
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -162,5 +181,6 @@ mod tests {
         assert!(clip.contains("0.481455"), "{clip}");
         assert_eq!(tasks(ModelKind::Dinov2Vits14), vec!["embed"]);
         assert_eq!(tasks(ModelKind::ConvnextTiny), vec!["classify", "embed"]);
+        assert_eq!(tasks(ModelKind::ClipVitB32), vec!["classify", "embed"]);
     }
 }

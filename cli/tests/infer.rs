@@ -503,6 +503,72 @@ fn bad_flags_paths_and_weights_are_one_line_errors_with_exit_2() {
             "cls, mean or cls+mean",
         ),
     ]);
+    let narrow = class_matrix(dir.path(), "narrow", &["a", "b"], 16);
+    let narrow = narrow.to_str().expect("utf-8 path");
+    cases.extend([
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--model",
+                "clip_vit_b_32",
+                "--task",
+                "classify",
+            ],
+            "classify zero-shot with --classes",
+        ),
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--model",
+                "resnet50",
+                "--classes",
+                narrow,
+            ],
+            "--classes needs a CLIP or SigLIP model",
+        ),
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--model",
+                "clip_vit_b_32",
+                "--classes",
+                narrow,
+            ],
+            "rows are 16 wide, but clip_vit_b_32's image embedding is 512",
+        ),
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--model",
+                "clip_vit_b_32",
+                "--classes",
+                narrow,
+                "--task",
+                "embed",
+            ],
+            "--classes goes with --task classify",
+        ),
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--model",
+                "clip_vit_b_32",
+                "--classes",
+                garbage,
+            ],
+            "expected a .npy or .safetensors",
+        ),
+    ]);
     cases.extend(vec![
         (vec!["infer", "--data", "/no/such/folder"], "--data"),
         (vec!["infer", "--data", root, "--model", "vgg16"], "--model"),
@@ -678,6 +744,154 @@ fn transformer_and_convnext_models_run_through_infer() {
     }
 }
 
+/// `labels` × `dim` class matrix as a .npy, labels in the .txt beside.
+fn class_matrix(dir: &Path, name: &str, labels: &[&str], dim: usize) -> PathBuf {
+    use npyz::WriterBuilder;
+    let mut x: u32 = 0x9e37_79b9;
+    let values: Vec<f32> = (0..labels.len() * dim)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            (x % 2001) as f32 / 1000.0 - 1.0
+        })
+        .collect();
+    let mut bytes = Vec::new();
+    let mut writer = npyz::WriteOptions::<f32>::new()
+        .default_dtype()
+        .shape(&[labels.len() as u64, dim as u64])
+        .writer(&mut bytes)
+        .begin_nd()
+        .expect("npy header");
+    writer.extend(values).expect("npy data");
+    writer.finish().expect("npy written");
+    let path = dir.join(format!("{name}.npy"));
+    fs::write(&path, bytes).expect("write");
+    fs::write(dir.join(format!("{name}.txt")), labels.join("\n") + "\n").expect("write");
+    path
+}
+
+/// Zero-shot CLIP through `pipeline infer`: the user's labels in every
+/// record (JSONL, and CSV re-encoded by `pipeline merge` from a sharded
+/// run's parts), softmax probabilities over the user's classes, and a
+/// changed class file refused on resume.
+#[test]
+fn clip_classifies_zero_shot_with_the_users_classes() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = fixtures::generate(
+        &dir.path().join("data"),
+        &DatasetSpec {
+            images: 3,
+            seed: 8,
+            broken: true,
+        },
+    )
+    .expect("fixtures are written");
+    let labels = ["tabby cat", "dog, running", "a \"red\" car"];
+    let classes = class_matrix(dir.path(), "classes", &labels, 512);
+    let classes = classes.to_str().expect("utf-8 path");
+    let root = data.root.to_str().expect("utf-8 path");
+    let args = |out: &str, extra: &[&'static str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "infer",
+            "--data",
+            root,
+            "--out",
+            out,
+            "--model",
+            "clip_vit_b_32",
+            "--classes",
+            classes,
+            "--gpus",
+            "cpu",
+            "--batch-size",
+            "2",
+            "--chunk-size",
+            "2",
+            "--quiet",
+        ]
+        .map(str::to_owned)
+        .to_vec();
+        args.extend(extra.iter().map(|s| (*s).to_owned()));
+        args
+    };
+    let run = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        pipeline(&args, dir.path(), &dir.path().join("none"))
+    };
+    let out = run(args("zs.jsonl", &[]));
+    assert_eq!(out.status.code(), Some(1), "broken files: {}", stderr(&out));
+    let records = records(&dir.path().join("zs.jsonl"));
+    let broken = data.broken.iter().filter(|b| b.path.exists()).count();
+    assert_eq!(records.len(), data.good.len() + broken);
+    let mut classified = 0;
+    for record in &records {
+        let Some(top) = record["top_k"].as_array() else {
+            assert!(record["error"].is_object(), "{record}");
+            continue;
+        };
+        classified += 1;
+        assert_eq!(top.len(), 3, "top-k 5 keeps the 3 classes there are");
+        let sum: f64 = top.iter().map(|c| c["prob"].as_f64().expect("prob")).sum();
+        assert!((sum - 1.0).abs() < 1e-5, "softmax sums to 1: {sum}");
+        for c in top {
+            let class = c["class"].as_u64().expect("class") as usize;
+            assert_eq!(c["label"], labels[class], "{record}");
+        }
+    }
+    // (As root, the unreadable-file case reads fine and is classified too.)
+    assert!(classified >= data.good.len(), "{classified} classified");
+
+    // A changed class file: resume refuses, saying which flag changed.
+    let changed = class_matrix(dir.path(), "changed", &["cat", "dog", "car"], 512);
+    let first = run(args("partial.jsonl", &["--shard", "0/2"]));
+    assert!(
+        matches!(first.status.code(), Some(0 | 1)),
+        "{}",
+        stderr(&first)
+    );
+    let mut other = args("partial.jsonl", &["--shard", "1/2"]);
+    let at = other
+        .iter()
+        .position(|a| a == classes)
+        .expect("--classes value");
+    other[at] = changed.to_str().expect("utf-8 path").to_owned();
+    let refused = run(other);
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("another --classes file"),
+        "{}",
+        stderr(&refused)
+    );
+
+    // Sharded into CSV: `pipeline merge` names the classes from run.json.
+    for shard in ["0/2", "1/2"] {
+        let run = run(args("zs.csv", &["--shard", shard]));
+        assert!(matches!(run.status.code(), Some(0 | 1)), "{}", stderr(&run));
+    }
+    let merged = pipeline(&["merge", "--out", "zs.csv"], dir.path(), dir.path());
+    assert_eq!(merged.status.code(), Some(1), "{}", stderr(&merged));
+    let mut csv = csv::Reader::from_path(dir.path().join("zs.csv")).expect("csv output");
+    let headers = csv.headers().expect("a header").clone();
+    let label_1 = headers
+        .iter()
+        .position(|h| h == "label_1")
+        .expect("label_1");
+    let class_1 = headers
+        .iter()
+        .position(|h| h == "class_1")
+        .expect("class_1");
+    let mut named = 0;
+    for row in csv.records() {
+        let row = row.expect("a row");
+        if let Ok(class) = row[class_1].parse::<usize>() {
+            assert_eq!(&row[label_1], labels[class]);
+            named += 1;
+        }
+    }
+    assert_eq!(named, classified);
+}
+
 #[test]
 fn models_lists_every_model_with_its_preprocessing_and_layouts() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -712,10 +926,9 @@ fn models_lists_every_model_with_its_preprocessing_and_layouts() {
             "{m}"
         );
     }
-    assert_eq!(
-        find("siglip_base_patch16_224")["tasks"],
-        serde_json::json!(["embed"])
-    );
+    assert_eq!(find("dinov2_vits14")["tasks"], serde_json::json!(["embed"]));
+    assert_eq!(find("siglip_base_patch16_224")["zero_shot"], true);
+    assert_eq!(find("vit_b_16")["zero_shot"], false);
     assert_eq!(find("clip_vit_l_14")["embedding_dim"], 768);
     assert_eq!(find("vit_l_16")["preprocess_spec"]["resize_shorter"], 242);
     let table = pipeline(&["models"], dir.path(), dir.path());

@@ -19,7 +19,7 @@ use arrow_array::{
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema};
 use parquet::arrow::ArrowWriter;
-use pipeline_core::{ClassScore, ItemError, ItemIndex, Prediction, Task, imagenet_label};
+use pipeline_core::{ClassLabels, ClassScore, ItemError, ItemIndex, Prediction, Task};
 use serde::{Deserialize, Serialize};
 
 /// One line of output: an item and what became of it.
@@ -72,18 +72,25 @@ pub(crate) trait RecordSink {
     fn finish(self: Box<Self>) -> io::Result<()>;
 }
 
-/// A sink writing `format` to `path`.
-pub(crate) fn open_sink(
-    path: &Path,
-    format: OutputFormat,
-    task: Task,
-    feature_dim: usize,
-) -> io::Result<Box<dyn RecordSink>> {
+/// What an output file holds and how its columns are named.
+#[derive(Debug, Clone)]
+pub(crate) struct OutputSpec {
+    pub(crate) format: OutputFormat,
+    pub(crate) task: Task,
+    /// Feature width, for CSV headers of `--task embed`.
+    pub(crate) feature_dim: usize,
+    /// Class names (ImageNet's, or a zero-shot run's own).
+    pub(crate) labels: ClassLabels,
+}
+
+/// A sink writing `spec.format` to `path`.
+pub(crate) fn open_sink(path: &Path, spec: &OutputSpec) -> io::Result<Box<dyn RecordSink>> {
     let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
-    Ok(match format {
-        OutputFormat::Jsonl => Box::new(JsonlSink { out: file }),
-        OutputFormat::Csv => Box::new(CsvSink::new(file, task, feature_dim)?),
-        OutputFormat::Parquet => Box::new(ParquetSink::new(file, task)?),
+    let labels = spec.labels.clone();
+    Ok(match spec.format {
+        OutputFormat::Jsonl => Box::new(JsonlSink { out: file, labels }),
+        OutputFormat::Csv => Box::new(CsvSink::new(file, spec.task, spec.feature_dim, labels)?),
+        OutputFormat::Parquet => Box::new(ParquetSink::new(file, spec.task, labels)?),
     })
 }
 
@@ -100,37 +107,34 @@ struct JsonRecord<'a> {
 }
 
 #[derive(Serialize)]
-struct JsonClass {
+struct JsonClass<'a> {
     class: u32,
-    label: &'static str,
+    label: &'a str,
     prob: f32,
 }
 
 /// The top-k list with its labels, written straight from the scores (no
 /// list of [`JsonClass`] built first: this runs once per record).
-struct JsonTopK<'a>(&'a [ClassScore]);
+struct JsonTopK<'a>(&'a [ClassScore], &'a ClassLabels);
 
 impl Serialize for JsonTopK<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_seq(self.0.iter().map(|s| JsonClass {
             class: s.class,
-            label: label(s.class),
+            label: self.1.get(s.class),
             prob: s.prob,
         }))
     }
 }
 
-fn label(class: u32) -> &'static str {
-    imagenet_label(class).unwrap_or("")
-}
-
 struct JsonlSink<W: Write> {
     out: W,
+    labels: ClassLabels,
 }
 
 impl<W: Write> RecordSink for JsonlSink<W> {
     fn write(&mut self, record: &Record) -> io::Result<()> {
-        encode_jsonl(record, &mut self.out)
+        encode_jsonl(record, &self.labels, &mut self.out)
     }
 
     fn finish(mut self: Box<Self>) -> io::Result<()> {
@@ -138,10 +142,14 @@ impl<W: Write> RecordSink for JsonlSink<W> {
     }
 }
 
-/// Writes `record` as one JSONL line: the bytes of the JSONL output and of
-/// part files alike.
-pub(crate) fn encode_jsonl<W: Write>(record: &Record, out: &mut W) -> io::Result<()> {
-    encode_jsonl_parts(record.index, &record.path, &record.result, out)
+/// Writes `record` as one JSONL line, classes named by `labels`: the bytes
+/// of the JSONL output and of part files alike.
+pub(crate) fn encode_jsonl<W: Write>(
+    record: &Record,
+    labels: &ClassLabels,
+    out: &mut W,
+) -> io::Result<()> {
+    encode_jsonl_parts(record.index, &record.path, &record.result, labels, out)
 }
 
 /// [`encode_jsonl`] from borrowed parts, so a caller need not build a
@@ -150,6 +158,7 @@ pub(crate) fn encode_jsonl_parts<W: Write>(
     index: ItemIndex,
     path: &str,
     result: &Result<Prediction, ItemError>,
+    labels: &ClassLabels,
     out: &mut W,
 ) -> io::Result<()> {
     let mut json = JsonRecord {
@@ -160,7 +169,7 @@ pub(crate) fn encode_jsonl_parts<W: Write>(
         error: None,
     };
     match result {
-        Ok(Prediction::TopK(scores)) => json.top_k = Some(JsonTopK(scores)),
+        Ok(Prediction::TopK(scores)) => json.top_k = Some(JsonTopK(scores, labels)),
         Ok(Prediction::Embedding(values)) => json.embedding = Some(values),
         Err(error) => json.error = Some(error),
     }
@@ -218,10 +227,11 @@ struct CsvSink<W: Write> {
     out: csv::Writer<W>,
     width: usize,
     row: Vec<String>,
+    labels: ClassLabels,
 }
 
 impl<W: Write> CsvSink<W> {
-    fn new(out: W, task: Task, feature_dim: usize) -> io::Result<Self> {
+    fn new(out: W, task: Task, feature_dim: usize, labels: ClassLabels) -> io::Result<Self> {
         let mut header = vec!["index".to_owned(), "path".to_owned()];
         let width = match task {
             Task::Classify { top_k } => {
@@ -246,6 +256,7 @@ impl<W: Write> CsvSink<W> {
             out,
             width,
             row: Vec::with_capacity(header.len()),
+            labels,
         })
     }
 }
@@ -261,7 +272,7 @@ impl<W: Write> RecordSink for CsvSink<W> {
                 for s in scores {
                     row.extend([
                         s.class.to_string(),
-                        label(s.class).to_owned(),
+                        self.labels.get(s.class).to_owned(),
                         s.prob.to_string(),
                     ]);
                 }
@@ -292,6 +303,7 @@ struct ParquetSink<W: Write + Send> {
     writer: ArrowWriter<W>,
     schema: Arc<Schema>,
     task: Task,
+    labels: ClassLabels,
     pending: Vec<Record>,
 }
 
@@ -304,7 +316,7 @@ fn class_fields() -> Fields {
 }
 
 impl<W: Write + Send> ParquetSink<W> {
-    fn new(out: W, task: Task) -> io::Result<Self> {
+    fn new(out: W, task: Task, labels: ClassLabels) -> io::Result<Self> {
         let result = match task {
             Task::Classify { .. } => Field::new(
                 "top_k",
@@ -333,6 +345,7 @@ impl<W: Write + Send> ParquetSink<W> {
             writer,
             schema,
             task,
+            labels,
             pending: Vec::with_capacity(PARQUET_ROWS_PER_GROUP),
         })
     }
@@ -345,7 +358,7 @@ impl<W: Write + Send> ParquetSink<W> {
         let index = UInt64Array::from_iter_values(rows.iter().map(|r| r.index));
         let path = StringArray::from_iter_values(rows.iter().map(|r| r.path.as_str()));
         let result = match self.task {
-            Task::Classify { .. } => top_k_column(&rows),
+            Task::Classify { .. } => top_k_column(&rows, &self.labels),
             Task::Embed => embedding_column(&rows),
         };
         let error_kind: StringArray = rows
@@ -393,7 +406,7 @@ fn embedding_column(rows: &[Record]) -> ArrayRef {
 }
 
 /// `list<struct<class, label, prob>>` per row, null for failed items.
-fn top_k_column(rows: &[Record]) -> ArrayRef {
+fn top_k_column(rows: &[Record], labels: &ClassLabels) -> ArrayRef {
     let (mut class, mut label_b, mut prob) = (
         UInt32Builder::new(),
         StringBuilder::new(),
@@ -405,7 +418,7 @@ fn top_k_column(rows: &[Record]) -> ArrayRef {
         if let Ok(Prediction::TopK(scores)) = &r.result {
             for s in scores {
                 class.append_value(s.class);
-                label_b.append_value(label(s.class));
+                label_b.append_value(labels.get(s.class));
                 prob.append_value(s.prob);
             }
         }

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use pipeline_core::{Chunk, Task};
 use serde_json::Value;
 
-use crate::output::{OutputFormat, decode_jsonl, jsonl_error, open_sink, partial_path};
+use crate::output::{OutputFormat, OutputSpec, decode_jsonl, jsonl_error, open_sink, partial_path};
 
 /// Version of the part folder's layout, stored in `run.json`. Also bumped
 /// when the same settings start to give other records, so that a resume
@@ -140,6 +140,8 @@ pub(crate) struct StoredRun {
     pub(crate) task: Task,
     pub(crate) model: String,
     pub(crate) pooling: Option<pipeline_core::EmbedPooling>,
+    /// A zero-shot run's class names (ImageNet's otherwise).
+    pub(crate) labels: pipeline_core::ClassLabels,
 }
 
 /// The part folder of one output.
@@ -234,6 +236,14 @@ impl PartStore {
                 .map_err(|e| damaged(format!("task: {e}")))?,
             model: json["model"].as_str().unwrap_or_default().to_owned(),
             pooling: serde_json::from_value(json["pooling"].clone()).unwrap_or(None),
+            labels: match json.pointer("/classes/labels") {
+                None => pipeline_core::ClassLabels::Imagenet,
+                Some(labels) => pipeline_core::ClassLabels::Named(
+                    serde_json::from_value::<Vec<String>>(labels.clone())
+                        .map_err(|e| damaged(format!("classes: {e}")))?
+                        .into(),
+                ),
+            },
         };
         Ok((Self::at(dir), stored))
     }
@@ -244,9 +254,7 @@ impl PartStore {
         &self,
         chunks: &[Chunk],
         out: &Path,
-        format: OutputFormat,
-        task: Task,
-        feature_dim: usize,
+        spec: &OutputSpec,
         wait: bool,
     ) -> Result<Merge, PartsError> {
         let lock_path = self.dir.join("merge.lock");
@@ -273,7 +281,7 @@ impl PartStore {
         if !self.dir.join(RUN_FILE).exists() {
             return Ok(Merge::AlreadyMerged);
         }
-        let assembled = self.assemble(chunks, out, format, task, feature_dim)?;
+        let assembled = self.assemble(chunks, out, spec)?;
         drop(lock);
         Ok(Merge::Done(assembled))
     }
@@ -347,9 +355,7 @@ impl PartStore {
         &self,
         chunks: &[Chunk],
         out: &Path,
-        format: OutputFormat,
-        task: Task,
-        feature_dim: usize,
+        spec: &OutputSpec,
     ) -> Result<Assembled, PartsError> {
         let committed = self.committed()?;
         let missing: Vec<u64> = chunks
@@ -372,14 +378,7 @@ impl PartStore {
         let partial = partial_path(out);
         let failures_file = failures_path(out);
         let failures_partial = partial_path(&failures_file);
-        let result = self.write_output(
-            chunks,
-            &partial,
-            &failures_partial,
-            format,
-            task,
-            feature_dim,
-        );
+        let result = self.write_output(chunks, &partial, &failures_partial, spec);
         let assembled = match result {
             Ok(assembled) => assembled,
             Err(e) => {
@@ -412,25 +411,23 @@ impl PartStore {
         chunks: &[Chunk],
         partial: &Path,
         failures_partial: &Path,
-        format: OutputFormat,
-        task: Task,
-        feature_dim: usize,
+        spec: &OutputSpec,
     ) -> Result<Assembled, PartsError> {
         let mut assembled = Assembled::default();
         let mut failures =
             io::BufWriter::new(File::create(failures_partial).map_err(io_error(failures_partial))?);
         // JSONL parts are already the output's bytes: copy them. Other
         // formats re-encode the records.
-        let mut jsonl = match format {
+        let mut jsonl = match spec.format {
             OutputFormat::Jsonl => Some(io::BufWriter::with_capacity(
                 1 << 20,
                 File::create(partial).map_err(io_error(partial))?,
             )),
             _ => None,
         };
-        let mut sink = match format {
+        let mut sink = match spec.format {
             OutputFormat::Jsonl => None,
-            _ => Some(open_sink(partial, format, task, feature_dim).map_err(io_error(partial))?),
+            _ => Some(open_sink(partial, spec).map_err(io_error(partial))?),
         };
         for chunk in chunks {
             let path = self.dir.join(part_name(chunk.id));
@@ -527,6 +524,7 @@ fn describe_key(key: &str) -> &str {
         "task" => "another --task or --top-k",
         "preprocess" => "other preprocessing",
         "pooling" => "another --pooling",
+        "classes" => "another --classes file",
         "limits" => "other decode limits",
         "layout" => "an older version of pipeline",
         other => other,
@@ -548,7 +546,14 @@ fn describe_difference(stored: &Value, now: &Value) -> Option<String> {
         .into_iter()
         .filter(|k| old.get(*k) != new.get(*k))
         .map(|k| {
-            let show = |v: Option<&Value>| v.map_or("nothing".to_owned(), Value::to_string);
+            // A long value (a zero-shot run's labels) is cut: one line.
+            let show = |v: Option<&Value>| {
+                let text = v.map_or("nothing".to_owned(), Value::to_string);
+                match text.char_indices().nth(120) {
+                    Some((cut, _)) => format!("{}…", &text[..cut]),
+                    None => text,
+                }
+            };
             format!(
                 "{} (was {}, now {})",
                 describe_key(k),
@@ -564,6 +569,7 @@ fn describe_difference(stored: &Value, now: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use crate::output::{Record, encode_jsonl};
+    use pipeline_core::ClassLabels;
     use pipeline_core::{ClassScore, ItemError, ItemErrorKind, Prediction, plan_chunks};
     use serde_json::json;
 
@@ -585,9 +591,18 @@ mod tests {
     fn part(records: &[Record]) -> Vec<u8> {
         let mut bytes = Vec::new();
         for record in records {
-            encode_jsonl(record, &mut bytes).expect("encoded");
+            encode_jsonl(record, &ClassLabels::Imagenet, &mut bytes).expect("encoded");
         }
         bytes
+    }
+
+    fn spec(format: OutputFormat) -> OutputSpec {
+        OutputSpec {
+            format,
+            task: Task::Classify { top_k: 1 },
+            feature_dim: 0,
+            labels: ClassLabels::Imagenet,
+        }
     }
 
     fn identity() -> Value {
@@ -604,14 +619,13 @@ mod tests {
             let records: Vec<Record> = (chunk.start..chunk.end).map(record).collect();
             store.commit(chunk.id, &part(&records)).expect("committed");
         }
-        let task = Task::Classify { top_k: 1 };
         let assembled = store
-            .assemble(&chunks, &out, OutputFormat::Jsonl, task, 0)
+            .assemble(&chunks, &out, &spec(OutputFormat::Jsonl))
             .expect("assembled");
         assert_eq!((assembled.records, assembled.failures), (5, 1));
         let mut direct = Vec::new();
         for index in 0..5 {
-            encode_jsonl(&record(index), &mut direct).expect("encoded");
+            encode_jsonl(&record(index), &ClassLabels::Imagenet, &mut direct).expect("encoded");
         }
         assert_eq!(fs::read(&out).expect("output"), direct);
         let failures = fs::read_to_string(failures_path(&out)).expect("failures file");
@@ -630,14 +644,13 @@ mod tests {
             .commit(0, &part(&[record(0), record(1)]))
             .expect("committed");
         store.commit(2, &part(&[record(4)])).expect("committed");
-        let task = Task::Classify { top_k: 1 };
         let error = store
-            .assemble(&chunks, &out, OutputFormat::Jsonl, task, 0)
+            .assemble(&chunks, &out, &spec(OutputFormat::Jsonl))
             .expect_err("chunk 1 is missing");
         assert!(error.to_string().contains("missing: 1"), "{error}");
         store.commit(1, &part(&[record(2)])).expect("committed");
         let error = store
-            .assemble(&chunks, &out, OutputFormat::Csv, task, 0)
+            .assemble(&chunks, &out, &spec(OutputFormat::Csv))
             .expect_err("chunk 1 is short");
         assert!(error.to_string().contains("damaged"), "{error}");
         assert!(!out.exists() && !partial_path(&out).exists());
@@ -686,7 +699,7 @@ mod tests {
                 result: Ok(Prediction::Embedding(vec![value])),
             };
             let mut line = Vec::new();
-            encode_jsonl(&rec, &mut line).expect("encoded");
+            encode_jsonl(&rec, &ClassLabels::Imagenet, &mut line).expect("encoded");
             let back = decode_jsonl(&line).expect("decoded");
             assert_eq!(back, rec, "{value:e}");
         }

@@ -30,13 +30,13 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use pipeline_core::{
-    Chunk, DeviceSpec, Fnv64, FromWorker, ItemError, ItemErrorKind, ItemOutcome, Manifest, Shard,
-    ToWorker, WORKER_EXIT_DEVICE_LOST, WorkItemSpec, WorkerConfig, plan_chunks,
+    Chunk, ClassLabels, DeviceSpec, Fnv64, FromWorker, ItemError, ItemErrorKind, ItemOutcome,
+    Manifest, Shard, ToWorker, WORKER_EXIT_DEVICE_LOST, WorkItemSpec, WorkerConfig, plan_chunks,
 };
 use serde::Serialize;
 use serde_json::json;
 
-use crate::output::OutputFormat;
+use crate::output::{OutputFormat, OutputSpec};
 use crate::parts::{Merge, PartStore, PartsError, parts_dir};
 use crate::progress::Progress;
 use crate::signals::{StopSignals, signal_name};
@@ -148,9 +148,12 @@ pub enum RunError {
          {0} once before starting the shards instead"
     )]
     OverwriteShards(PathBuf),
-    /// The weight file could not be read for the run's fingerprint.
-    #[error("--weights {path}: {source}")]
-    Weights {
+    /// The weight or class file could not be read for the run's
+    /// fingerprint.
+    #[error("{flag} {path}: {source}")]
+    Fingerprint {
+        /// `--weights` or `--classes`.
+        flag: &'static str,
         /// The file.
         path: PathBuf,
         /// Why.
@@ -295,12 +298,13 @@ const COMMIT_QUEUE: usize = 16;
 fn commit_parts(
     queue: &crossbeam_channel::Receiver<(u64, Vec<ItemOutcome>)>,
     manifest: &Manifest,
+    labels: &ClassLabels,
     store: &PartStore,
     events: &crossbeam_channel::Sender<Event>,
 ) {
     for (chunk, outcomes) in queue {
         let started = Instant::now();
-        let bytes = encode_part(manifest, outcomes);
+        let bytes = encode_part(manifest, labels, outcomes);
         let result = store
             .commit(chunk, &bytes)
             .map(|()| started.elapsed().as_secs_f64());
@@ -374,23 +378,13 @@ struct Slot {
 fn identity(config: &RunConfig, manifest: &Manifest) -> Result<serde_json::Value, RunError> {
     let weights = match &config.worker.weights {
         Some(path) => {
-            let weights_error = |source| RunError::Weights {
-                path: path.clone(),
-                source,
-            };
-            let mut file = std::fs::File::open(path).map_err(weights_error)?;
-            let mut hash = Fnv64::default();
-            let mut buffer = vec![0u8; 1 << 20];
-            let mut bytes = 0u64;
-            loop {
-                let n = std::io::Read::read(&mut file, &mut buffer).map_err(weights_error)?;
-                if n == 0 {
-                    break;
-                }
-                hash.write(&buffer[..n]);
-                bytes += n as u64;
-            }
-            json!({"bytes": bytes, "fnv64": format!("{:016x}", hash.finish())})
+            let (bytes, fnv64) =
+                file_fingerprint(path).map_err(|source| RunError::Fingerprint {
+                    flag: "--weights",
+                    path: path.clone(),
+                    source,
+                })?;
+            json!({"bytes": bytes, "fnv64": fnv64})
         }
         None => json!({"random_seed": config.worker.seed}),
     };
@@ -410,7 +404,33 @@ fn identity(config: &RunConfig, manifest: &Manifest) -> Result<serde_json::Value
     if let Some(pooling) = config.worker.pooling {
         identity["pooling"] = json!(pooling);
     }
+    if let Some(classes) = &config.worker.classes {
+        let (bytes, fnv64) =
+            file_fingerprint(&classes.path).map_err(|source| RunError::Fingerprint {
+                flag: "--classes",
+                path: classes.path.clone(),
+                source,
+            })?;
+        identity["classes"] = json!({"bytes": bytes, "fnv64": fnv64, "labels": classes.labels});
+    }
     Ok(identity)
+}
+
+/// The size and FNV-64 hash (hex) of the file at `path`.
+fn file_fingerprint(path: &Path) -> std::io::Result<(u64, String)> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hash = Fnv64::default();
+    let mut buffer = vec![0u8; 1 << 20];
+    let mut bytes = 0u64;
+    loop {
+        let n = std::io::Read::read(&mut file, &mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        hash.write(&buffer[..n]);
+        bytes += n as u64;
+    }
+    Ok((bytes, format!("{:016x}", hash.finish())))
 }
 
 /// Runs `config` to the end and returns what happened.
@@ -447,6 +467,12 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     }
     let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
     let store = PartStore::open(&config.out, &identity(config, &manifest)?)?;
+    let output = OutputSpec {
+        format: config.format,
+        task: config.worker.task,
+        feature_dim: config.feature_dim,
+        labels: ClassLabels::of(config.worker.classes.as_ref()),
+    };
     let committed: HashSet<u64> = store.committed()?;
     let owned: Vec<Chunk> = chunks
         .iter()
@@ -490,8 +516,8 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
         let (commits, queue) = crossbeam_channel::bounded(COMMIT_QUEUE);
         for _ in 0..COMMIT_THREADS {
             let (queue, events) = (queue.clone(), run.events_tx.clone());
-            let (manifest, store) = (&manifest, &store);
-            scope.spawn(move || commit_parts(&queue, manifest, store, &events));
+            let (manifest, store, labels) = (&manifest, &store, &output.labels);
+            scope.spawn(move || commit_parts(&queue, manifest, labels, store, &events));
         }
         run.commits = Some(commits);
         let outcome = run.drive(&mut progress, &signals);
@@ -510,14 +536,7 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
         chunks.iter().all(|c| now.contains(&c.id))
     };
     let merge = if !sharded || (config.merge && everything_committed) {
-        store.merge(
-            &chunks,
-            &config.out,
-            config.format,
-            config.worker.task,
-            config.feature_dim,
-            !sharded,
-        )?
+        store.merge(&chunks, &config.out, &output, !sharded)?
     } else {
         Merge::Busy
     };
@@ -580,16 +599,21 @@ pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, Run
     let chunks = plan_chunks(stored.items, stored.chunk_size);
     let format =
         format.unwrap_or_else(|| OutputFormat::from_path(out).unwrap_or(OutputFormat::Jsonl));
-    let feature_dim = stored
-        .model
-        .parse::<pipeline_core::ModelKind>()
-        .map_or(0, |m| m.embedding_dim(stored.pooling));
+    let spec = OutputSpec {
+        format,
+        task: stored.task,
+        feature_dim: stored
+            .model
+            .parse::<pipeline_core::ModelKind>()
+            .map_or(0, |m| m.embedding_dim(stored.pooling)),
+        labels: stored.labels,
+    };
     let mut summary = RunSummary {
         chunks: chunks.len() as u64,
         out: out.to_owned(),
         ..RunSummary::default()
     };
-    match store.merge(&chunks, out, format, stored.task, feature_dim, true)? {
+    match store.merge(&chunks, out, &spec, true)? {
         Merge::Done(assembled) => {
             summary.merged = true;
             summary.images = assembled.records;
@@ -1349,13 +1373,17 @@ fn absolute(root: &Path, relative: &Path) -> PathBuf {
 /// as JSONL. With [`check_outcomes`] and the frame decode, this is the
 /// coordinator's work per result between a worker's pipe and the disk
 /// (`benches`: `coordinator_path`).
-pub fn encode_part(manifest: &Manifest, outcomes: Vec<ItemOutcome>) -> Vec<u8> {
+pub fn encode_part(
+    manifest: &Manifest,
+    labels: &ClassLabels,
+    outcomes: Vec<ItemOutcome>,
+) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(outcomes.len() * 192);
     for o in &outcomes {
         let path = manifest.entries[o.index as usize]
             .relative
             .to_string_lossy();
-        crate::output::encode_jsonl_parts(o.index, &path, &o.result, &mut bytes)
+        crate::output::encode_jsonl_parts(o.index, &path, &o.result, labels, &mut bytes)
             .expect("writing JSON into a Vec cannot fail");
     }
     bytes

@@ -1,6 +1,7 @@
 //! One batched forward pass: upload `u8` pixels, normalise on the device,
-//! run the model, and read back only what the task needs — softmax
-//! probabilities (`classify`) or pooled features (`embed`).
+//! run the model, and read back only what the task needs — class
+//! probabilities (`classify`: softmax, or sigmoid for SigLIP's zero-shot
+//! scores) or pooled features (`embed`).
 //!
 //! Top-k is taken on the host from the read-back probabilities: burn's
 //! `topk` (and a full `sum`) segfault inside Mesa's lavapipe while it
@@ -11,7 +12,6 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
-use burn::tensor::activation::softmax;
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use pipeline_core::{ChunkTimes, ClassScore, DeviceSpec, Normalize, Prediction, Task};
 
@@ -171,7 +171,7 @@ impl Engine {
                 } else {
                     self.model.head(features)
                 };
-                let probs = softmax(logits, 1);
+                let probs = self.model.probabilities(logits);
                 let classes = probs.dims()[1];
                 let computed = self.sync(uploaded, &mut times.compute_s)?;
                 let values = read_back(probs)?;

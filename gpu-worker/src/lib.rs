@@ -16,6 +16,7 @@ mod model;
 mod model_only;
 mod weights;
 mod worker;
+pub mod zero_shot;
 
 pub use backoff::{BatchSizeChange, ItemResult, MAX_START_BATCH, OomBackoff, start_batch};
 pub use device::{AdapterSummary, DeviceError, adapters, device_for, gpu_index_by_pci, gpus, open};

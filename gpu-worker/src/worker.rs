@@ -214,11 +214,30 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
 /// Opens the device, loads the model and picks the starting batch size.
 pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), String> {
     let device = open(&config.device).map_err(|e| e.to_string())?;
-    let model = match &config.weights {
+    let mut model = match &config.weights {
         Some(path) => Model::load(config.model, path, &device).map_err(|e| e.to_string())?,
         None => Model::random(config.model, config.seed, &device),
     }
     .with_pooling(config.pooling);
+    if let Some(classes) = &config.classes {
+        let rule = crate::zero_shot::ZeroShotRule::of(config.model.family())
+            .ok_or_else(|| format!("{} does not classify zero-shot (--classes)", config.model))?;
+        let matrix =
+            crate::zero_shot::ClassMatrix::open(&classes.path).map_err(|e| e.to_string())?;
+        if matrix.labels() != classes.labels.as_slice() {
+            return Err(format!(
+                "class file {} changed since the run started (its labels differ)",
+                classes.path.display()
+            ));
+        }
+        model = model.with_zero_shot(
+            &matrix,
+            &rule,
+            config.model.name(),
+            config.weights.as_deref(),
+            &device,
+        )?;
+    }
     if matches!(config.task, pipeline_core::Task::Classify { .. }) && !model.classifies() {
         return Err(format!(
             "{} has no classifier head; use --task embed",

@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
+use gpu_worker::zero_shot::{ClassMatrix, ZeroShotRule};
 use gpu_worker::{
     Activation, Architecture, ConvNextConfig, Engine, Model, Pooling, PosInterpolation, VitConfig,
     WeightsError,
 };
-use pipeline_core::{DeviceSpec, Normalize, Prediction, Task};
+use pipeline_core::{DeviceSpec, Family, Normalize, Prediction, Task};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -241,6 +242,99 @@ fn dinov2_pools_class_mean_or_both() {
     }
 }
 
+#[derive(Deserialize)]
+struct ZeroShotReference {
+    labels: Vec<String>,
+    cases: HashMap<String, ZeroShotCase>,
+}
+
+#[derive(Deserialize)]
+struct ZeroShotCase {
+    checkpoint: String,
+    classes: String,
+    probs: Vec<Vec<f32>>,
+}
+
+/// Zero-shot classification against upstream's own scores
+/// (`zero_shot.json`): open_clip's softmax with the file's logit_scale, HF
+/// CLIPModel's logits_per_image, a CLIP vision tower with the default 100,
+/// and SigLIP's sigmoid with its learned scale and bias; class matrices as
+/// .npy with a .txt beside and .safetensors with labels in its metadata.
+fn check_zero_shot(spec: &DeviceSpec, only: &[&str]) {
+    let json = std::fs::read_to_string(vectors().join("zero_shot.json"))
+        .expect("families/zero_shot.json is committed");
+    let zero_shot: ZeroShotReference = serde_json::from_str(&json).expect("zero_shot.json parses");
+    let reference = reference();
+    let device = gpu_worker::open(spec).expect("device opens");
+    let mut names: Vec<&String> = zero_shot.cases.keys().collect();
+    names.sort();
+    names.retain(|n| only.is_empty() || only.contains(&n.as_str()));
+    assert!(!names.is_empty());
+    for name in names {
+        let zs = &zero_shot.cases[name];
+        let (images, family) = match name.as_str() {
+            "hf_siglip" => ("hf_siglip", Family::Siglip),
+            "open_clip" => ("open_clip", Family::Clip),
+            _ => ("hf_clip", Family::Clip),
+        };
+        let case = &reference.cases[images];
+        let what = format!("zero-shot {name} on {spec}");
+        let weights = vectors().join(&zs.checkpoint);
+        let classes = ClassMatrix::open(&vectors().join(&zs.classes))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(classes.labels(), zero_shot.labels.as_slice(), "{what}");
+        let rule = ZeroShotRule::of(family).expect("CLIP and SigLIP classify zero-shot");
+        let model = Model::load_architecture(&architecture(&case.config), name, &weights, &device)
+            .unwrap_or_else(|e| panic!("{what}: {e}"))
+            .with_zero_shot(&classes, &rule, name, Some(&weights), &device)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let k = classes.rows();
+        let task = Task::Classify { top_k: k };
+        let engine = Engine::for_device(spec, device.clone(), model, task);
+        for (i, p) in run(&engine, case, task).into_iter().enumerate() {
+            let Prediction::TopK(scores) = p else {
+                panic!("{what}: classes")
+            };
+            let mut probs = vec![f32::NAN; k];
+            for s in scores {
+                probs[s.class as usize] = s.prob;
+            }
+            assert_close(&probs, &zs.probs[i], &format!("{what}, probabilities {i}"));
+        }
+    }
+}
+
+#[test]
+fn zero_shot_classification_matches_upstream_on_the_cpu() {
+    check_zero_shot(&DeviceSpec::Cpu, &[]);
+}
+
+#[test]
+fn a_siglip_vision_tower_alone_cannot_classify_zero_shot() {
+    let reference = reference();
+    let arch = architecture(&reference.cases["hf_siglip"].config);
+    let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");
+    let weights = vectors().join("hf_siglip_vision/model.safetensors");
+    let classes = ClassMatrix::open(&vectors().join("zs_hf_siglip.npy")).expect("committed");
+    let rule = ZeroShotRule::of(Family::Siglip).expect("a rule");
+    let model = Model::load_architecture(&arch, "siglip", &weights, &device).expect("loads");
+    let error = model
+        .with_zero_shot(&classes, &rule, "siglip", Some(&weights), &device)
+        .expect_err("no logit_scale or logit_bias");
+    assert!(
+        error.contains("no logit_scale and logit_bias") && !error.contains('\n'),
+        "{error}"
+    );
+    // A matrix of another width is refused too.
+    let clip_classes = ClassMatrix::open(&vectors().join("zs_open_clip.npy")).expect("committed");
+    let full = vectors().join("hf_siglip/model.safetensors");
+    let model = Model::load_architecture(&arch, "siglip", &full, &device).expect("loads");
+    let error = model
+        .with_zero_shot(&clip_classes, &rule, "siglip", Some(&full), &device)
+        .expect_err("16 wide rows for a 32 wide embedding");
+    assert!(error.contains("16 wide") && error.contains("32"), "{error}");
+}
+
 /// The GPU code path: Mesa's lavapipe runs the small CLIP (class token,
 /// pre-norm, projection, normalised output) and SigLIP (attention-pooling
 /// head) transformers and the ConvNeXt stack.
@@ -258,6 +352,8 @@ fn a_transformer_and_a_convnext_match_pytorch_on_the_software_adapter() {
             let case = &reference.cases[name];
             check_case(name, case, &DeviceSpec::Software, &case.files[..1]);
         }
+        // Zero-shot heads without a matmul, softmax and sigmoid.
+        check_zero_shot(&DeviceSpec::Software, &["hf_clip", "hf_siglip"]);
     });
     assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
 }

@@ -1,7 +1,11 @@
-//! The 1000 ImageNet class names, in class-index order, as torchvision
-//! lists them (`torchvision.models._meta._IMAGENET_CATEGORIES`).
+//! Class names: the 1000 ImageNet ones, in class-index order, as torchvision
+//! lists them (`torchvision.models._meta._IMAGENET_CATEGORIES`), or the
+//! user's own for zero-shot classification (`--classes`).
 
-use std::sync::OnceLock;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+use serde::{Deserialize, Serialize};
 
 const RAW: &str = include_str!("imagenet_labels.txt");
 
@@ -20,6 +24,44 @@ pub fn imagenet_labels() -> &'static [&'static str] {
     LABELS.get_or_init(|| RAW.lines().collect())
 }
 
+/// The text side of zero-shot classification (`--classes FILE`): the
+/// matrix of class text embeddings the worker reads, and one label per row.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ZeroShotClasses {
+    /// The `.npy` or `.safetensors` matrix, `[classes, embedding dim]`.
+    pub path: PathBuf,
+    /// The label of each row, in row order.
+    pub labels: Vec<String>,
+}
+
+/// The names output records give classes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ClassLabels {
+    /// ImageNet's, for the built-in classifiers.
+    #[default]
+    Imagenet,
+    /// The rows of a zero-shot class matrix.
+    Named(Arc<[String]>),
+}
+
+impl ClassLabels {
+    /// The labels of `classes`' rows, or ImageNet's without one.
+    pub fn of(classes: Option<&ZeroShotClasses>) -> Self {
+        match classes {
+            Some(c) => Self::Named(c.labels.iter().cloned().collect()),
+            None => Self::Imagenet,
+        }
+    }
+
+    /// The name of `class` (empty past the end).
+    pub fn get(&self, class: u32) -> &str {
+        match self {
+            Self::Imagenet => imagenet_label(class).unwrap_or(""),
+            Self::Named(labels) => labels.get(class as usize).map_or("", String::as_str),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -31,5 +73,17 @@ mod tests {
         assert_eq!(imagenet_label(281), Some("tabby"));
         assert_eq!(imagenet_label(999), Some("toilet tissue"));
         assert_eq!(imagenet_label(1000), None);
+    }
+
+    #[test]
+    fn named_labels_replace_imagenet_ones() {
+        let classes = ZeroShotClasses {
+            path: "classes.npy".into(),
+            labels: vec!["cat".into(), "dog, running".into()],
+        };
+        let named = ClassLabels::of(Some(&classes));
+        assert_eq!(named.get(1), "dog, running");
+        assert_eq!(named.get(2), "");
+        assert_eq!(ClassLabels::of(None).get(281), "tabby");
     }
 }

@@ -19,7 +19,7 @@ mod protocol;
 
 pub use device::{DeviceSpec, UnknownDevice};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
-pub use labels::{IMAGENET_CLASSES, imagenet_label, imagenet_labels};
+pub use labels::{ClassLabels, IMAGENET_CLASSES, ZeroShotClasses, imagenet_label, imagenet_labels};
 pub use manifest::{
     BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ManifestEntry, ScanError, ScanProblem,
     Shard, plan_chunks,

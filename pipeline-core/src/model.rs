@@ -154,6 +154,12 @@ impl ModelKind {
         )
     }
 
+    /// Whether `--task classify --classes FILE` works: zero-shot
+    /// classification against text embeddings (CLIP, SigLIP).
+    pub fn zero_shot(self) -> bool {
+        matches!(self.family(), Family::Clip | Family::Siglip)
+    }
+
     /// Preprocessing the model was trained with, as its upstream runs it:
     /// torchvision's weights' transforms, open_clip's transform, Hugging
     /// Face's SigLIP image processor, DINOv2's evaluation transform.
@@ -301,7 +307,8 @@ pub enum Task {
 pub struct ClassScore {
     /// Class index (ImageNet order for the built-in models).
     pub class: u32,
-    /// Softmax probability.
+    /// Probability: softmax over the classes, or for SigLIP's zero-shot
+    /// classification each class's own sigmoid.
     pub prob: f32,
 }
 

@@ -27,11 +27,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::device::DeviceSpec;
 use crate::item::{ItemError, ItemIndex};
+use crate::labels::ZeroShotClasses;
 use crate::model::{ClassScore, EmbedPooling, ModelKind, Prediction, Task};
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -65,6 +66,9 @@ pub struct WorkerConfig {
     /// Which tokens make a DINOv2 embedding (`None`: the model's default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pooling: Option<EmbedPooling>,
+    /// Zero-shot classification's class matrix and labels (CLIP, SigLIP).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<ZeroShotClasses>,
     /// Images per forward pass; `None` lets the worker choose.
     pub batch_size: Option<usize>,
     /// Decoder threads.

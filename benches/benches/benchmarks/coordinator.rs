@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group};
 use pipeline_core::{
-    ChunkTimes, ClassScore, FromWorker, ItemOutcome, Manifest, ManifestEntry, Prediction,
-    read_frame, write_frame,
+    ChunkTimes, ClassLabels, ClassScore, FromWorker, ItemOutcome, Manifest, ManifestEntry,
+    Prediction, read_frame, write_frame,
 };
 
 /// A manifest of `n` paths shaped like an ImageNet folder.
@@ -75,7 +75,11 @@ fn coordinator_path(c: &mut Criterion) {
                         unreachable!("the bench frame is a ChunkDone");
                     };
                     coordinator::check_outcomes(0..size, &outcomes).expect("whole and in order");
-                    black_box(coordinator::encode_part(&manifest, outcomes))
+                    black_box(coordinator::encode_part(
+                        &manifest,
+                        &ClassLabels::Imagenet,
+                        outcomes,
+                    ))
                 });
             },
         );
@@ -96,7 +100,13 @@ fn coordinator_path(c: &mut Criterion) {
             BenchmarkId::new("encode_only", size),
             &outcomes,
             |b, outcomes| {
-                b.iter(|| black_box(coordinator::encode_part(&manifest, outcomes.clone())));
+                b.iter(|| {
+                    black_box(coordinator::encode_part(
+                        &manifest,
+                        &ClassLabels::Imagenet,
+                        outcomes.clone(),
+                    ))
+                });
             },
         );
     }
@@ -118,7 +128,7 @@ fn part_commit(c: &mut Criterion) {
     else {
         unreachable!("the bench frame is a ChunkDone");
     };
-    let bytes = coordinator::encode_part(&manifest, outcomes);
+    let bytes = coordinator::encode_part(&manifest, &ClassLabels::Imagenet, outcomes);
     // On the disk the results go to: the working directory's, not /tmp
     // (often a RAM disk).
     let base = std::env::current_dir().expect("a working directory");

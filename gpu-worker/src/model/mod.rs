@@ -20,6 +20,7 @@ use std::path::Path;
 use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::conv::Conv2d;
 use burn::nn::{Linear, PaddingConfig2d};
+use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{Device, Tensor};
@@ -28,10 +29,12 @@ use pipeline_core::ModelKind;
 use self::convnext::ConvNext;
 use self::efficientnet_lite::EfficientNetLite;
 pub use self::families::{Architecture, checkpoint_layouts};
+use self::layers::Dense;
 use self::resnet::{ResNet, ResNetDepth};
 use self::tiny::Tiny;
 use self::vit::Vit;
 use crate::weights::{self, WeightsError};
+use crate::zero_shot::{ClassMatrix, LogitParams, Probabilities, ZeroShotRule};
 
 /// ImageNet classes of every built-in model.
 pub const NUM_CLASSES: usize = 1000;
@@ -52,6 +55,20 @@ enum Network {
 pub struct Model {
     network: Network,
     pointwise_as_3x1: bool,
+    /// The checkpoint's `logit_scale` / `logit_bias` (or, for seeded
+    /// weights, upstream's initial values): zero-shot scoring's.
+    logit_params: Option<LogitParams>,
+    /// Zero-shot classification's head, replacing the model's own.
+    zero_shot: Option<ZeroShotHead>,
+}
+
+/// Class text embeddings as a Linear layer over the normalised image
+/// embedding: weight `exp(logit_scale) · normalise(rows)ᵀ`, bias
+/// `logit_bias`.
+#[derive(Debug)]
+struct ZeroShotHead {
+    dense: Dense,
+    probabilities: Probabilities,
 }
 
 /// torchvision's `Sequential` downsample, named in our struct.
@@ -82,12 +99,20 @@ impl Model {
             _ => {
                 let arch = Architecture::of(kind)
                     .expect("every model without a burn module has an architecture");
-                return Self::seeded(&arch, kind.name(), seed, device);
+                let mut model = Self::seeded(&arch, kind.name(), seed, device);
+                model.logit_params = ZeroShotRule::of(kind.family()).map(|rule| rule.initial);
+                return model;
             }
         };
+        Self::of(network)
+    }
+
+    fn of(network: Network) -> Self {
         Self {
             network,
             pointwise_as_3x1: false,
+            logit_params: None,
+            zero_shot: None,
         }
     }
 
@@ -127,7 +152,9 @@ impl Model {
     ) -> Result<Self, WeightsError> {
         let checkpoint = crate::checkpoint::Checkpoint::open(path)?;
         let (layout, tensors) = families::check(arch, name, &checkpoint)?;
-        Self::build(arch, Some(layout), &tensors, device)
+        let mut model = Self::build(arch, Some(layout), &tensors, device)?;
+        model.logit_params = crate::zero_shot::logit_params(&checkpoint)?;
+        Ok(model)
     }
 
     /// Checks that `path` is a checkpoint of `kind` in a layout it accepts,
@@ -159,10 +186,7 @@ impl Model {
                 Network::ConvNext(Box::new(ConvNext::new(config, tensors, device)?))
             }
         };
-        Ok(Self {
-            network,
-            pointwise_as_3x1: false,
-        })
+        Ok(Self::of(network))
     }
 
     /// Pools DINOv2 embeddings as `pooling` says (other models ignore it:
@@ -178,11 +202,80 @@ impl Model {
         self
     }
 
-    /// Whether the model has a classifier head (`--task classify`).
+    /// Whether the model has a classifier head (`--task classify`): its own
+    /// or a zero-shot one.
     pub fn classifies(&self) -> bool {
         match &self.network {
+            _ if self.zero_shot.is_some() => true,
             Network::Vit(m) => m.classifier().is_some(),
             _ => true,
+        }
+    }
+
+    /// Classifies zero-shot against `classes` (CLIP, SigLIP), scored as
+    /// `rule` says with the checkpoint's `logit_scale` and `logit_bias`
+    /// (see [`crate::zero_shot`]). `name` and `weights` are for the error.
+    pub fn with_zero_shot(
+        mut self,
+        classes: &ClassMatrix,
+        rule: &ZeroShotRule,
+        name: &str,
+        weights: Option<&Path>,
+        device: &Device,
+    ) -> Result<Self, String> {
+        let Some(dim) = (match &self.network {
+            Network::Vit(vit) => vit.normalised_embedding(),
+            _ => None,
+        }) else {
+            return Err(format!(
+                "{name} has no normalised image embedding to classify zero-shot"
+            ));
+        };
+        if classes.dim() != dim {
+            return Err(format!(
+                "the class rows are {} wide, but {name}'s image embedding is {dim}",
+                classes.dim()
+            ));
+        }
+        let params = match weights {
+            Some(path) => crate::zero_shot::resolve(name, self.logit_params, rule, path)?,
+            None => self.logit_params.unwrap_or(rule.initial),
+        };
+        let scale = params.log_scale.exp();
+        let rows = classes.normalised();
+        let k = classes.rows();
+        // [D, K] as burn's `linear` wants: the scaled rows, transposed.
+        let mut weight = vec![0.0f32; dim * k];
+        for (class, row) in rows.chunks_exact(dim).enumerate() {
+            for (d, &v) in row.iter().enumerate() {
+                weight[d * k + class] = v * scale;
+            }
+        }
+        let bias = params.bias.map(|b| {
+            layers::upload(
+                crate::checkpoint::HostTensor::new(vec![k], vec![b; k]),
+                device,
+            )
+        });
+        self.zero_shot = Some(ZeroShotHead {
+            dense: Dense {
+                weight: layers::upload(
+                    crate::checkpoint::HostTensor::new(vec![dim, k], weight),
+                    device,
+                ),
+                bias,
+            },
+            probabilities: rule.activation,
+        });
+        Ok(self)
+    }
+
+    /// Logits to probabilities: softmax over the classes, or for SigLIP's
+    /// zero-shot scores each class's sigmoid.
+    pub fn probabilities(&self, logits: Tensor<2>) -> Tensor<2> {
+        match self.zero_shot.as_ref().map(|z| z.probabilities) {
+            Some(Probabilities::Sigmoid) => sigmoid(logits),
+            _ => softmax(logits, 1),
         }
     }
 
@@ -208,8 +301,11 @@ impl Model {
         }
     }
 
-    /// Class logits from pooled features, `[N, NUM_CLASSES]`.
+    /// Class logits from pooled features, `[N, classes]`.
     pub fn head(&self, features: Tensor<2>) -> Tensor<2> {
+        if let Some(zero_shot) = &self.zero_shot {
+            return zero_shot.dense.forward(features);
+        }
         match &self.network {
             Network::Vit(m) => m
                 .classifier()
@@ -227,6 +323,10 @@ impl Model {
     /// of scratch, so it is for the software adapter only.
     pub fn head_without_matmul(&self, features: Tensor<2>) -> Tensor<2> {
         let (weight, bias) = match &self.network {
+            _ if self.zero_shot.is_some() => {
+                let dense = &self.zero_shot.as_ref().expect("checked").dense;
+                (dense.weight.clone(), dense.bias.clone())
+            }
             Network::Vit(m) => {
                 let head = m
                     .classifier()

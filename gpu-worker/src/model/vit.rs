@@ -419,6 +419,12 @@ impl Vit {
         }
     }
 
+    /// The width of an L2-normalised embedding (CLIP, SigLIP): what
+    /// zero-shot classification scores against.
+    pub(crate) fn normalised_embedding(&self) -> Option<usize> {
+        self.config.normalize.then(|| self.config.feature_dim())
+    }
+
     /// Class logits from [`Vit::features`] (classifier checkpoints only).
     pub(crate) fn classifier(&self) -> Option<&Dense> {
         self.head.as_ref()

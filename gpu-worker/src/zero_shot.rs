@@ -1,0 +1,481 @@
+//! Zero-shot classification for CLIP and SigLIP (`--task classify
+//! --classes FILE`): the image embedding against a matrix of class text
+//! embeddings, as upstream scores them.
+//!
+//! - CLIP (open_clip, `CLIPModel.logits_per_image`): softmax over
+//!   `exp(logit_scale) · img · txtᵀ`;
+//! - SigLIP (`SiglipModel.logits_per_image`): each class's own sigmoid of
+//!   `exp(logit_scale) · img · txtᵀ + logit_bias`.
+//!
+//! Both sides are L2-normalised (the image side by the model, the text rows
+//! here), so a matrix of raw `encode_text` / `get_text_features` outputs and
+//! one of normalised rows give the same result. The scale (and bias) come
+//! from the checkpoint's `logit_scale` and `logit_bias`. A checkpoint
+//! without them (a vision tower alone) gets CLIP's 100, the value trained
+//! CLIP models reach and open_clip's zero-shot evaluation uses; SigLIP's are
+//! learned per model, so a SigLIP vision tower alone is refused. Seeded
+//! random weights use upstream's initial values.
+//!
+//! The matrix is a `.npy` (float32, float16 or float64; labels one per line
+//! in the `.txt` of the same name beside it) or a `.safetensors` file
+//! holding one 2-D tensor (or one named `embeddings`), with its labels as a
+//! JSON list under the `labels` metadata key or in the `.txt` beside it.
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use pipeline_core::{Family, ModelKind};
+use safetensors::SafeTensors;
+
+use crate::checkpoint::Checkpoint;
+use crate::weights::WeightsError;
+
+/// A class file that cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("class file {path}: {problem}")]
+pub struct ClassesError {
+    /// The file.
+    pub path: PathBuf,
+    /// What is wrong with it, in one line.
+    pub problem: String,
+}
+
+/// The class text embeddings, one row per class, and their labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClassMatrix {
+    labels: Vec<String>,
+    dim: usize,
+    /// Row-major `[labels.len(), dim]`.
+    values: Vec<f32>,
+}
+
+impl ClassMatrix {
+    /// Reads `path` and its labels, checking that every row is a finite,
+    /// non-zero vector with a label.
+    pub fn open(path: &Path) -> Result<Self, ClassesError> {
+        let fail = |problem: String| ClassesError {
+            path: path.to_path_buf(),
+            problem,
+        };
+        if !path.is_file() {
+            return Err(fail("does not exist".into()));
+        }
+        let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        let (shape, values, labels) = match extension {
+            "npy" => {
+                let (shape, values) = read_npy(path).map_err(fail)?;
+                (shape, values, None)
+            }
+            "safetensors" => read_safetensors(path).map_err(fail)?,
+            _ => {
+                return Err(fail(
+                    "expected a .npy or .safetensors matrix of class text embeddings".into(),
+                ));
+            }
+        };
+        let [rows, dim] = shape[..] else {
+            return Err(fail(format!(
+                "holds a tensor of shape {shape:?}; expected [classes, embedding dim]"
+            )));
+        };
+        if rows == 0 || dim == 0 {
+            return Err(fail(format!("holds an empty matrix {shape:?}")));
+        }
+        let labels = match labels {
+            Some(labels) => labels,
+            None => read_labels(&path.with_extension("txt")).map_err(fail)?,
+        };
+        if labels.len() != rows {
+            return Err(fail(format!(
+                "has {rows} rows but {} labels; every row needs one",
+                labels.len()
+            )));
+        }
+        for (row, values) in values.chunks_exact(dim).enumerate() {
+            if values.iter().any(|v| !v.is_finite()) {
+                return Err(fail(format!("row {row} ({}) is not finite", labels[row])));
+            }
+            if values.iter().all(|&v| v == 0.0) {
+                return Err(fail(format!("row {row} ({}) is all zeros", labels[row])));
+            }
+        }
+        Ok(Self {
+            labels,
+            dim,
+            values,
+        })
+    }
+
+    /// A matrix from its parts (tests).
+    pub fn new(labels: Vec<String>, dim: usize, values: Vec<f32>) -> Self {
+        assert_eq!(labels.len() * dim, values.len(), "one row per label");
+        Self {
+            labels,
+            dim,
+            values,
+        }
+    }
+
+    /// One label per row.
+    pub fn labels(&self) -> &[String] {
+        &self.labels
+    }
+
+    /// Classes (rows).
+    pub fn rows(&self) -> usize {
+        self.labels.len()
+    }
+
+    /// The embedding width (columns).
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The rows divided by their L2 norm, in `f64` (as `F.normalize`, whose
+    /// `eps` never applies to a checked, non-zero row).
+    pub(crate) fn normalised(&self) -> Vec<f32> {
+        let mut out = Vec::with_capacity(self.values.len());
+        for row in self.values.chunks_exact(self.dim) {
+            let norm = row
+                .iter()
+                .map(|&v| f64::from(v) * f64::from(v))
+                .sum::<f64>()
+                .sqrt();
+            out.extend(row.iter().map(|&v| (f64::from(v) / norm) as f32));
+        }
+        out
+    }
+}
+
+/// How a family turns scores into probabilities.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Probabilities {
+    /// Softmax over the classes (CLIP).
+    Softmax,
+    /// Each class's own sigmoid (SigLIP).
+    Sigmoid,
+}
+
+/// The learned temperature and bias, as checkpoints store them: the scale
+/// as its logarithm.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogitParams {
+    /// `logit_scale`; the logits are multiplied by its exponential.
+    pub log_scale: f32,
+    /// `logit_bias`, added after scaling (SigLIP).
+    pub bias: Option<f32>,
+}
+
+/// A family's zero-shot scoring.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ZeroShotRule {
+    /// Softmax or sigmoid.
+    pub activation: Probabilities,
+    /// For a checkpoint without `logit_scale`: `None` refuses it.
+    pub fallback: Option<LogitParams>,
+    /// Upstream's initial values, for seeded random weights.
+    pub initial: LogitParams,
+}
+
+impl ZeroShotRule {
+    /// The rule of `family`, if it classifies zero-shot.
+    pub fn of(family: Family) -> Option<Self> {
+        match family {
+            Family::Clip => Some(Self {
+                activation: Probabilities::Softmax,
+                fallback: Some(LogitParams {
+                    log_scale: 100f32.ln(),
+                    bias: None,
+                }),
+                // open_clip and transformers: log(1 / 0.07).
+                initial: LogitParams {
+                    log_scale: (1.0f32 / 0.07).ln(),
+                    bias: None,
+                },
+            }),
+            Family::Siglip => Some(Self {
+                activation: Probabilities::Sigmoid,
+                fallback: None,
+                // transformers' SiglipModel: log 10 and -10.
+                initial: LogitParams {
+                    log_scale: 10f32.ln(),
+                    bias: Some(-10.0),
+                },
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// `logit_scale` and `logit_bias` of `checkpoint`, where it has them (each a
+/// single value, `[]` or `[1]`).
+pub(crate) fn logit_params(checkpoint: &Checkpoint) -> Result<Option<LogitParams>, WeightsError> {
+    let scalar = |name: &str| -> Result<Option<f32>, WeightsError> {
+        match checkpoint.shape(name) {
+            Some(shape) if shape.iter().product::<usize>() == 1 => {
+                Ok(Some(checkpoint.read(name)?.values[0]))
+            }
+            _ => Ok(None),
+        }
+    };
+    Ok(scalar("logit_scale")?.map(|log_scale| LogitParams {
+        log_scale,
+        bias: scalar("logit_bias").ok().flatten(),
+    }))
+}
+
+/// Checks, before any worker starts, that `classes` can classify with
+/// `kind` from `weights` (`None`: seeded random weights): a CLIP or SigLIP
+/// model, rows as wide as its embedding, and the scale (and bias) the
+/// family needs.
+pub fn check(
+    kind: ModelKind,
+    weights: Option<&Path>,
+    classes: &ClassMatrix,
+    path: &Path,
+) -> Result<(), String> {
+    let Some(rule) = ZeroShotRule::of(kind.family()) else {
+        return Err(format!(
+            "--classes needs a CLIP or SigLIP model; {} classifies with its own head",
+            kind.name()
+        ));
+    };
+    let want = kind.feature_dim();
+    if classes.dim() != want {
+        return Err(format!(
+            "class file {}: rows are {} wide, but {}'s image embedding is {want}",
+            path.display(),
+            classes.dim(),
+            kind.name()
+        ));
+    }
+    if let Some(weights) = weights {
+        let checkpoint = Checkpoint::open(weights).map_err(|e| e.to_string())?;
+        let params = logit_params(&checkpoint).map_err(|e| e.to_string())?;
+        resolve(kind.name(), params, &rule, weights)?;
+    }
+    Ok(())
+}
+
+/// The checkpoint's parameters, else the family's fallback, else why not.
+pub(crate) fn resolve(
+    model: &str,
+    found: Option<LogitParams>,
+    rule: &ZeroShotRule,
+    weights: &Path,
+) -> Result<LogitParams, String> {
+    found.or(rule.fallback).ok_or_else(|| {
+        format!(
+            "weight file {} has no logit_scale and logit_bias, which {model}'s zero-shot \
+             scores need: use the full model's checkpoint (SiglipModel), not the vision tower",
+            weights.display()
+        )
+    })
+}
+
+fn read_npy(path: &Path) -> Result<(Vec<usize>, Vec<f32>), String> {
+    let file = File::open(path).map_err(|e| e.to_string())?;
+    let npy = npyz::NpyFile::new(BufReader::new(file))
+        .map_err(|e| format!("not a readable .npy file ({e})"))?;
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    let fortran = npy.order() == npyz::Order::Fortran;
+    let dtype = npy.dtype().descr();
+    let truncated = |e: std::io::Error| format!("cannot read its data ({e})");
+    let values: Vec<f32> = match npy.try_data::<f32>() {
+        Ok(data) => data.collect::<Result<_, _>>().map_err(truncated)?,
+        Err(npy) => match npy.try_data::<f64>() {
+            Ok(data) => data
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(truncated)?
+                .into_iter()
+                .map(|v| v as f32)
+                .collect(),
+            Err(npy) => match npy.try_data::<half::f16>() {
+                Ok(data) => data
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(truncated)?
+                    .into_iter()
+                    .map(f32::from)
+                    .collect(),
+                Err(_) => {
+                    return Err(format!(
+                        "holds {dtype}; expected float32, float16 or float64"
+                    ));
+                }
+            },
+        },
+    };
+    if fortran && shape.len() == 2 {
+        // Column-major on disk: transpose into rows.
+        let (rows, cols) = (shape[0], shape[1]);
+        let mut out = vec![0.0; values.len()];
+        for c in 0..cols {
+            for r in 0..rows {
+                out[r * cols + c] = values[c * rows + r];
+            }
+        }
+        return Ok((shape, out));
+    }
+    Ok((shape, values))
+}
+
+type Read = (Vec<usize>, Vec<f32>, Option<Vec<String>>);
+
+fn read_safetensors(path: &Path) -> Result<Read, String> {
+    let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+    let (_, metadata) = SafeTensors::read_metadata(&bytes)
+        .map_err(|e| format!("not a complete safetensors file ({e:?})"))?;
+    let labels =
+        match metadata.metadata().as_ref().and_then(|m| m.get("labels")) {
+            Some(json) => Some(serde_json::from_str::<Vec<String>>(json).map_err(|e| {
+                format!("its `labels` metadata is not a JSON list of strings ({e})")
+            })?),
+            None => None,
+        };
+    drop(bytes);
+    let checkpoint = Checkpoint::open(path).map_err(|e| match e {
+        WeightsError::Unreadable { message, .. } => message,
+        other => other.to_string(),
+    })?;
+    let names: Vec<&str> = checkpoint.names().collect();
+    let name = match names[..] {
+        [only] => only,
+        _ if checkpoint.has("embeddings") => "embeddings",
+        _ => {
+            return Err(format!(
+                "holds {} tensors; expected one, or one named `embeddings`",
+                names.len()
+            ));
+        }
+    };
+    let tensor = checkpoint.read(name).map_err(|e| match e {
+        WeightsError::Unreadable { message, .. } => message,
+        other => other.to_string(),
+    })?;
+    Ok((tensor.shape, tensor.values, labels))
+}
+
+fn read_labels(path: &Path) -> Result<Vec<String>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        format!(
+            "its labels, one per line, are read from {}, which cannot be read ({e})",
+            path.display()
+        )
+    })?;
+    let labels: Vec<String> = text
+        .lines()
+        .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
+        .collect();
+    if let Some(line) = labels.iter().position(String::is_empty) {
+        return Err(format!(
+            "line {} of {} is empty; every class needs a label",
+            line + 1,
+            path.display()
+        ));
+    }
+    Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], values: &[T]) {
+        use npyz::WriterBuilder;
+        let mut out = Vec::new();
+        let mut writer = npyz::WriteOptions::<T>::new()
+            .default_dtype()
+            .shape(shape)
+            .writer(&mut out)
+            .begin_nd()
+            .expect("header");
+        writer.extend(values.iter().copied()).expect("data");
+        writer.finish().expect("finish");
+        std::fs::write(path, out).expect("written");
+    }
+
+    #[test]
+    fn npy_matrices_of_every_float_width_read_the_same() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let values = [1.0f32, -2.0, 0.5, 4.0, 0.0, 3.0];
+        std::fs::write(dir.path().join("a.txt"), "cat\ndog\n").expect("labels");
+        std::fs::copy(dir.path().join("a.txt"), dir.path().join("b.txt")).expect("labels");
+        std::fs::copy(dir.path().join("a.txt"), dir.path().join("c.txt")).expect("labels");
+        write_npy(&dir.path().join("a.npy"), &[2, 3], &values);
+        let wide: Vec<f64> = values.iter().map(|&v| f64::from(v)).collect();
+        write_npy(&dir.path().join("b.npy"), &[2, 3], &wide);
+        let half: Vec<half::f16> = values.iter().map(|&v| half::f16::from_f32(v)).collect();
+        write_npy(&dir.path().join("c.npy"), &[2, 3], &half);
+        for name in ["a.npy", "b.npy", "c.npy"] {
+            let m = ClassMatrix::open(&dir.path().join(name)).expect(name);
+            assert_eq!((m.rows(), m.dim()), (2, 3), "{name}");
+            assert_eq!(m.values, values, "{name}");
+            assert_eq!(m.labels(), ["cat", "dog"], "{name}");
+        }
+    }
+
+    #[test]
+    fn bad_class_files_are_one_line_errors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let error = |name: &str| {
+            let e = ClassMatrix::open(&dir.path().join(name)).expect_err(name);
+            let text = e.to_string();
+            assert!(!text.contains('\n'), "{text}");
+            text
+        };
+        write_npy(&dir.path().join("nolabels.npy"), &[2, 2], &[1.0f32; 4]);
+        assert!(error("nolabels.npy").contains("nolabels.txt"));
+        write_npy(&dir.path().join("count.npy"), &[2, 2], &[1.0f32; 4]);
+        std::fs::write(dir.path().join("count.txt"), "one\n").expect("labels");
+        assert!(error("count.npy").contains("2 rows but 1 labels"));
+        write_npy(&dir.path().join("flat.npy"), &[4], &[1.0f32; 4]);
+        std::fs::write(dir.path().join("flat.txt"), "a\n").expect("labels");
+        assert!(error("flat.npy").contains("[4]"));
+        write_npy(&dir.path().join("ints.npy"), &[1, 2], &[1i32, 2]);
+        std::fs::write(dir.path().join("ints.txt"), "a\n").expect("labels");
+        assert!(error("ints.npy").contains("<i4"));
+        write_npy(
+            &dir.path().join("zero.npy"),
+            &[2, 2],
+            &[1.0f32, 1.0, 0.0, 0.0],
+        );
+        std::fs::write(dir.path().join("zero.txt"), "a\nb\n").expect("labels");
+        assert!(error("zero.npy").contains("row 1 (b) is all zeros"));
+        write_npy(&dir.path().join("nan.npy"), &[1, 2], &[1.0f32, f32::NAN]);
+        std::fs::write(dir.path().join("nan.txt"), "a\n").expect("labels");
+        assert!(error("nan.npy").contains("not finite"));
+        std::fs::write(dir.path().join("cut.npy"), b"\x93NUMPY\x01\x00").expect("cut");
+        assert!(error("cut.npy").contains("not a readable .npy"));
+        std::fs::write(dir.path().join("m.csv"), "1,2\n").expect("csv");
+        assert!(error("m.csv").contains(".npy or .safetensors"));
+        assert!(error("absent.npy").contains("does not exist"));
+        write_npy(&dir.path().join("blank.npy"), &[2, 2], &[1.0f32; 4]);
+        std::fs::write(dir.path().join("blank.txt"), "a\n\n").expect("labels");
+        assert!(error("blank.npy").contains("line 2"));
+    }
+
+    #[test]
+    fn rows_are_normalised() {
+        let m = ClassMatrix::new(vec!["a".into()], 2, vec![3.0, 4.0]);
+        assert_eq!(m.normalised(), vec![0.6, 0.8]);
+    }
+
+    #[test]
+    fn only_clip_and_siglip_classify_zero_shot() {
+        let m = ClassMatrix::new(vec!["a".into()], 512, vec![1.0; 512]);
+        let path = Path::new("classes.npy");
+        assert!(check(ModelKind::ClipVitB32, None, &m, path).is_ok());
+        let wrong = check(ModelKind::ClipVitL14, None, &m, path).expect_err("768 wide");
+        assert!(
+            wrong.contains("512 wide") && wrong.contains("768"),
+            "{wrong}"
+        );
+        let head = check(ModelKind::Resnet50, None, &m, path).expect_err("resnet");
+        assert!(head.contains("CLIP or SigLIP"), "{head}");
+        assert_eq!(
+            ZeroShotRule::of(Family::Siglip).map(|r| r.activation),
+            Some(Probabilities::Sigmoid)
+        );
+    }
+}

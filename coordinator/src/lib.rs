@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+mod book;
 mod cluster;
 mod failpoints;
 mod output;
@@ -20,11 +21,12 @@ mod signals;
 mod stats;
 mod workers;
 
+pub use book::{ISOLATED_FAILURES, check_outcomes};
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
 pub use output::{OutputFormat, Record};
 pub use parts::{PartStore, PartsError, failures_path, parts_dir};
 pub use run::{
-    COMMIT_THREADS, ISOLATED_FAILURES, RunConfig, RunError, RunSummary, WorkerReport,
-    check_outcomes, choose_format, encode_part, merge, run,
+    COMMIT_THREADS, RunConfig, RunError, RunSummary, WorkerReport, choose_format, encode_part,
+    merge, run,
 };
 pub use stats::{Stages, SteadyWindow};

@@ -23,19 +23,20 @@
 //! - SIGINT/SIGTERM stop the hand-out; tasks in flight get the grace period
 //!   to finish and be committed, then the run exits resumable.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use pipeline_core::{
-    Chunk, ClassLabels, DeviceSpec, Fnv64, FromWorker, ItemError, ItemErrorKind, ItemOutcome,
-    Manifest, Shard, ToWorker, WORKER_EXIT_DEVICE_LOST, WorkItemSpec, WorkerConfig, plan_chunks,
+    Chunk, ClassLabels, DeviceSpec, Fnv64, FromWorker, ItemOutcome, Manifest, Shard, ToWorker,
+    WORKER_EXIT_DEVICE_LOST, WorkItemSpec, WorkerConfig, plan_chunks,
 };
 use serde::Serialize;
 use serde_json::json;
 
+use crate::book::{Death, Finished, TaskBook, TaskId};
 use crate::output::{OutputFormat, OutputSpec};
 use crate::parts::{Merge, PartStore, PartsError, parts_dir};
 use crate::progress::Progress;
@@ -49,12 +50,6 @@ const TICK: Duration = Duration::from_millis(200);
 /// How long finished workers get to exit before they are killed (a worker
 /// may still be running a speculative copy nobody needs).
 const EXIT_GRACE: Duration = Duration::from_secs(3);
-
-/// Deaths of a worker running one image alone before that image becomes a
-/// `worker_crash` record. A death costs a respawn (seconds), and a chance
-/// `kill -9` or OOM-killer hit must not turn a good image into an error, so
-/// a single death never does: it takes this many in a row on that image.
-pub const ISOLATED_FAILURES: u32 = 3;
 
 /// The hang timeout's multiplier before a worker's first batch: model load,
 /// kernel compilation and autotuning happen there.
@@ -311,39 +306,6 @@ fn commit_parts(
         if events.send(Event::Committed { result }).is_err() {
             return;
         }
-    }
-}
-
-/// Where one chunk stands.
-#[derive(Debug)]
-struct ChunkState {
-    chunk: Chunk,
-    committed: bool,
-    /// Outcomes of finished tasks, until every item has one.
-    outcomes: Vec<ItemOutcome>,
-}
-
-/// A range of one chunk's items, run as a unit: the whole chunk, or a piece
-/// after a split.
-#[derive(Debug)]
-struct Task {
-    chunk: u64,
-    start: u64,
-    end: u64,
-    /// Finished, or replaced by its halves.
-    done: bool,
-    /// It was in flight when a worker died: it now runs alone.
-    suspect: bool,
-    /// Deaths of a worker that ran it alone.
-    isolated_failures: u32,
-    /// Worker ids running it.
-    running_on: Vec<usize>,
-    started: Option<Instant>,
-}
-
-impl Task {
-    fn len(&self) -> u64 {
-        self.end - self.start
     }
 }
 
@@ -630,13 +592,10 @@ struct Scheduler<'a> {
     config: &'a RunConfig,
     manifest: &'a Manifest,
     store: &'a PartStore,
-    /// The chunks this process owns, by id.
-    chunks: HashMap<u64, ChunkState>,
-    tasks: Vec<Task>,
-    /// Tasks to hand out, in order.
-    queue: VecDeque<u64>,
-    /// Tasks that were in flight when a worker died: each runs alone.
-    suspects: VecDeque<u64>,
+    /// Tasks, suspects and chunks: what to run next (see `book.rs`).
+    book: TaskBook,
+    /// Chunks this process owns.
+    owned: usize,
     /// Chunks not committed yet.
     remaining: usize,
     slots: Vec<Slot>,
@@ -698,45 +657,13 @@ impl<'a> Scheduler<'a> {
                 report: WorkerReport::default(),
             })
             .collect();
-        let states: HashMap<u64, ChunkState> = chunks
-            .iter()
-            .map(|&chunk| {
-                let state = ChunkState {
-                    chunk,
-                    committed: committed.contains(&chunk.id),
-                    outcomes: Vec::new(),
-                };
-                (chunk.id, state)
-            })
-            .collect();
-        // One task per owned chunk, whole; pieces get later ids.
-        let tasks: Vec<Task> = chunks
-            .iter()
-            .map(|c| Task {
-                chunk: c.id,
-                start: c.start,
-                end: c.end,
-                done: committed.contains(&c.id),
-                suspect: false,
-                isolated_failures: 0,
-                running_on: Vec::new(),
-                started: None,
-            })
-            .collect();
         Self {
             config,
             manifest,
             store,
-            remaining: states.values().filter(|c| !c.committed).count(),
-            queue: tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| !t.done)
-                .map(|(i, _)| i as u64)
-                .collect(),
-            suspects: VecDeque::new(),
-            chunks: states,
-            tasks,
+            owned: chunks.len(),
+            remaining: chunks.iter().filter(|c| !committed.contains(&c.id)).count(),
+            book: TaskBook::new(chunks, committed),
             slots,
             by_id: HashMap::new(),
             next_id: 0,
@@ -825,11 +752,11 @@ impl<'a> Scheduler<'a> {
                 && ((!self.in_flight() && self.pending_commits == 0) || Instant::now() >= deadline)
             {
                 // Commits still queued finish when the committers drain.
-                let committed = (self.chunks.len() - self.remaining) as u64;
+                let committed = (self.owned - self.remaining) as u64;
                 return Err(RunError::Interrupted {
                     signal,
                     committed,
-                    total: self.chunks.len() as u64,
+                    total: self.owned as u64,
                     dir: self.store.dir().to_owned(),
                 });
             }
@@ -871,8 +798,7 @@ impl<'a> Scheduler<'a> {
     fn stop(&mut self, signal: i32) {
         let grace = self.config.grace;
         self.stopping = Some((signal, Instant::now() + grace));
-        self.queue.clear();
-        self.suspects.clear();
+        self.book.stop();
         let running: usize = self.slots.iter().map(|s| s.inflight.len()).sum();
         (self.log)(&format!(
             "pipeline: {}: no new work; waiting up to {:.0} s for {running} task(s) in flight \
@@ -1003,26 +929,20 @@ impl<'a> Scheduler<'a> {
         self.times.add(&times);
         let id = s.handle.as_ref().map_or(usize::MAX, |h| h.id);
         let name = s.report.name.clone();
-        let Some(state) = self.tasks.get_mut(task as usize) else {
-            return Ok(());
-        };
-        state.running_on.retain(|&w| w != id);
-        if state.done {
-            return Ok(()); // a speculative copy lost the race
-        }
-        if let Err(problem) = check_outcomes(state.start..state.end, &outcomes) {
-            (self.log)(&format!(
-                "pipeline: {name} returned a bad task {task} ({problem}); running it again"
-            ));
-            if state.running_on.is_empty() {
-                self.queue.push_front(task);
+        let returned = outcomes.len() as u64;
+        let finished = self.book.finished(task, id, outcomes);
+        let images = match &finished {
+            Finished::Stale => return Ok(()), // a speculative copy lost the race
+            Finished::Bad(problem) => {
+                (self.log)(&format!(
+                    "pipeline: {name} returned a bad task {task} ({problem}); running it again"
+                ));
+                return Ok(());
             }
-            return Ok(());
-        }
-        let images = state.len();
+            Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
+        };
         let earlier = self.partial.get(&(id, task)).copied().unwrap_or(0);
-        self.timeline
-            .batch_done((outcomes.len() as u64).saturating_sub(earlier));
+        self.timeline.batch_done(returned.saturating_sub(earlier));
         self.note_warm();
         let s = &mut self.slots[slot];
         s.report.chunks += 1;
@@ -1034,34 +954,31 @@ impl<'a> Scheduler<'a> {
             s.report.device, s.report.batch_size
         );
         progress.worker(slot, format!("{name}: {line}"));
-        self.finish_task(task, outcomes, progress)
+        self.finish_task(task, finished, progress)
     }
 
-    /// Records a task's outcomes; commits its chunk once every item of it
-    /// has one.
+    /// Counts a task the book recorded; sends its chunk to the committers
+    /// once the book says it is complete.
     fn finish_task(
         &mut self,
-        task: u64,
-        outcomes: Vec<ItemOutcome>,
+        task: TaskId,
+        finished: Finished,
         progress: &mut Progress,
     ) -> Result<(), RunError> {
-        let t = &mut self.tasks[task as usize];
-        t.done = true;
-        let chunk = t.chunk;
+        let images = match &finished {
+            Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
+            Finished::Stale | Finished::Bad(_) => return Ok(()),
+        };
         let shown = self.shown.remove(&task).unwrap_or(0);
-        progress.advance((outcomes.len() as u64).saturating_sub(shown));
+        progress.advance(images.saturating_sub(shown));
         self.partial.retain(|&(_, t), _| t != task);
-        self.computed_images += outcomes.len() as u64;
-        let Some(state) = self.chunks.get_mut(&chunk) else {
+        self.computed_images += images;
+        let Finished::Complete {
+            chunk, outcomes, ..
+        } = finished
+        else {
             return Ok(());
         };
-        state.outcomes.extend(outcomes);
-        if state.outcomes.len() as u64 != state.chunk.len() {
-            return Ok(());
-        }
-        let mut outcomes = std::mem::take(&mut state.outcomes);
-        outcomes.sort_unstable_by_key(|o| o.index);
-        state.committed = true;
         // Encoding and the fsyncs happen on the committer threads; the
         // chunk counts as done when its `Committed` event arrives.
         let Some(commits) = &self.commits else {
@@ -1130,22 +1047,15 @@ impl<'a> Scheduler<'a> {
         if self.stopping.is_none() {
             (self.log)(&format!("pipeline: {why}"));
         }
-        for task in lost {
-            let t = &mut self.tasks[task as usize];
-            t.running_on.retain(|&w| w != id);
-            if t.done || !t.running_on.is_empty() || self.stopping.is_some() {
-                continue;
-            }
-            if device_lost {
-                // Memory is about the batch, not the images: no blame.
-                self.summary.retries += 1;
-                self.queue.push_front(task);
-            } else if isolated == Some(task) {
-                self.blame(task, &why, progress)?;
+        if self.stopping.is_none() {
+            // Memory is about the batch, not the images: no blame.
+            let death = if device_lost {
+                Death::DeviceLost
             } else {
-                t.suspect = true;
-                self.summary.retries += 1;
-                self.suspects.push_back(task);
+                Death::Crashed
+            };
+            for (task, failed) in self.book.worker_died(id, &lost, isolated, death, &why) {
+                self.finish_task(task, failed, progress)?;
             }
         }
         if self.stopping.is_some() || !self.work_left() {
@@ -1185,49 +1095,6 @@ impl<'a> Scheduler<'a> {
         self.spawn(slot)
     }
 
-    /// A task killed the worker that ran it alone: split it, or after
-    /// [`ISOLATED_FAILURES`] deaths on one image, fail that image.
-    fn blame(&mut self, task: u64, why: &str, progress: &mut Progress) -> Result<(), RunError> {
-        let t = &mut self.tasks[task as usize];
-        if t.len() == 1 {
-            t.isolated_failures += 1;
-            if t.isolated_failures < ISOLATED_FAILURES {
-                self.summary.retries += 1;
-                self.suspects.push_front(task);
-                return Ok(());
-            }
-            let error = ItemError::new(
-                ItemErrorKind::WorkerCrash,
-                format!("{why} on this image, {} times", t.isolated_failures),
-            );
-            let outcome = ItemOutcome {
-                index: t.start,
-                result: Err(error),
-            };
-            return self.finish_task(task, vec![outcome], progress);
-        }
-        t.done = true;
-        let (chunk, start, end) = (t.chunk, t.start, t.end);
-        let middle = start + (end - start) / 2;
-        let first = self.tasks.len() as u64;
-        for (start, end) in [(start, middle), (middle, end)] {
-            self.tasks.push(Task {
-                chunk,
-                start,
-                end,
-                done: false,
-                suspect: true,
-                isolated_failures: 0,
-                running_on: Vec::new(),
-                started: None,
-            });
-        }
-        self.summary.splits += 1;
-        self.suspects.push_front(first + 1);
-        self.suspects.push_front(first);
-        Ok(())
-    }
-
     /// Hands out tasks to workers with credit. While suspects wait, workers
     /// take no other work until one is idle and runs a suspect alone; idle
     /// workers with an empty queue take a copy of the oldest running task.
@@ -1240,26 +1107,28 @@ impl<'a> Scheduler<'a> {
             if !s.ready || s.handle.is_none() || s.isolated.is_some() {
                 continue;
             }
-            if let Some(&suspect) = self.suspects.front() {
+            if let Some(suspect) = self.book.next_suspect() {
                 if s.inflight.is_empty() && self.send(slot, suspect) {
-                    self.suspects.pop_front();
+                    self.book.took_suspect();
                     self.slots[slot].isolated = Some(suspect);
                 }
                 continue;
             }
             while self.slots[slot].credit > 0 {
-                let Some(task) = self.next_task_for(slot) else {
+                let s = &self.slots[slot];
+                let Some(id) = s.handle.as_ref().map(|h| h.id) else {
+                    break;
+                };
+                let Some(task) = self.book.next_for(id, s.inflight.is_empty()) else {
                     break;
                 };
                 if !self.send(slot, task) {
-                    if self.tasks[task as usize].running_on.is_empty() {
-                        self.queue.push_front(task);
-                    }
+                    self.book.unsent(task);
                     break;
                 }
             }
         }
-        if self.queue.is_empty() && self.suspects.is_empty() {
+        if self.book.drained() {
             self.timeline.drained();
         }
     }
@@ -1283,38 +1152,13 @@ impl<'a> Scheduler<'a> {
             // The clock of a worker idle until now starts here.
             s.last_heard = Instant::now();
         }
-        let t = &mut self.tasks[task as usize];
-        if !t.running_on.is_empty() {
-            self.summary.speculative += 1;
-        }
-        t.running_on.push(id);
-        t.started.get_or_insert_with(Instant::now);
+        self.book.sent(task, id);
         true
     }
 
-    fn next_task_for(&mut self, slot: usize) -> Option<u64> {
-        while let Some(task) = self.queue.pop_front() {
-            if !self.tasks[task as usize].done {
-                return Some(task);
-            }
-        }
-        if !self.slots[slot].inflight.is_empty() {
-            return None;
-        }
-        let me = self.slots[slot].handle.as_ref()?.id;
-        self.tasks
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| {
-                !t.done && !t.suspect && t.running_on.len() == 1 && !t.running_on.contains(&me)
-            })
-            .min_by_key(|(_, t)| t.started)
-            .map(|(i, _)| i as u64)
-    }
-
-    fn items(&self, task: u64) -> Vec<WorkItemSpec> {
-        let t = &self.tasks[task as usize];
-        self.manifest.entries[t.start as usize..t.end as usize]
+    fn items(&self, task: TaskId) -> Vec<WorkItemSpec> {
+        let items = self.book.items(task);
+        self.manifest.entries[items.start as usize..items.end as usize]
             .iter()
             .map(|e| WorkItemSpec {
                 index: e.index,
@@ -1350,6 +1194,10 @@ impl<'a> Scheduler<'a> {
         }
         progress.clear();
         let mut summary = std::mem::take(&mut self.summary);
+        let counts = self.book.counts();
+        summary.retries = counts.retries;
+        summary.splits = counts.splits;
+        summary.speculative = counts.speculative;
         summary.workers = self.slots.iter().map(|s| s.report.clone()).collect();
         summary.stages = Stages::from_worker(&self.times);
         summary.batch_latencies_s = std::mem::take(&mut self.times.batch_s);
@@ -1389,22 +1237,6 @@ pub fn encode_part(
     bytes
 }
 
-/// A task's outcomes must be exactly its items, in order.
-pub fn check_outcomes(items: std::ops::Range<u64>, outcomes: &[ItemOutcome]) -> Result<(), String> {
-    let expected = items.end - items.start;
-    if outcomes.len() as u64 != expected {
-        return Err(format!("{} outcomes for {expected} items", outcomes.len()));
-    }
-    match outcomes
-        .iter()
-        .zip(items)
-        .find(|(o, want)| o.index != *want)
-    {
-        Some((o, want)) => Err(format!("item {} where {want} was expected", o.index)),
-        None => Ok(()),
-    }
-}
-
 /// The output format implied by `--format`, else the file extension, else JSONL.
 pub fn choose_format(flag: Option<&str>, out: &Path) -> Result<OutputFormat, String> {
     match flag {
@@ -1416,26 +1248,6 @@ pub fn choose_format(flag: Option<&str>, out: &Path) -> Result<OutputFormat, Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pipeline_core::{ClassScore, Prediction};
-
-    fn outcome(index: u64) -> ItemOutcome {
-        ItemOutcome {
-            index,
-            result: Ok(Prediction::TopK(vec![ClassScore {
-                class: 1,
-                prob: 0.5,
-            }])),
-        }
-    }
-
-    #[test]
-    fn a_chunk_must_come_back_whole_and_in_order() {
-        let chunk = 10..13;
-        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11), outcome(12)]).is_ok());
-        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11)]).is_err());
-        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(12), outcome(11)]).is_err());
-        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11), outcome(11)]).is_err());
-    }
 
     #[test]
     fn the_format_follows_the_flag_then_the_extension() {

@@ -1,0 +1,552 @@
+//! The task book: which item ranges exist, which are waiting, running,
+//! suspected or done, and what to hand a worker next. Pure bookkeeping — no
+//! processes, channels, clocks or files — so the scheduler's rules are
+//! unit-tested here rather than only end to end:
+//!
+//! - every owned, uncommitted chunk starts as one task, queued in order;
+//! - a task that was in flight when its worker died becomes a *suspect* and
+//!   runs alone on an otherwise idle worker;
+//! - a suspect that kills the worker running it alone is split in halves
+//!   (both suspects), down to one image, which after [`ISOLATED_FAILURES`]
+//!   such deaths becomes a `worker_crash` error record;
+//! - a device-lost death (out of memory) blames no image: its tasks go back
+//!   to the front of the queue;
+//! - an idle worker with nothing queued takes a copy of the oldest task
+//!   running on one other worker; the first result wins, later copies are
+//!   dropped;
+//! - a chunk is complete when every item has exactly one outcome, and its
+//!   outcomes come out sorted by index.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ops::Range;
+
+use pipeline_core::{Chunk, ItemError, ItemErrorKind, ItemOutcome};
+
+/// Deaths of a worker running one image alone before that image becomes a
+/// `worker_crash` record. A death costs a respawn (seconds), and a chance
+/// `kill -9` or OOM-killer hit must not turn a good image into an error, so
+/// a single death never does: it takes this many in a row on that image.
+pub const ISOLATED_FAILURES: u32 = 3;
+
+/// A task's id: its position in the book (pieces of a split get new ones).
+pub(crate) type TaskId = u64;
+
+/// A worker process's id (each spawn gets a new one).
+pub(crate) type WorkerId = usize;
+
+/// A range of one chunk's items, run as a unit: the whole chunk, or a piece
+/// after a split.
+#[derive(Debug)]
+struct Task {
+    chunk: u64,
+    items: Range<u64>,
+    /// Finished, or replaced by its halves.
+    done: bool,
+    /// It was in flight when a worker died: it now runs alone.
+    suspect: bool,
+    /// Deaths of a worker that ran it alone.
+    isolated_failures: u32,
+    /// Workers running it.
+    running_on: Vec<WorkerId>,
+    /// When it was first sent, in sends: the oldest is copied first.
+    first_sent: Option<u64>,
+}
+
+/// One chunk's outcomes, until every item has one.
+#[derive(Debug)]
+struct ChunkState {
+    chunk: Chunk,
+    outcomes: Vec<ItemOutcome>,
+}
+
+/// Retries, splits and speculative copies, for the run's summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct BookCounts {
+    /// Tasks run again after a worker died with them.
+    pub(crate) retries: u64,
+    /// Suspect tasks split in halves.
+    pub(crate) splits: u64,
+    /// Copies of a running task sent to an idle worker.
+    pub(crate) speculative: u64,
+}
+
+/// What became of a task's result.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Finished {
+    /// Another copy finished first (or the task was split): dropped.
+    Stale,
+    /// The outcomes do not match the task's items; it is queued again
+    /// unless another worker still runs it.
+    Bad(String),
+    /// Recorded; its chunk still waits for other tasks.
+    Recorded {
+        /// The task's items.
+        images: u64,
+    },
+    /// Recorded, and its chunk is complete: commit these, sorted by index.
+    Complete {
+        /// The task's items.
+        images: u64,
+        /// The chunk.
+        chunk: u64,
+        /// Every item's outcome, in index order.
+        outcomes: Vec<ItemOutcome>,
+    },
+}
+
+/// How a worker died, for what its tasks become.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Death {
+    /// Out of device memory or device lost: the batch, not the images.
+    DeviceLost,
+    /// A crash, a hang or any other exit.
+    Crashed,
+}
+
+/// The task book.
+#[derive(Debug)]
+pub(crate) struct TaskBook {
+    tasks: Vec<Task>,
+    chunks: HashMap<u64, ChunkState>,
+    /// Tasks to hand out, in order.
+    queue: VecDeque<TaskId>,
+    /// Tasks that were in flight when a worker died: each runs alone.
+    suspects: VecDeque<TaskId>,
+    sends: u64,
+    counts: BookCounts,
+}
+
+impl TaskBook {
+    /// One task per chunk of `chunks` not in `committed`, queued in order.
+    pub(crate) fn new(chunks: &[Chunk], committed: &HashSet<u64>) -> Self {
+        let open: Vec<&Chunk> = chunks
+            .iter()
+            .filter(|c| !committed.contains(&c.id))
+            .collect();
+        Self {
+            tasks: open
+                .iter()
+                .map(|c| Task {
+                    chunk: c.id,
+                    items: c.start..c.end,
+                    done: false,
+                    suspect: false,
+                    isolated_failures: 0,
+                    running_on: Vec::new(),
+                    first_sent: None,
+                })
+                .collect(),
+            chunks: open
+                .iter()
+                .map(|&&chunk| {
+                    let outcomes = Vec::new();
+                    (chunk.id, ChunkState { chunk, outcomes })
+                })
+                .collect(),
+            queue: (0..open.len() as u64).collect(),
+            suspects: VecDeque::new(),
+            sends: 0,
+            counts: BookCounts::default(),
+        }
+    }
+
+    /// The items of `task`.
+    pub(crate) fn items(&self, task: TaskId) -> Range<u64> {
+        self.tasks[task as usize].items.clone()
+    }
+
+    /// The suspect to run alone next, if any waits.
+    pub(crate) fn next_suspect(&self) -> Option<TaskId> {
+        self.suspects.front().copied()
+    }
+
+    /// `next_suspect` was sent: it leaves the suspects' queue.
+    pub(crate) fn took_suspect(&mut self) {
+        self.suspects.pop_front();
+    }
+
+    /// The next task for `worker`: the queue's first unfinished one, or,
+    /// when the queue is empty and the worker is `idle`, a copy of the
+    /// oldest task running on exactly one other worker (suspects excepted).
+    pub(crate) fn next_for(&mut self, worker: WorkerId, idle: bool) -> Option<TaskId> {
+        while let Some(task) = self.queue.pop_front() {
+            if !self.tasks[task as usize].done {
+                return Some(task);
+            }
+        }
+        if !idle {
+            return None;
+        }
+        self.tasks
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| {
+                !t.done && !t.suspect && t.running_on.len() == 1 && !t.running_on.contains(&worker)
+            })
+            .min_by_key(|(_, t)| t.first_sent)
+            .map(|(i, _)| i as TaskId)
+    }
+
+    /// `task` went to `worker`.
+    pub(crate) fn sent(&mut self, task: TaskId, worker: WorkerId) {
+        let t = &mut self.tasks[task as usize];
+        if !t.running_on.is_empty() {
+            self.counts.speculative += 1;
+        }
+        t.running_on.push(worker);
+        self.sends += 1;
+        t.first_sent.get_or_insert(self.sends);
+    }
+
+    /// `task` could not be sent after all: back to the front of the queue,
+    /// unless another worker runs it.
+    pub(crate) fn unsent(&mut self, task: TaskId) {
+        if self.tasks[task as usize].running_on.is_empty() {
+            self.queue.push_front(task);
+        }
+    }
+
+    /// `worker` returned `outcomes` for `task`.
+    pub(crate) fn finished(
+        &mut self,
+        task: TaskId,
+        worker: WorkerId,
+        outcomes: Vec<ItemOutcome>,
+    ) -> Finished {
+        let Some(t) = self.tasks.get_mut(task as usize) else {
+            return Finished::Stale;
+        };
+        t.running_on.retain(|&w| w != worker);
+        if t.done {
+            return Finished::Stale;
+        }
+        if let Err(problem) = check_outcomes(t.items.clone(), &outcomes) {
+            if t.running_on.is_empty() {
+                self.queue.push_front(task);
+            }
+            return Finished::Bad(problem);
+        }
+        self.record(task, outcomes)
+    }
+
+    /// Marks `task` done with `outcomes`; completes its chunk if it can.
+    fn record(&mut self, task: TaskId, outcomes: Vec<ItemOutcome>) -> Finished {
+        let t = &mut self.tasks[task as usize];
+        t.done = true;
+        let images = outcomes.len() as u64;
+        let Some(state) = self.chunks.get_mut(&t.chunk) else {
+            return Finished::Recorded { images };
+        };
+        state.outcomes.extend(outcomes);
+        if state.outcomes.len() as u64 != state.chunk.len() {
+            return Finished::Recorded { images };
+        }
+        let mut outcomes = std::mem::take(&mut state.outcomes);
+        outcomes.sort_unstable_by_key(|o| o.index);
+        Finished::Complete {
+            images,
+            chunk: t.chunk,
+            outcomes,
+        }
+    }
+
+    /// `worker` died holding `lost`; it ran `isolated` alone, if any. A
+    /// device loss requeues its tasks; a crash makes them suspects, and
+    /// blames the one it ran alone (split, retry, or fail the image, whose
+    /// error says `why`). Returns the tasks that a failed image finished.
+    pub(crate) fn worker_died(
+        &mut self,
+        worker: WorkerId,
+        lost: &[TaskId],
+        isolated: Option<TaskId>,
+        death: Death,
+        why: &str,
+    ) -> Vec<(TaskId, Finished)> {
+        let mut completed = Vec::new();
+        for &task in lost {
+            let t = &mut self.tasks[task as usize];
+            t.running_on.retain(|&w| w != worker);
+            if t.done || !t.running_on.is_empty() {
+                continue;
+            }
+            match death {
+                Death::DeviceLost => {
+                    self.counts.retries += 1;
+                    self.queue.push_front(task);
+                }
+                Death::Crashed if isolated == Some(task) => {
+                    if let Some(done) = self.blame(task, why) {
+                        completed.push((task, done));
+                    }
+                }
+                Death::Crashed => {
+                    t.suspect = true;
+                    self.counts.retries += 1;
+                    self.suspects.push_back(task);
+                }
+            }
+        }
+        completed
+    }
+
+    /// A task killed the worker that ran it alone: split it, or after
+    /// [`ISOLATED_FAILURES`] deaths on one image, fail that image.
+    fn blame(&mut self, task: TaskId, why: &str) -> Option<Finished> {
+        let t = &mut self.tasks[task as usize];
+        if t.items.end - t.items.start == 1 {
+            t.isolated_failures += 1;
+            if t.isolated_failures < ISOLATED_FAILURES {
+                self.counts.retries += 1;
+                self.suspects.push_front(task);
+                return None;
+            }
+            let error = ItemError::new(
+                ItemErrorKind::WorkerCrash,
+                format!("{why} on this image, {} times", t.isolated_failures),
+            );
+            let outcome = ItemOutcome {
+                index: t.items.start,
+                result: Err(error),
+            };
+            return Some(self.record(task, vec![outcome]));
+        }
+        t.done = true;
+        let (chunk, Range { start, end }) = (t.chunk, t.items.clone());
+        let middle = start + (end - start) / 2;
+        let first = self.tasks.len() as TaskId;
+        for items in [start..middle, middle..end] {
+            self.tasks.push(Task {
+                chunk,
+                items,
+                done: false,
+                suspect: true,
+                isolated_failures: 0,
+                running_on: Vec::new(),
+                first_sent: None,
+            });
+        }
+        self.counts.splits += 1;
+        self.suspects.push_front(first + 1);
+        self.suspects.push_front(first);
+        None
+    }
+
+    /// Hands out nothing more (SIGINT/SIGTERM).
+    pub(crate) fn stop(&mut self) {
+        self.queue.clear();
+        self.suspects.clear();
+    }
+
+    /// Nothing queued and no suspect waiting.
+    pub(crate) fn drained(&self) -> bool {
+        self.queue.is_empty() && self.suspects.is_empty()
+    }
+
+    /// Retries, splits and speculative copies so far.
+    pub(crate) fn counts(&self) -> BookCounts {
+        self.counts
+    }
+}
+
+/// A task's outcomes must be exactly its items, in order.
+pub fn check_outcomes(items: Range<u64>, outcomes: &[ItemOutcome]) -> Result<(), String> {
+    let expected = items.end - items.start;
+    if outcomes.len() as u64 != expected {
+        return Err(format!("{} outcomes for {expected} items", outcomes.len()));
+    }
+    match outcomes
+        .iter()
+        .zip(items)
+        .find(|(o, index)| o.index != *index)
+    {
+        Some((o, index)) => Err(format!("item {} where {index} was expected", o.index)),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pipeline_core::{ClassScore, Prediction, plan_chunks};
+
+    use super::*;
+
+    fn ok(items: Range<u64>) -> Vec<ItemOutcome> {
+        items
+            .map(|index| ItemOutcome {
+                index,
+                result: Ok(Prediction::TopK(vec![ClassScore {
+                    class: index as u32,
+                    prob: 1.0,
+                }])),
+            })
+            .collect()
+    }
+
+    fn book(items: u64, chunk: u64) -> TaskBook {
+        TaskBook::new(&plan_chunks(items, chunk), &HashSet::new())
+    }
+
+    #[test]
+    fn chunks_go_out_in_order_and_come_back_sorted_and_whole() {
+        let committed: HashSet<u64> = [1].into();
+        let mut book = TaskBook::new(&plan_chunks(10, 4), &committed);
+        let first = book.next_for(7, true).expect("chunk 0");
+        let second = book.next_for(7, false).expect("chunk 2");
+        assert_eq!((book.items(first), book.items(second)), (0..4, 8..10));
+        assert_eq!(book.next_for(7, false), None, "chunk 1 was committed");
+        book.sent(first, 7);
+        let mut outcomes = ok(0..4);
+        outcomes.swap(0, 3);
+        assert!(matches!(
+            book.finished(first, 7, outcomes),
+            Finished::Bad(_)
+        ));
+        assert_eq!(
+            book.next_for(8, false),
+            Some(first),
+            "a bad result runs again"
+        );
+        book.sent(first, 8);
+        match book.finished(first, 8, ok(0..4)) {
+            Finished::Complete {
+                chunk, outcomes, ..
+            } => {
+                assert_eq!(chunk, 0);
+                let indices: Vec<u64> = outcomes.iter().map(|o| o.index).collect();
+                assert_eq!(indices, [0, 1, 2, 3]);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A poison image kills every worker that touches it: the book narrows
+    /// it down by halves to that one image, retries it alone, then fails
+    /// it; every other item of the chunk completes exactly once.
+    #[test]
+    fn a_poison_image_is_bisected_down_to_itself_and_failed() {
+        let poison = 5;
+        let mut book = book(8, 8);
+        let mut worker = 0;
+        let whole = book.next_for(worker, true).expect("the chunk");
+        book.sent(whole, worker);
+        assert!(
+            book.worker_died(worker, &[whole], None, Death::Crashed, "died")
+                .is_empty()
+        );
+        let mut done: Vec<ItemOutcome> = Vec::new();
+        let mut deaths_alone = 0;
+        loop {
+            worker += 1;
+            let Some(task) = book.next_suspect() else {
+                break;
+            };
+            book.took_suspect();
+            book.sent(task, worker);
+            let items = book.items(task);
+            if items.contains(&poison) {
+                deaths_alone += 1;
+                for (_, f) in book.worker_died(worker, &[task], Some(task), Death::Crashed, "died")
+                {
+                    match f {
+                        Finished::Recorded { images: 1 } => {}
+                        Finished::Complete { outcomes, .. } => done = outcomes,
+                        other => panic!("{other:?}"),
+                    }
+                }
+            } else {
+                match book.finished(task, worker, ok(items)) {
+                    Finished::Recorded { .. } => {}
+                    Finished::Complete { outcomes, .. } => done = outcomes,
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        // 8 → 4 → 2 → 1 (three splits), then the image alone 3 times.
+        assert_eq!(book.counts().splits, 3);
+        assert_eq!(deaths_alone, 3 + ISOLATED_FAILURES);
+        let indices: Vec<u64> = done.iter().map(|o| o.index).collect();
+        assert_eq!(
+            indices,
+            (0..8).collect::<Vec<_>>(),
+            "every item once, in order"
+        );
+        for o in &done {
+            match &o.result {
+                Err(e) => {
+                    assert_eq!(o.index, poison);
+                    assert_eq!(e.kind, ItemErrorKind::WorkerCrash);
+                    assert!(e.message.contains("3 times"), "{}", e.message);
+                }
+                Ok(_) => assert_ne!(o.index, poison),
+            }
+        }
+        assert!(book.drained());
+    }
+
+    #[test]
+    fn the_first_copy_of_a_speculative_task_wins() {
+        let mut book = book(4, 2);
+        let (a, b) = (1, 2);
+        let first = book.next_for(a, true).expect("chunk 0");
+        book.sent(first, a);
+        let second = book.next_for(b, true).expect("chunk 1");
+        book.sent(second, b);
+        assert!(book.finished(second, b, ok(2..4)) != Finished::Stale);
+        // B is idle, nothing is queued: it copies A's task.
+        assert_eq!(book.next_for(b, false), None, "only an idle worker copies");
+        assert_eq!(book.next_for(b, true), Some(first));
+        book.sent(first, b);
+        assert_eq!(book.counts().speculative, 1);
+        assert_eq!(book.next_for(a, true), None, "two copies are enough");
+        assert!(matches!(
+            book.finished(first, b, ok(0..2)),
+            Finished::Complete { chunk: 0, .. }
+        ));
+        assert_eq!(book.finished(first, a, ok(0..2)), Finished::Stale);
+        // A dying with the copy afterwards costs nothing either.
+        assert!(
+            book.worker_died(a, &[first], None, Death::Crashed, "x")
+                .is_empty()
+        );
+        assert!(book.drained() && book.next_suspect().is_none());
+    }
+
+    #[test]
+    fn a_lost_device_requeues_without_blame_and_a_stop_hands_out_nothing() {
+        let mut book = book(6, 2);
+        let task = book.next_for(0, true).expect("chunk 0");
+        book.sent(task, 0);
+        book.worker_died(0, &[task], None, Death::DeviceLost, "oom");
+        assert_eq!(book.next_suspect(), None, "memory blames no image");
+        assert_eq!(book.next_for(1, false), Some(task), "first in line again");
+        assert_eq!(book.counts().retries, 1);
+        book.stop();
+        assert_eq!(book.next_for(1, false), None);
+        assert!(book.drained());
+    }
+
+    #[test]
+    fn a_task_another_worker_still_runs_is_not_requeued_when_one_dies() {
+        let mut book = book(2, 2);
+        let task = book.next_for(0, true).expect("chunk 0");
+        book.sent(task, 0);
+        assert_eq!(book.next_for(1, true), Some(task));
+        book.sent(task, 1);
+        book.worker_died(0, &[task], None, Death::Crashed, "x");
+        assert_eq!(book.next_suspect(), None, "worker 1 still runs it");
+        assert!(matches!(
+            book.finished(task, 1, ok(0..2)),
+            Finished::Complete { .. }
+        ));
+    }
+
+    #[test]
+    fn a_chunk_must_come_back_whole_and_in_order() {
+        let outcome = |i| ok(i..i + 1).remove(0);
+        let chunk = 10..13;
+        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11), outcome(12)]).is_ok());
+        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11)]).is_err());
+        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(12), outcome(11)]).is_err());
+        assert!(check_outcomes(chunk.clone(), &[outcome(10), outcome(11), outcome(11)]).is_err());
+    }
+}

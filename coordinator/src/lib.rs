@@ -12,21 +12,24 @@
 
 mod book;
 mod cluster;
+mod config;
 mod failpoints;
+mod identity;
 mod output;
 mod parts;
 mod progress;
 mod run;
+mod scheduler;
 mod signals;
 mod stats;
+mod summary;
 mod workers;
 
 pub use book::{ISOLATED_FAILURES, check_outcomes};
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
+pub use config::{RunConfig, RunError, choose_format};
 pub use output::{OutputFormat, Record};
 pub use parts::{PartStore, PartsError, failures_path, parts_dir};
-pub use run::{
-    COMMIT_THREADS, RunConfig, RunError, RunSummary, WorkerReport, choose_format, encode_part,
-    merge, run,
-};
+pub use run::{COMMIT_THREADS, encode_part, merge, run};
 pub use stats::{Stages, SteadyWindow};
+pub use summary::{RunSummary, WorkerReport};

@@ -1,0 +1,173 @@
+//! What a run is given ([`RunConfig`], validated by the front end) and
+//! how it can fail ([`RunError`]).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pipeline_core::{DeviceSpec, Shard, WorkerConfig};
+
+use crate::output::OutputFormat;
+use crate::parts::PartsError;
+use crate::signals::signal_name;
+
+/// Everything one run needs, validated by the front end.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The dataset folder.
+    pub data: PathBuf,
+    /// One entry per worker process: its device. The same device may appear
+    /// several times (`--workers-per-gpu`).
+    pub devices: Vec<DeviceSpec>,
+    /// The worker setup shared by all workers (name and device are set per
+    /// worker).
+    pub worker: WorkerConfig,
+    /// Items per chunk.
+    pub chunk_size: u64,
+    /// Output file.
+    pub out: PathBuf,
+    /// Output format.
+    pub format: OutputFormat,
+    /// Feature width, for CSV headers of `--task embed`.
+    pub feature_dim: usize,
+    /// The `pipeline` executable to spawn workers from.
+    pub exe: PathBuf,
+    /// Deaths in a row (without a finished task between them, and not
+    /// explained by an isolated suspect) before a worker slot is given up.
+    pub max_restarts: u32,
+    /// A worker with work in flight and no message for this long is killed
+    /// as hung; `None`: 120 s + 2 s per image of its batch.
+    pub hang_timeout: Option<Duration>,
+    /// After SIGINT/SIGTERM, how long tasks in flight may take to finish.
+    pub grace: Duration,
+    /// Start afresh: delete the parts of an earlier run, replace `out`.
+    pub overwrite: bool,
+    /// Accept a complete `out` as done instead of refusing it.
+    pub resume: bool,
+    /// The part of the chunks this process runs ([`Shard::ALL`] on one
+    /// machine); shards share `out`'s part folder.
+    pub shard: Shard,
+    /// Where the shard came from (`--shard`, `SLURM_ARRAY_TASK_ID=1 of 3 tasks`).
+    pub shard_source: Option<String>,
+    /// With several shards: assemble the output if this shard finds every
+    /// chunk committed when it ends (`infer --merge`).
+    pub merge: bool,
+    /// No progress or summary.
+    pub quiet: bool,
+}
+
+/// A run that could not complete its output.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// `--data` is not usable.
+    #[error(transparent)]
+    Scan(#[from] pipeline_core::ScanError),
+    /// The output could not be written.
+    #[error("cannot write {path}: {source}")]
+    Output {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A finished chunk could not be committed (a full disk, say).
+    #[error(
+        "cannot write a part to {dir}: {source}; the parts committed so far are kept: fix \
+         that and run the same command again to finish"
+    )]
+    Commit {
+        /// The part folder.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The output exists and the run was not told what to do with it.
+    #[error(
+        "--out {0} already exists; pass --overwrite to replace it, or --resume to keep it \
+         as the finished result"
+    )]
+    OutputExists(PathBuf),
+    /// The part folder cannot be used or assembled.
+    #[error(transparent)]
+    Parts(#[from] PartsError),
+    /// `pipeline merge` found neither parts nor an output.
+    #[error("{0} does not exist: no shard has committed anything for this output yet")]
+    NothingToMerge(PathBuf),
+    /// `--overwrite` would delete the parts other shards committed.
+    #[error(
+        "--overwrite with shards would delete the parts the other shards commit; delete \
+         {0} once before starting the shards instead"
+    )]
+    OverwriteShards(PathBuf),
+    /// The weight or class file could not be read for the run's
+    /// fingerprint.
+    #[error("{flag} {path}: {source}")]
+    Fingerprint {
+        /// `--weights` or `--classes`.
+        flag: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The worker executable could not be started.
+    #[error("cannot start a worker ({exe}): {source}")]
+    Spawn {
+        /// What was run.
+        exe: PathBuf,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// Every worker failed; the message is the first worker's.
+    #[error("{0}")]
+    WorkersFailed(String),
+    /// SIGINT or SIGTERM stopped the run; what finished is committed.
+    #[error(
+        "stopped by {}: {committed} of {total} chunks are committed in {}; \
+         run the same command again to finish",
+        signal_name(*signal),
+        dir.display()
+    )]
+    Interrupted {
+        /// The signal.
+        signal: i32,
+        /// Chunks committed.
+        committed: u64,
+        /// Chunks in the run.
+        total: u64,
+        /// The part folder.
+        dir: PathBuf,
+    },
+}
+
+/// The output format implied by `--format`, else the file extension, else JSONL.
+pub fn choose_format(flag: Option<&str>, out: &Path) -> Result<OutputFormat, String> {
+    match flag {
+        Some(f) => f.parse(),
+        None => Ok(OutputFormat::from_path(out).unwrap_or(OutputFormat::Jsonl)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_format_follows_the_flag_then_the_extension() {
+        let csv = Path::new("out/p.csv");
+        assert_eq!(choose_format(None, csv), Ok(OutputFormat::Csv));
+        assert_eq!(
+            choose_format(Some("parquet"), csv),
+            Ok(OutputFormat::Parquet)
+        );
+        assert_eq!(
+            choose_format(None, Path::new("p.PARQUET")),
+            Ok(OutputFormat::Parquet)
+        );
+        assert_eq!(choose_format(None, Path::new("p")), Ok(OutputFormat::Jsonl));
+        assert_eq!(
+            choose_format(None, Path::new("p.txt")),
+            Ok(OutputFormat::Jsonl)
+        );
+        assert!(choose_format(Some("xml"), csv).is_err());
+    }
+}

@@ -1,0 +1,691 @@
+//! The event loop of one run: spawns the workers, hands out what the task
+//! book says, reacts to their messages and deaths, and feeds finished chunks
+//! to the committer threads. See `run.rs` for the failure model.
+
+use std::collections::{HashMap, HashSet};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
+use pipeline_core::{
+    Chunk, DeviceSpec, FromWorker, ItemOutcome, Manifest, ToWorker, WORKER_EXIT_DEVICE_LOST,
+    WorkItemSpec,
+};
+
+use crate::book::{Death, Finished, TaskBook, TaskId};
+use crate::config::{RunConfig, RunError};
+use crate::parts::PartStore;
+use crate::progress::Progress;
+use crate::signals::{StopSignals, signal_name};
+use crate::stats::{Stages, Timeline};
+use crate::summary::{RunSummary, WorkerReport};
+use crate::workers::{Event, LogLine, WorkerHandle, describe_exit};
+
+/// How often the scheduler wakes up without events (signals, hang checks).
+const TICK: Duration = Duration::from_millis(200);
+
+/// How long finished workers get to exit before they are killed (a worker
+/// may still be running a speculative copy nobody needs).
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// The hang timeout's multiplier before a worker's first batch: model load,
+/// kernel compilation and autotuning happen there.
+const STARTUP_FACTOR: u32 = 5;
+
+/// A worker slot: the process currently filling it and its counters.
+struct Slot {
+    device: DeviceSpec,
+    handle: Option<WorkerHandle>,
+    ready: bool,
+    credit: usize,
+    inflight: Vec<u64>,
+    /// The suspect task it runs alone.
+    isolated: Option<u64>,
+    spawned: Instant,
+    last_heard: Instant,
+    first_batch_done: bool,
+    /// Killed by the watchdog; its `Closed` event is on its way.
+    hung: bool,
+    /// It said `Failed` before `Ready`: bad weights, no such device.
+    setup_failed: bool,
+    /// Deaths since it last finished a task.
+    deaths_in_a_row: u32,
+    /// Batch size to start the next process with (after a memory death).
+    batch_override: Option<usize>,
+    done_images: u64,
+    report: WorkerReport,
+}
+
+pub(crate) struct Scheduler<'a> {
+    config: &'a RunConfig,
+    manifest: &'a Manifest,
+    store: &'a PartStore,
+    /// Tasks, suspects and chunks: what to run next (see `book.rs`).
+    book: TaskBook,
+    /// Chunks this process owns.
+    owned: usize,
+    /// Chunks not committed yet.
+    remaining: usize,
+    slots: Vec<Slot>,
+    by_id: HashMap<usize, usize>,
+    next_id: usize,
+    events: Receiver<Event>,
+    pub(crate) events_tx: crossbeam_channel::Sender<Event>,
+    log: LogLine,
+    summary: RunSummary,
+    first_failure: Option<String>,
+    /// Set by SIGINT/SIGTERM: the signal and when the grace period ends.
+    stopping: Option<(i32, Instant)>,
+    /// Items of each unfinished task a worker reported done, per worker.
+    partial: HashMap<(usize, u64), u64>,
+    /// Items of each task already shown on the progress bar (the most any
+    /// one worker reported, so a speculative copy does not count twice).
+    shown: HashMap<u64, u64>,
+    /// Images this run computed (not resumed).
+    pub(crate) computed_images: u64,
+    /// Stage times the workers reported.
+    times: pipeline_core::ChunkTimes,
+    /// Batch completions, for the steady-state rate.
+    timeline: Timeline,
+    /// Whole chunks for the committer threads; `None` outside `drive`.
+    pub(crate) commits: Option<crossbeam_channel::Sender<(u64, Vec<ItemOutcome>)>>,
+    /// Chunks sent to the committers and not reported back yet.
+    pending_commits: usize,
+}
+
+impl<'a> Scheduler<'a> {
+    pub(crate) fn new(
+        config: &'a RunConfig,
+        manifest: &'a Manifest,
+        chunks: &[Chunk],
+        committed: &HashSet<u64>,
+        store: &'a PartStore,
+        progress: &mut Progress,
+    ) -> Self {
+        let (events_tx, events) = unbounded();
+        let now = Instant::now();
+        let slots = config
+            .devices
+            .iter()
+            .map(|device| Slot {
+                device: device.clone(),
+                handle: None,
+                ready: false,
+                credit: 0,
+                inflight: Vec::new(),
+                isolated: None,
+                spawned: now,
+                last_heard: now,
+                first_batch_done: false,
+                hung: false,
+                setup_failed: false,
+                deaths_in_a_row: 0,
+                batch_override: None,
+                done_images: 0,
+                report: WorkerReport::default(),
+            })
+            .collect();
+        Self {
+            config,
+            manifest,
+            store,
+            owned: chunks.len(),
+            remaining: chunks.iter().filter(|c| !committed.contains(&c.id)).count(),
+            book: TaskBook::new(chunks, committed),
+            slots,
+            by_id: HashMap::new(),
+            next_id: 0,
+            events,
+            events_tx,
+            log: progress.logger(),
+            summary: RunSummary::default(),
+            first_failure: None,
+            stopping: None,
+            partial: HashMap::new(),
+            shown: HashMap::new(),
+            computed_images: 0,
+            times: pipeline_core::ChunkTimes::default(),
+            timeline: Timeline::new(now),
+            commits: None,
+            pending_commits: 0,
+        }
+    }
+
+    fn worker_name(&self, slot: usize) -> String {
+        let device = &self.slots[slot].device;
+        let same_before = self.slots[..slot]
+            .iter()
+            .filter(|s| &s.device == device)
+            .count();
+        format!("{device}#{same_before}")
+    }
+
+    fn spawn(&mut self, slot: usize) -> Result<(), RunError> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut worker = self.config.worker.clone();
+        worker.name = self.worker_name(slot);
+        worker.device = self.slots[slot].device.clone();
+        if let Some(batch) = self.slots[slot].batch_override {
+            worker.batch_size = Some(batch);
+        }
+        let handle = WorkerHandle::spawn(&self.config.exe, id, &worker, &self.events_tx, &self.log)
+            .map_err(|source| RunError::Spawn {
+                exe: self.config.exe.clone(),
+                source,
+            })?;
+        let s = &mut self.slots[slot];
+        s.report.name = worker.name;
+        s.report.device = worker.device.to_string();
+        s.handle = Some(handle);
+        s.ready = false;
+        s.credit = 0;
+        s.hung = false;
+        s.setup_failed = false;
+        s.first_batch_done = false;
+        s.spawned = Instant::now();
+        s.last_heard = s.spawned;
+        self.by_id.insert(id, slot);
+        Ok(())
+    }
+
+    /// Starts the steady window once every live worker finished a batch.
+    fn note_warm(&mut self) {
+        if !self.timeline.is_warm()
+            && self
+                .slots
+                .iter()
+                .all(|s| s.first_batch_done || s.handle.is_none())
+        {
+            self.timeline.warm();
+        }
+    }
+
+    fn in_flight(&self) -> bool {
+        self.slots.iter().any(|s| !s.inflight.is_empty())
+    }
+
+    pub(crate) fn drive(
+        &mut self,
+        progress: &mut Progress,
+        signals: &StopSignals,
+    ) -> Result<(), RunError> {
+        if self.remaining == 0 {
+            return Ok(());
+        }
+        for slot in 0..self.slots.len() {
+            self.spawn(slot)?;
+        }
+        while self.remaining > 0 {
+            if let (Some(signal), None) = (signals.received(), self.stopping) {
+                self.stop(signal);
+            }
+            if let Some((signal, deadline)) = self.stopping
+                && ((!self.in_flight() && self.pending_commits == 0) || Instant::now() >= deadline)
+            {
+                // Commits still queued finish when the committers drain.
+                let committed = (self.owned - self.remaining) as u64;
+                return Err(RunError::Interrupted {
+                    signal,
+                    committed,
+                    total: self.owned as u64,
+                    dir: self.store.dir().to_owned(),
+                });
+            }
+            match self.events.recv_timeout(TICK) {
+                Ok(Event::Message { id, message }) => {
+                    if let Some(&slot) = self.by_id.get(&id) {
+                        self.slots[slot].last_heard = Instant::now();
+                        self.on_message(slot, message, progress)?;
+                    }
+                }
+                Ok(Event::Closed { id, error }) => {
+                    if let Some(slot) = self.by_id.remove(&id) {
+                        self.on_closed(slot, error, progress)?;
+                    }
+                }
+                Ok(Event::Committed { result }) => self.on_committed(result)?,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(RunError::WorkersFailed("every worker is gone".into()));
+                }
+            }
+            self.watch_for_hangs();
+            self.dispatch();
+            if self.work_left()
+                && self.stopping.is_none()
+                && self.slots.iter().all(|s| s.handle.is_none())
+            {
+                return Err(RunError::WorkersFailed(
+                    self.first_failure
+                        .clone()
+                        .unwrap_or_else(|| "every worker exited before the work was done".into()),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The first SIGINT/SIGTERM: hand out nothing more.
+    fn stop(&mut self, signal: i32) {
+        let grace = self.config.grace;
+        self.stopping = Some((signal, Instant::now() + grace));
+        self.book.stop();
+        let running: usize = self.slots.iter().map(|s| s.inflight.len()).sum();
+        (self.log)(&format!(
+            "pipeline: {}: no new work; waiting up to {:.0} s for {running} task(s) in flight \
+             (again to stop at once)",
+            signal_name(signal),
+            grace.as_secs_f64()
+        ));
+    }
+
+    /// Kills workers that have had work and said nothing for too long.
+    fn watch_for_hangs(&mut self) {
+        let base = self.config.hang_timeout;
+        for s in &mut self.slots {
+            let Some(handle) = s.handle.as_mut() else {
+                continue;
+            };
+            if s.hung || (s.ready && s.inflight.is_empty()) {
+                continue;
+            }
+            let batch = s
+                .report
+                .batch_size
+                .max(self.config.worker.batch_size.unwrap_or(0))
+                .max(1);
+            let timeout = base.unwrap_or_else(|| {
+                Duration::from_secs(120) + Duration::from_secs(2) * batch as u32
+            });
+            let timeout = if s.first_batch_done {
+                timeout
+            } else {
+                timeout * STARTUP_FACTOR
+            };
+            if s.last_heard.elapsed() > timeout {
+                (self.log)(&format!(
+                    "pipeline: {}: no progress for {:.0} s; killing it",
+                    s.report.name,
+                    timeout.as_secs_f64()
+                ));
+                handle.kill();
+                s.hung = true;
+                self.summary.hangs += 1;
+            }
+        }
+    }
+
+    fn on_message(
+        &mut self,
+        slot: usize,
+        message: FromWorker,
+        progress: &mut Progress,
+    ) -> Result<(), RunError> {
+        match message {
+            FromWorker::Ready {
+                device,
+                batch_size,
+                prefetch,
+                ..
+            } => {
+                let s = &mut self.slots[slot];
+                s.ready = true;
+                s.credit = prefetch.max(1);
+                s.report.device = format!("{} ({device})", s.device);
+                s.report.batch_size = batch_size;
+                s.report.startup_s += s.spawned.elapsed().as_secs_f64();
+                let line = format!("{}: {device}, batch {batch_size}", s.report.name);
+                progress.worker(slot, line);
+            }
+            FromWorker::Failed { message } => {
+                let s = &mut self.slots[slot];
+                s.setup_failed |= !s.ready;
+                let name = &s.report.name;
+                (self.log)(&format!("pipeline: worker {name} failed: {message}"));
+                self.first_failure.get_or_insert(message);
+            }
+            FromWorker::BatchSize { from, to, reason } => {
+                let s = &mut self.slots[slot];
+                s.report.oom_backoffs += 1;
+                s.report.batch_size = to;
+                self.summary.oom_backoffs += 1;
+                (self.log)(&format!(
+                    "pipeline: {}: out of memory at batch {from}, now {to} ({reason})",
+                    s.report.name
+                ));
+            }
+            FromWorker::Progress { chunk: task, items } => {
+                self.slots[slot].first_batch_done = true;
+                let Some(id) = self.slots[slot].handle.as_ref().map(|h| h.id) else {
+                    return Ok(());
+                };
+                self.timeline.batch_done(items);
+                self.note_warm();
+                let done = self.partial.entry((id, task)).or_default();
+                *done += items;
+                let done = *done;
+                let shown = self.shown.entry(task).or_default();
+                if done > *shown {
+                    progress.advance(done - *shown);
+                    *shown = done;
+                }
+            }
+            FromWorker::ChunkDone {
+                chunk: task,
+                outcomes,
+                times,
+            } => self.on_done(slot, task, outcomes, times, progress)?,
+        }
+        Ok(())
+    }
+
+    fn on_done(
+        &mut self,
+        slot: usize,
+        task: u64,
+        outcomes: Vec<ItemOutcome>,
+        times: pipeline_core::ChunkTimes,
+        progress: &mut Progress,
+    ) -> Result<(), RunError> {
+        let s = &mut self.slots[slot];
+        s.inflight.retain(|&t| t != task);
+        if s.isolated == Some(task) {
+            s.isolated = None;
+        }
+        s.credit += 1;
+        s.first_batch_done = true;
+        s.deaths_in_a_row = 0;
+        s.report.wait_loader_s += times.wait_loader_s;
+        s.report.infer_s += times.infer_s;
+        self.times.add(&times);
+        let id = s.handle.as_ref().map_or(usize::MAX, |h| h.id);
+        let name = s.report.name.clone();
+        let returned = outcomes.len() as u64;
+        let finished = self.book.finished(task, id, outcomes);
+        let images = match &finished {
+            Finished::Stale => return Ok(()), // a speculative copy lost the race
+            Finished::Bad(problem) => {
+                (self.log)(&format!(
+                    "pipeline: {name} returned a bad task {task} ({problem}); running it again"
+                ));
+                return Ok(());
+            }
+            Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
+        };
+        let earlier = self.partial.get(&(id, task)).copied().unwrap_or(0);
+        self.timeline.batch_done(returned.saturating_sub(earlier));
+        self.note_warm();
+        let s = &mut self.slots[slot];
+        s.report.chunks += 1;
+        s.report.images += images;
+        s.done_images += images;
+        let rate = s.done_images as f64 / s.spawned.elapsed().as_secs_f64().max(1e-9);
+        let line = format!(
+            "{}: batch {}, {rate:.1} images/s",
+            s.report.device, s.report.batch_size
+        );
+        progress.worker(slot, format!("{name}: {line}"));
+        self.finish_task(task, finished, progress)
+    }
+
+    /// Counts a task the book recorded; sends its chunk to the committers
+    /// once the book says it is complete.
+    fn finish_task(
+        &mut self,
+        task: TaskId,
+        finished: Finished,
+        progress: &mut Progress,
+    ) -> Result<(), RunError> {
+        let images = match &finished {
+            Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
+            Finished::Stale | Finished::Bad(_) => return Ok(()),
+        };
+        let shown = self.shown.remove(&task).unwrap_or(0);
+        progress.advance(images.saturating_sub(shown));
+        self.partial.retain(|&(_, t), _| t != task);
+        self.computed_images += images;
+        let Finished::Complete {
+            chunk, outcomes, ..
+        } = finished
+        else {
+            return Ok(());
+        };
+        // Encoding and the fsyncs happen on the committer threads; the
+        // chunk counts as done when its `Committed` event arrives.
+        let Some(commits) = &self.commits else {
+            return Err(RunError::WorkersFailed(
+                "the committer threads are gone".into(),
+            ));
+        };
+        commits
+            .send((chunk, outcomes))
+            .map_err(|_| RunError::WorkersFailed("the committer threads are gone".into()))?;
+        self.pending_commits += 1;
+        Ok(())
+    }
+
+    /// A committer thread finished (or failed) writing `chunk`'s part.
+    fn on_committed(&mut self, result: std::io::Result<f64>) -> Result<(), RunError> {
+        self.pending_commits -= 1;
+        let seconds = result.map_err(|source| RunError::Commit {
+            dir: self.store.dir().to_owned(),
+            source,
+        })?;
+        self.summary.commit_s += seconds;
+        self.remaining -= 1;
+        Ok(())
+    }
+
+    /// Whether any chunk still needs a worker (not merely its commit).
+    fn work_left(&self) -> bool {
+        self.remaining > self.pending_commits
+    }
+
+    fn on_closed(
+        &mut self,
+        slot: usize,
+        error: Option<String>,
+        progress: &mut Progress,
+    ) -> Result<(), RunError> {
+        let Some(handle) = self.slots[slot].handle.take() else {
+            return Ok(());
+        };
+        let id = handle.id;
+        let status = handle.wait();
+        let device_lost = status
+            .as_ref()
+            .is_ok_and(|s| s.code() == Some(WORKER_EXIT_DEVICE_LOST));
+        let status = status
+            .map(|s| describe_exit(&s))
+            .unwrap_or_else(|e| e.to_string());
+        let s = &mut self.slots[slot];
+        s.ready = false;
+        s.credit = 0;
+        let isolated = s.isolated.take();
+        let lost: Vec<u64> = std::mem::take(&mut s.inflight);
+        let mut why = if s.hung {
+            format!("worker {} hung and was killed", s.report.name)
+        } else {
+            format!("worker {} exited with {status}", s.report.name)
+        };
+        if device_lost {
+            why.push_str(" (device out of memory or lost)");
+        }
+        if let Some(error) = error {
+            why.push_str(&format!(" ({error})"));
+        }
+        s.report.deaths.push(status);
+        if self.stopping.is_none() {
+            (self.log)(&format!("pipeline: {why}"));
+        }
+        if self.stopping.is_none() {
+            // Memory is about the batch, not the images: no blame.
+            let death = if device_lost {
+                Death::DeviceLost
+            } else {
+                Death::Crashed
+            };
+            for (task, failed) in self.book.worker_died(id, &lost, isolated, death, &why) {
+                self.finish_task(task, failed, progress)?;
+            }
+        }
+        if self.stopping.is_some() || !self.work_left() {
+            return Ok(());
+        }
+        // A worker that said its setup failed (bad weights, no such
+        // device) would fail the same way again. One killed while starting
+        // up is restarted like any other.
+        self.first_failure.get_or_insert(why);
+        let s = &mut self.slots[slot];
+        if s.setup_failed {
+            return Ok(());
+        }
+        if device_lost {
+            let from = s.report.batch_size.max(1);
+            let to = (from / 2).max(1);
+            s.batch_override = Some(to);
+            s.report.oom_backoffs += 1;
+            self.summary.oom_backoffs += 1;
+            (self.log)(&format!(
+                "pipeline: {}: restarting with batch {to} (was {from})",
+                s.report.name
+            ));
+        }
+        if isolated.is_none() {
+            s.deaths_in_a_row += 1;
+        }
+        if s.deaths_in_a_row > self.config.max_restarts {
+            (self.log)(&format!(
+                "pipeline: {}: died {} times in a row without finishing anything; \
+                 not restarting it",
+                s.report.name, s.deaths_in_a_row
+            ));
+            return Ok(());
+        }
+        self.summary.restarts += 1;
+        self.spawn(slot)
+    }
+
+    /// Hands out tasks to workers with credit. While suspects wait, workers
+    /// take no other work until one is idle and runs a suspect alone; idle
+    /// workers with an empty queue take a copy of the oldest running task.
+    fn dispatch(&mut self) {
+        if self.stopping.is_some() {
+            return;
+        }
+        for slot in 0..self.slots.len() {
+            let s = &self.slots[slot];
+            if !s.ready || s.handle.is_none() || s.isolated.is_some() {
+                continue;
+            }
+            if let Some(suspect) = self.book.next_suspect() {
+                if s.inflight.is_empty() && self.send(slot, suspect) {
+                    self.book.took_suspect();
+                    self.slots[slot].isolated = Some(suspect);
+                }
+                continue;
+            }
+            while self.slots[slot].credit > 0 {
+                let s = &self.slots[slot];
+                let Some(id) = s.handle.as_ref().map(|h| h.id) else {
+                    break;
+                };
+                let Some(task) = self.book.next_for(id, s.inflight.is_empty()) else {
+                    break;
+                };
+                if !self.send(slot, task) {
+                    self.book.unsent(task);
+                    break;
+                }
+            }
+        }
+        if self.book.drained() {
+            self.timeline.drained();
+        }
+    }
+
+    /// Sends `task` to `slot`'s worker; false if the worker is gone (its
+    /// `Closed` event will requeue what it held).
+    fn send(&mut self, slot: usize, task: u64) -> bool {
+        let items = self.items(task);
+        let s = &mut self.slots[slot];
+        let Some(handle) = s.handle.as_mut() else {
+            return false;
+        };
+        let id = handle.id;
+        if handle.send(&ToWorker::Chunk { id: task, items }).is_err() {
+            s.ready = false;
+            return false;
+        }
+        s.credit = s.credit.saturating_sub(1);
+        s.inflight.push(task);
+        if s.inflight.len() == 1 {
+            // The clock of a worker idle until now starts here.
+            s.last_heard = Instant::now();
+        }
+        self.book.sent(task, id);
+        true
+    }
+
+    fn items(&self, task: TaskId) -> Vec<WorkItemSpec> {
+        let items = self.book.items(task);
+        self.manifest.entries[items.start as usize..items.end as usize]
+            .iter()
+            .map(|e| WorkItemSpec {
+                index: e.index,
+                path: absolute(&self.manifest.root, &e.relative)
+                    .as_os_str()
+                    .as_bytes()
+                    .to_vec(),
+            })
+            .collect()
+    }
+
+    /// Ends every worker: `Finish`, a grace period, then kill.
+    pub(crate) fn shut_down(&mut self, progress: &mut Progress) -> RunSummary {
+        for slot in &mut self.slots {
+            if let Some(handle) = slot.handle.as_mut() {
+                slot.report.peak_rss_bytes = handle.peak_rss_bytes();
+                if self.stopping.is_some() {
+                    handle.kill();
+                } else {
+                    handle.finish();
+                }
+            }
+        }
+        let deadline = Instant::now() + EXIT_GRACE;
+        for slot in &mut self.slots {
+            if let Some(mut handle) = slot.handle.take() {
+                while !handle.try_exited() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                handle.kill();
+                let _ = handle.wait();
+            }
+        }
+        progress.clear();
+        let mut summary = std::mem::take(&mut self.summary);
+        let counts = self.book.counts();
+        summary.retries = counts.retries;
+        summary.splits = counts.splits;
+        summary.speculative = counts.speculative;
+        summary.workers = self.slots.iter().map(|s| s.report.clone()).collect();
+        summary.stages = Stages::from_worker(&self.times);
+        summary.batch_latencies_s = std::mem::take(&mut self.times.batch_s);
+        summary.steady = self.timeline.steady();
+        summary
+    }
+}
+
+fn absolute(root: &Path, relative: &Path) -> PathBuf {
+    let path = root.join(relative);
+    if path.is_absolute() {
+        path
+    } else {
+        std::env::current_dir()
+            .map(|cwd| cwd.join(&path))
+            .unwrap_or(path)
+    }
+}

@@ -21,6 +21,7 @@ mod progress;
 mod run;
 mod scheduler;
 mod signals;
+mod slot;
 mod stats;
 mod summary;
 mod workers;

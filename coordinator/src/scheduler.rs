@@ -9,8 +9,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
 use pipeline_core::{
-    Chunk, DeviceSpec, FromWorker, ItemOutcome, Manifest, ToWorker, WORKER_EXIT_DEVICE_LOST,
-    WorkItemSpec,
+    Chunk, FromWorker, ItemOutcome, Manifest, ToWorker, WORKER_EXIT_DEVICE_LOST, WorkItemSpec,
 };
 
 use crate::book::{Death, Finished, TaskBook, TaskId};
@@ -18,8 +17,9 @@ use crate::config::{RunConfig, RunError};
 use crate::parts::PartStore;
 use crate::progress::Progress;
 use crate::signals::{StopSignals, signal_name};
+use crate::slot::{Closed, Phase, Restart, Slot};
 use crate::stats::{Stages, Timeline};
-use crate::summary::{RunSummary, WorkerReport};
+use crate::summary::RunSummary;
 use crate::workers::{Event, LogLine, WorkerHandle, describe_exit};
 
 /// How often the scheduler wakes up without events (signals, hang checks).
@@ -28,34 +28,6 @@ const TICK: Duration = Duration::from_millis(200);
 /// How long finished workers get to exit before they are killed (a worker
 /// may still be running a speculative copy nobody needs).
 const EXIT_GRACE: Duration = Duration::from_secs(3);
-
-/// The hang timeout's multiplier before a worker's first batch: model load,
-/// kernel compilation and autotuning happen there.
-const STARTUP_FACTOR: u32 = 5;
-
-/// A worker slot: the process currently filling it and its counters.
-struct Slot {
-    device: DeviceSpec,
-    handle: Option<WorkerHandle>,
-    ready: bool,
-    credit: usize,
-    inflight: Vec<u64>,
-    /// The suspect task it runs alone.
-    isolated: Option<u64>,
-    spawned: Instant,
-    last_heard: Instant,
-    first_batch_done: bool,
-    /// Killed by the watchdog; its `Closed` event is on its way.
-    hung: bool,
-    /// It said `Failed` before `Ready`: bad weights, no such device.
-    setup_failed: bool,
-    /// Deaths since it last finished a task.
-    deaths_in_a_row: u32,
-    /// Batch size to start the next process with (after a memory death).
-    batch_override: Option<usize>,
-    done_images: u64,
-    report: WorkerReport,
-}
 
 pub(crate) struct Scheduler<'a> {
     config: &'a RunConfig,
@@ -105,27 +77,7 @@ impl<'a> Scheduler<'a> {
     ) -> Self {
         let (events_tx, events) = unbounded();
         let now = Instant::now();
-        let slots = config
-            .devices
-            .iter()
-            .map(|device| Slot {
-                device: device.clone(),
-                handle: None,
-                ready: false,
-                credit: 0,
-                inflight: Vec::new(),
-                isolated: None,
-                spawned: now,
-                last_heard: now,
-                first_batch_done: false,
-                hung: false,
-                setup_failed: false,
-                deaths_in_a_row: 0,
-                batch_override: None,
-                done_images: 0,
-                report: WorkerReport::default(),
-            })
-            .collect();
+        let slots = config.devices.iter().cloned().map(Slot::new).collect();
         Self {
             config,
             manifest,
@@ -178,32 +130,20 @@ impl<'a> Scheduler<'a> {
         let s = &mut self.slots[slot];
         s.report.name = worker.name;
         s.report.device = worker.device.to_string();
-        s.handle = Some(handle);
-        s.ready = false;
-        s.credit = 0;
-        s.hung = false;
-        s.setup_failed = false;
-        s.first_batch_done = false;
-        s.spawned = Instant::now();
-        s.last_heard = s.spawned;
+        s.spawned(handle);
         self.by_id.insert(id, slot);
         Ok(())
     }
 
     /// Starts the steady window once every live worker finished a batch.
     fn note_warm(&mut self) {
-        if !self.timeline.is_warm()
-            && self
-                .slots
-                .iter()
-                .all(|s| s.first_batch_done || s.handle.is_none())
-        {
+        if !self.timeline.is_warm() && self.slots.iter().all(Slot::warm) {
             self.timeline.warm();
         }
     }
 
     fn in_flight(&self) -> bool {
-        self.slots.iter().any(|s| !s.inflight.is_empty())
+        self.slots.iter().any(|s| !s.idle())
     }
 
     pub(crate) fn drive(
@@ -236,7 +176,7 @@ impl<'a> Scheduler<'a> {
             match self.events.recv_timeout(TICK) {
                 Ok(Event::Message { id, message }) => {
                     if let Some(&slot) = self.by_id.get(&id) {
-                        self.slots[slot].last_heard = Instant::now();
+                        self.slots[slot].heard();
                         self.on_message(slot, message, progress)?;
                     }
                 }
@@ -255,7 +195,7 @@ impl<'a> Scheduler<'a> {
             self.dispatch();
             if self.work_left()
                 && self.stopping.is_none()
-                && self.slots.iter().all(|s| s.handle.is_none())
+                && self.slots.iter().all(|s| s.process().is_none())
             {
                 return Err(RunError::WorkersFailed(
                     self.first_failure
@@ -272,7 +212,12 @@ impl<'a> Scheduler<'a> {
         let grace = self.config.grace;
         self.stopping = Some((signal, Instant::now() + grace));
         self.book.stop();
-        let running: usize = self.slots.iter().map(|s| s.inflight.len()).sum();
+        let running: usize = self
+            .slots
+            .iter()
+            .filter_map(Slot::process)
+            .map(|p| p.inflight.len())
+            .sum();
         (self.log)(&format!(
             "pipeline: {}: no new work; waiting up to {:.0} s for {running} task(s) in flight \
              (again to stop at once)",
@@ -283,35 +228,14 @@ impl<'a> Scheduler<'a> {
 
     /// Kills workers that have had work and said nothing for too long.
     fn watch_for_hangs(&mut self) {
-        let base = self.config.hang_timeout;
+        let batch = self.config.worker.batch_size.unwrap_or(0);
         for s in &mut self.slots {
-            let Some(handle) = s.handle.as_mut() else {
-                continue;
-            };
-            if s.hung || (s.ready && s.inflight.is_empty()) {
-                continue;
-            }
-            let batch = s
-                .report
-                .batch_size
-                .max(self.config.worker.batch_size.unwrap_or(0))
-                .max(1);
-            let timeout = base.unwrap_or_else(|| {
-                Duration::from_secs(120) + Duration::from_secs(2) * batch as u32
-            });
-            let timeout = if s.first_batch_done {
-                timeout
-            } else {
-                timeout * STARTUP_FACTOR
-            };
-            if s.last_heard.elapsed() > timeout {
+            if let Some(timeout) = s.kill_if_hung(self.config.hang_timeout, batch) {
                 (self.log)(&format!(
                     "pipeline: {}: no progress for {:.0} s; killing it",
                     s.report.name,
                     timeout.as_secs_f64()
                 ));
-                handle.kill();
-                s.hung = true;
                 self.summary.hangs += 1;
             }
         }
@@ -331,17 +255,15 @@ impl<'a> Scheduler<'a> {
                 ..
             } => {
                 let s = &mut self.slots[slot];
-                s.ready = true;
-                s.credit = prefetch.max(1);
+                s.report.startup_s += s.ready(prefetch);
                 s.report.device = format!("{} ({device})", s.device);
                 s.report.batch_size = batch_size;
-                s.report.startup_s += s.spawned.elapsed().as_secs_f64();
                 let line = format!("{}: {device}, batch {batch_size}", s.report.name);
                 progress.worker(slot, line);
             }
             FromWorker::Failed { message } => {
                 let s = &mut self.slots[slot];
-                s.setup_failed |= !s.ready;
+                s.failed();
                 let name = &s.report.name;
                 (self.log)(&format!("pipeline: worker {name} failed: {message}"));
                 self.first_failure.get_or_insert(message);
@@ -357,8 +279,8 @@ impl<'a> Scheduler<'a> {
                 ));
             }
             FromWorker::Progress { chunk: task, items } => {
-                self.slots[slot].first_batch_done = true;
-                let Some(id) = self.slots[slot].handle.as_ref().map(|h| h.id) else {
+                self.slots[slot].batch_done();
+                let Some(id) = self.slots[slot].worker() else {
                     return Ok(());
                 };
                 self.timeline.batch_done(items);
@@ -390,17 +312,11 @@ impl<'a> Scheduler<'a> {
         progress: &mut Progress,
     ) -> Result<(), RunError> {
         let s = &mut self.slots[slot];
-        s.inflight.retain(|&t| t != task);
-        if s.isolated == Some(task) {
-            s.isolated = None;
-        }
-        s.credit += 1;
-        s.first_batch_done = true;
-        s.deaths_in_a_row = 0;
+        s.returned(task);
         s.report.wait_loader_s += times.wait_loader_s;
         s.report.infer_s += times.infer_s;
         self.times.add(&times);
-        let id = s.handle.as_ref().map_or(usize::MAX, |h| h.id);
+        let id = s.worker().unwrap_or(usize::MAX);
         let name = s.report.name.clone();
         let returned = outcomes.len() as u64;
         let finished = self.book.finished(task, id, outcomes);
@@ -418,10 +334,7 @@ impl<'a> Scheduler<'a> {
         self.timeline.batch_done(returned.saturating_sub(earlier));
         self.note_warm();
         let s = &mut self.slots[slot];
-        s.report.chunks += 1;
-        s.report.images += images;
-        s.done_images += images;
-        let rate = s.done_images as f64 / s.spawned.elapsed().as_secs_f64().max(1e-9);
+        let rate = s.finished(images);
         let line = format!(
             "{}: batch {}, {rate:.1} images/s",
             s.report.device, s.report.batch_size
@@ -489,7 +402,13 @@ impl<'a> Scheduler<'a> {
         error: Option<String>,
         progress: &mut Progress,
     ) -> Result<(), RunError> {
-        let Some(handle) = self.slots[slot].handle.take() else {
+        let Some(Closed {
+            handle,
+            lost,
+            isolated,
+            phase,
+        }) = self.slots[slot].closed()
+        else {
             return Ok(());
         };
         let id = handle.id;
@@ -501,11 +420,7 @@ impl<'a> Scheduler<'a> {
             .map(|s| describe_exit(&s))
             .unwrap_or_else(|e| e.to_string());
         let s = &mut self.slots[slot];
-        s.ready = false;
-        s.credit = 0;
-        let isolated = s.isolated.take();
-        let lost: Vec<u64> = std::mem::take(&mut s.inflight);
-        let mut why = if s.hung {
+        let mut why = if phase == Phase::Hung {
             format!("worker {} hung and was killed", s.report.name)
         } else {
             format!("worker {} exited with {status}", s.report.name)
@@ -519,53 +434,44 @@ impl<'a> Scheduler<'a> {
         s.report.deaths.push(status);
         if self.stopping.is_none() {
             (self.log)(&format!("pipeline: {why}"));
-        }
-        if self.stopping.is_none() {
             // Memory is about the batch, not the images: no blame.
             let death = if device_lost {
                 Death::DeviceLost
             } else {
                 Death::Crashed
             };
-            for (task, failed) in self.book.worker_died(id, &lost, isolated, death, &why) {
+            let failed = self.book.worker_died(id, &lost, isolated, death, &why);
+            for (task, failed) in failed {
                 self.finish_task(task, failed, progress)?;
             }
         }
         if self.stopping.is_some() || !self.work_left() {
             return Ok(());
         }
-        // A worker that said its setup failed (bad weights, no such
-        // device) would fail the same way again. One killed while starting
-        // up is restarted like any other.
         self.first_failure.get_or_insert(why);
         let s = &mut self.slots[slot];
-        if s.setup_failed {
-            return Ok(());
+        match s.restart(phase, isolated, device_lost, self.config.max_restarts) {
+            Restart::SetupFailed => Ok(()),
+            Restart::GaveUp(deaths) => {
+                (self.log)(&format!(
+                    "pipeline: {}: died {deaths} times in a row without finishing anything; \
+                     not restarting it",
+                    s.report.name
+                ));
+                Ok(())
+            }
+            Restart::Yes(smaller) => {
+                if let Some((from, to)) = smaller {
+                    self.summary.oom_backoffs += 1;
+                    (self.log)(&format!(
+                        "pipeline: {}: restarting with batch {to} (was {from})",
+                        s.report.name
+                    ));
+                }
+                self.summary.restarts += 1;
+                self.spawn(slot)
+            }
         }
-        if device_lost {
-            let from = s.report.batch_size.max(1);
-            let to = (from / 2).max(1);
-            s.batch_override = Some(to);
-            s.report.oom_backoffs += 1;
-            self.summary.oom_backoffs += 1;
-            (self.log)(&format!(
-                "pipeline: {}: restarting with batch {to} (was {from})",
-                s.report.name
-            ));
-        }
-        if isolated.is_none() {
-            s.deaths_in_a_row += 1;
-        }
-        if s.deaths_in_a_row > self.config.max_restarts {
-            (self.log)(&format!(
-                "pipeline: {}: died {} times in a row without finishing anything; \
-                 not restarting it",
-                s.report.name, s.deaths_in_a_row
-            ));
-            return Ok(());
-        }
-        self.summary.restarts += 1;
-        self.spawn(slot)
     }
 
     /// Hands out tasks to workers with credit. While suspects wait, workers
@@ -577,22 +483,22 @@ impl<'a> Scheduler<'a> {
         }
         for slot in 0..self.slots.len() {
             let s = &self.slots[slot];
-            if !s.ready || s.handle.is_none() || s.isolated.is_some() {
+            if !s.takes_work() {
                 continue;
             }
             if let Some(suspect) = self.book.next_suspect() {
-                if s.inflight.is_empty() && self.send(slot, suspect) {
+                if s.idle() && self.send(slot, suspect) {
                     self.book.took_suspect();
-                    self.slots[slot].isolated = Some(suspect);
+                    self.slots[slot].isolate(suspect);
                 }
                 continue;
             }
-            while self.slots[slot].credit > 0 {
+            while self.slots[slot].has_credit() {
                 let s = &self.slots[slot];
-                let Some(id) = s.handle.as_ref().map(|h| h.id) else {
+                let Some(id) = s.worker() else {
                     break;
                 };
-                let Some(task) = self.book.next_for(id, s.inflight.is_empty()) else {
+                let Some(task) = self.book.next_for(id, s.idle()) else {
                     break;
                 };
                 if !self.send(slot, task) {
@@ -608,23 +514,18 @@ impl<'a> Scheduler<'a> {
 
     /// Sends `task` to `slot`'s worker; false if the worker is gone (its
     /// `Closed` event will requeue what it held).
-    fn send(&mut self, slot: usize, task: u64) -> bool {
+    fn send(&mut self, slot: usize, task: TaskId) -> bool {
         let items = self.items(task);
         let s = &mut self.slots[slot];
-        let Some(handle) = s.handle.as_mut() else {
+        let Some(p) = s.process_mut() else {
             return false;
         };
-        let id = handle.id;
-        if handle.send(&ToWorker::Chunk { id: task, items }).is_err() {
-            s.ready = false;
+        let id = p.handle.id;
+        if p.handle.send(&ToWorker::Chunk { id: task, items }).is_err() {
+            s.unreachable();
             return false;
         }
-        s.credit = s.credit.saturating_sub(1);
-        s.inflight.push(task);
-        if s.inflight.len() == 1 {
-            // The clock of a worker idle until now starts here.
-            s.last_heard = Instant::now();
-        }
+        s.sent(task);
         self.book.sent(task, id);
         true
     }
@@ -646,18 +547,19 @@ impl<'a> Scheduler<'a> {
     /// Ends every worker: `Finish`, a grace period, then kill.
     pub(crate) fn shut_down(&mut self, progress: &mut Progress) -> RunSummary {
         for slot in &mut self.slots {
-            if let Some(handle) = slot.handle.as_mut() {
-                slot.report.peak_rss_bytes = handle.peak_rss_bytes();
+            let rss = slot.process().and_then(|p| p.handle.peak_rss_bytes());
+            if let Some(p) = slot.process_mut() {
                 if self.stopping.is_some() {
-                    handle.kill();
+                    p.handle.kill();
                 } else {
-                    handle.finish();
+                    p.handle.finish();
                 }
+                slot.report.peak_rss_bytes = rss;
             }
         }
         let deadline = Instant::now() + EXIT_GRACE;
         for slot in &mut self.slots {
-            if let Some(mut handle) = slot.handle.take() {
+            if let Some(Closed { mut handle, .. }) = slot.closed() {
                 while !handle.try_exited() && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(20));
                 }

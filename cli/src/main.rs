@@ -46,6 +46,10 @@ fn worker() -> ExitCode {
             eprintln!("pipeline worker: {message}");
             ExitCode::from(pipeline_core::WORKER_EXIT_DEVICE_LOST as u8)
         }
+        Err(e @ gpu_worker::WorkerError::Orphaned) => {
+            eprintln!("pipeline worker: {e}; exiting");
+            ExitCode::from(pipeline_core::WORKER_EXIT_ORPHANED as u8)
+        }
         Err(e) => Outcome::Failed(e.to_string()).report(),
     }
 }

@@ -28,9 +28,21 @@ pub enum EngineError {
         /// What the runtime said.
         message: String,
     },
+    /// The driver lost the device: nothing more runs in this process.
+    #[error("device lost: {0}")]
+    DeviceLost(String),
     /// Anything else the device reported.
     #[error("device error: {0}")]
-    Device(String),
+    Other(String),
+}
+
+impl EngineError {
+    /// Whether the device is unusable in this process now (memory beyond
+    /// what backoff handles, or lost), so that a fresh process with a
+    /// smaller batch is the way on.
+    pub fn device_is_gone(&self) -> bool {
+        matches!(self, Self::OutOfMemory { .. } | Self::DeviceLost(_))
+    }
 }
 
 /// A model on its device, ready to run batches.
@@ -238,21 +250,23 @@ pub fn top_k_of(probs: &[f32], k: usize) -> Vec<ClassScore> {
         .collect()
 }
 
-/// Memory exhaustion as burn and wgpu word it.
+/// Classifies what burn, cubecl and wgpu said (an error or a panic
+/// message) once, here at the burn boundary: their errors carry these
+/// conditions only as text.
 fn classify_error(message: String, batch: usize) -> EngineError {
     let lower = message.to_ascii_lowercase();
-    if [
+    let says = |needles: &[&str]| needles.iter().any(|n| lower.contains(n));
+    if says(&[
         "out of memory",
         "outofmemory",
         "out_of_memory",
         "failed to allocate",
-    ]
-    .iter()
-    .any(|needle| lower.contains(needle))
-    {
+    ]) {
         EngineError::OutOfMemory { batch, message }
+    } else if says(&["device lost", "devicelost", "lost device", "device_lost"]) {
+        EngineError::DeviceLost(message)
     } else {
-        EngineError::Device(message)
+        EngineError::Other(message)
     }
 }
 
@@ -278,7 +292,10 @@ mod tests {
         ));
         assert!(matches!(
             classify_error("shader failed".into(), 8),
-            EngineError::Device(_)
+            EngineError::Other(_)
         ));
+        let lost = classify_error("Vulkan: ERROR_DEVICE_LOST (DeviceLost)".into(), 8);
+        assert!(matches!(lost, EngineError::DeviceLost(_)) && lost.device_is_gone());
+        assert!(!classify_error("shader failed".into(), 8).device_is_gone());
     }
 }

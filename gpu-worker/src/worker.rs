@@ -6,7 +6,8 @@
 //! pool decodes the current and next chunk; the calling thread runs the
 //! device and is the only writer of stdout. Dropping the chunk sender (on
 //! `Finish`) drains the loader and ends the loop; the end of stdin without
-//! `Finish` means the coordinator died, and the process exits at once.
+//! `Finish` means the coordinator died: the device loop stops at its next
+//! batch and `main` exits with `WORKER_EXIT_ORPHANED`.
 //!
 //! SIGINT and SIGTERM are ignored ([`ignore_stop_signals`]): on `scancel`
 //! or a Ctrl-C the coordinator decides what its workers finish, within its
@@ -17,6 +18,8 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::Instant;
 
@@ -24,7 +27,7 @@ use crossbeam_channel::bounded;
 use loader::{Loader, LoaderConfig, WorkGroup, WorkItem};
 use pipeline_core::{
     ChunkTimes, DeviceSpec, FromWorker, ItemOutcome, ModelKind, PROTOCOL_VERSION, ToWorker,
-    WORKER_EXIT_ORPHANED, WorkerConfig, read_frame, write_frame,
+    WorkerConfig, read_frame, write_frame,
 };
 
 use crate::backoff::{OomBackoff, start_batch};
@@ -53,6 +56,11 @@ pub enum WorkerError {
     /// Setup or the device failed; the message was sent to the coordinator.
     #[error("{0}")]
     Failed(String),
+    /// Stdin closed without `Finish`: the coordinator is gone and nobody
+    /// reads the results; the process should exit with
+    /// [`pipeline_core::WORKER_EXIT_ORPHANED`].
+    #[error("the coordinator is gone (stdin closed)")]
+    Orphaned,
 }
 
 /// Starting batch when the user gave none: from the GPU's free memory where
@@ -108,9 +116,11 @@ where
     .map_err(proto)?;
 
     let (chunk_tx, chunk_rx) = bounded::<WorkGroup>(CHUNK_QUEUE_CAPACITY);
+    let orphaned = Arc::new(AtomicBool::new(false));
+    let reader_orphaned = Arc::clone(&orphaned);
     let reader = thread::Builder::new()
         .name("worker-stdin".into())
-        .spawn(move || read_chunks(input, &chunk_tx))
+        .spawn(move || read_chunks(input, &chunk_tx, &reader_orphaned))
         .map_err(|e| WorkerError::Failed(format!("cannot start the stdin thread: {e}")))?;
     let mut stream = loader
         .stream(chunk_rx)
@@ -120,6 +130,9 @@ where
     let mut open_chunks: HashMap<u64, (Vec<ItemOutcome>, ChunkTimes)> = HashMap::new();
     let mut waited = Instant::now();
     while let Some(batch) = stream.next() {
+        if orphaned.load(Ordering::SeqCst) {
+            return Err(WorkerError::Orphaned);
+        }
         crate::failpoints::device_lost_once()
             .map_err(|message| WorkerError::DeviceLost(format!("{}: {message}", config.name)))?;
         let wait_loader_s = waited.elapsed().as_secs_f64();
@@ -151,7 +164,7 @@ where
             Err(e) => {
                 let message = format!("{}: {e}", config.name);
                 let _ = fail(output, message.clone());
-                return Err(if device_is_gone(&e) {
+                return Err(if e.device_is_gone() {
                     WorkerError::DeviceLost(message)
                 } else {
                     WorkerError::Failed(message)
@@ -271,23 +284,6 @@ fn fail<W: Write>(output: &mut W, message: String) -> Result<(), WorkerError> {
     Err(WorkerError::Failed(message))
 }
 
-/// Whether a device error means the device itself is unusable now (its
-/// memory is exhausted beyond backoff, or the driver lost it), so that a
-/// fresh process with a smaller batch is the way on.
-fn device_is_gone(error: &crate::engine::EngineError) -> bool {
-    let text = error.to_string().to_ascii_lowercase();
-    matches!(error, crate::engine::EngineError::OutOfMemory { .. })
-        || [
-            "out of memory",
-            "outofmemory",
-            "device lost",
-            "devicelost",
-            "lost device",
-        ]
-        .iter()
-        .any(|needle| text.contains(needle))
-}
-
 /// Makes SIGINT and SIGTERM harmless to this process (see the module doc).
 pub fn ignore_stop_signals() -> std::io::Result<()> {
     let ignored = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -297,11 +293,14 @@ pub fn ignore_stop_signals() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Feeds chunks to the loader until `Finish`; exits the process if stdin
-/// ends without it (the coordinator is gone, nobody reads the results).
+/// Feeds chunks to the loader until `Finish`. If stdin ends without it
+/// (the coordinator is gone, nobody reads the results), it raises
+/// `orphaned`, which stops the device loop at its next batch, and returns
+/// [`WorkerError::Orphaned`].
 fn read_chunks<R: Read>(
     mut input: R,
     chunks: &crossbeam_channel::Sender<WorkGroup>,
+    orphaned: &AtomicBool,
 ) -> Result<(), WorkerError> {
     loop {
         match read_frame::<_, ToWorker>(&mut input) {
@@ -320,8 +319,8 @@ fn read_chunks<R: Read>(
             }
             Ok(Some(ToWorker::Finish)) => return Ok(()),
             Ok(None) => {
-                eprintln!("the coordinator is gone (stdin closed); exiting");
-                std::process::exit(WORKER_EXIT_ORPHANED);
+                orphaned.store(true, Ordering::SeqCst);
+                return Err(WorkerError::Orphaned);
             }
             Ok(Some(ToWorker::Hello { .. })) => {
                 return Err(WorkerError::Protocol("a second handshake".into()));

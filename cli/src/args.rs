@@ -28,6 +28,10 @@ pub(crate) enum Command {
     /// on stdin/stdout).
     #[command(hide = true)]
     Worker,
+    /// Enumerate the Vulkan devices and print them as JSON (run by the
+    /// other commands as a child, so that a driver crash costs the child).
+    #[command(hide = true)]
+    ProbeDevices,
 }
 
 /// What `infer` computes per image.

@@ -8,7 +8,7 @@ use crate::exit::Outcome;
 
 #[derive(Serialize)]
 struct Listing {
-    adapters: Vec<gpu_worker::AdapterSummary>,
+    adapters: Vec<crate::probe::Adapter>,
     cpu: Cpu,
 }
 
@@ -27,12 +27,12 @@ fn load_average() -> Option<[f64; 3]> {
 }
 
 pub(crate) fn run(json: bool) -> Outcome {
-    let mut adapters = gpu_worker::gpus();
-    adapters.extend(
-        gpu_worker::adapters()
-            .into_iter()
-            .filter(|a| !matches!(a.kind, "discrete" | "integrated" | "virtual")),
-    );
+    let probe = match crate::probe::probe() {
+        Ok(probe) => probe,
+        Err(e) => return Outcome::Failed(e),
+    };
+    let mut adapters = probe.gpus;
+    adapters.extend(probe.others);
     let listing = Listing {
         adapters,
         cpu: Cpu {

@@ -51,7 +51,15 @@ pub(crate) fn weights_dir() -> Option<PathBuf> {
 fn devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     let flag = flag.trim();
     if flag.eq_ignore_ascii_case("all") {
-        let gpus = gpu_worker::gpus();
+        // A driver that crashes while enumerating costs the probe's
+        // process; the run goes on on the CPU and says why.
+        let gpus = match crate::probe::probe() {
+            Ok(probe) => probe.gpus,
+            Err(e) => {
+                let notice = format!("pipeline: warning: {e}; running on the CPU (burn flex)");
+                return Ok((vec![DeviceSpec::Cpu], Some(notice)));
+            }
+        };
         // GPU indices are PCI bus order, as nvidia-smi and CUDA with
         // CUDA_DEVICE_ORDER=PCI_BUS_ID number them.
         let given = coordinator::scheduler_gpus(&coordinator::process_env);
@@ -84,20 +92,32 @@ fn devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
         return Ok((vec![DeviceSpec::Cpu], None));
     }
     let mut chosen = Vec::new();
-    let mut gpu_count = None;
+    let mut probed = None;
+    let mut probe = |part: &str| -> Result<crate::probe::Probe, String> {
+        if probed.is_none() {
+            probed = Some(crate::probe::probe().map_err(|e| format!("--gpus {part}: {e}"))?);
+        }
+        Ok(probed.clone().unwrap_or_default())
+    };
     for part in flag.split(',') {
         let part = part.trim();
         let spec = if part.contains(':') && part.contains('.') {
             // A PCI bus id, as nvidia-smi and lspci print it.
-            let index = gpu_worker::gpu_index_by_pci(part).ok_or_else(|| {
+            let index = probe(part)?.gpu_by_pci(part).ok_or_else(|| {
                 format!("--gpus {part}: no Vulkan GPU at that PCI bus id (see `pipeline devices`)")
             })?;
             DeviceSpec::Gpu(index)
         } else {
             part.parse().map_err(|e| format!("--gpus: {e}"))?
         };
+        if spec == DeviceSpec::Software && !probe(part)?.has_software() {
+            return Err(format!(
+                "--gpus {part}: Mesa's lavapipe (a Vulkan device on the CPU) is not installed; \
+                 install the mesa-vulkan-drivers package, or use --gpus cpu"
+            ));
+        }
         if let DeviceSpec::Gpu(i) = spec {
-            let count = *gpu_count.get_or_insert_with(|| gpu_worker::gpus().len());
+            let count = probe(part)?.gpus.len();
             if i >= count {
                 return Err(format!(
                     "--gpus {part}: this machine has {count} GPU(s) (see `pipeline devices`); \

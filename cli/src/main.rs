@@ -10,6 +10,7 @@ mod devices;
 mod exit;
 mod infer;
 mod models;
+mod probe;
 
 use std::process::ExitCode;
 
@@ -29,6 +30,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Merge(args) => infer::merge(&args),
         Command::Worker => return worker(),
+        Command::ProbeDevices => probe::print(),
     };
     outcome.report()
 }

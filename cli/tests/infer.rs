@@ -935,3 +935,47 @@ fn models_lists_every_model_with_its_preprocessing_and_layouts() {
     assert_eq!(table.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&table.stdout).contains("dinov2_vitb14"));
 }
+
+/// Without Mesa's lavapipe, `--gpus software` says so and names the
+/// package; with it, a run prints none of the driver's chatter about
+/// XDG_RUNTIME_DIR, even where that is unset (batch jobs, containers).
+#[test]
+fn software_without_lavapipe_is_one_line_and_driver_chatter_stays_hidden() {
+    let (dir, data) = dataset(2);
+    let root = data.root.to_str().expect("utf-8 path");
+    let missing = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args([
+            "infer", "--data", root, "--gpus", "software", "--model", "tiny",
+        ])
+        .current_dir(dir.path())
+        .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+        .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+        .output()
+        .expect("the pipeline binary runs");
+    let err = stderr(&missing);
+    assert_eq!(missing.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("lavapipe") && err.contains("mesa-vulkan-drivers"),
+        "{err}"
+    );
+    let out = dir.path().join("quiet.jsonl");
+    let run = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .args([
+            "infer", "--data", root, "--gpus", "software", "--model", "tiny",
+        ])
+        .args(["--out", out.to_str().expect("utf-8 path")])
+        .current_dir(dir.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("the pipeline binary runs");
+    let err = stderr(&run);
+    assert!(matches!(run.status.code(), Some(0 | 1)), "{err}");
+    assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
+    let devices = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+        .arg("devices")
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("the pipeline binary runs");
+    assert!(!stderr(&devices).contains("XDG_RUNTIME_DIR"));
+    assert!(String::from_utf8_lossy(&devices.stdout).contains("software"));
+}

@@ -34,3 +34,4 @@ pub use parts::{PartStore, PartsError, failures_path, parts_dir};
 pub use run::{COMMIT_THREADS, encode_part, merge, run};
 pub use stats::{Stages, SteadyWindow};
 pub use summary::{RunSummary, WorkerReport};
+pub use workers::describe_exit;

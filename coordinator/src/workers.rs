@@ -60,7 +60,11 @@ impl WorkerHandle {
     ) -> std::io::Result<Self> {
         // Its own process group: a Ctrl-C on the terminal reaches the
         // coordinator only, which decides what the workers finish.
-        let mut child = Command::new(exe)
+        let mut command = Command::new(exe);
+        if let Some(dir) = pipeline_core::runtime_dir_for_children() {
+            command.env("XDG_RUNTIME_DIR", dir);
+        }
+        let mut child = command
             .arg("worker")
             .process_group(0)
             .env("CUDA_VISIBLE_DEVICES", visible_devices(&config.device))
@@ -163,7 +167,7 @@ impl WorkerHandle {
 }
 
 /// How a worker's exit reads to a person: `exit code 3`, `signal 11 (SIGSEGV)`.
-pub(crate) fn describe_exit(status: &ExitStatus) -> String {
+pub fn describe_exit(status: &ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     if let Some(code) = status.code() {
         return format!("exit code {code}");

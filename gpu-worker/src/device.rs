@@ -153,6 +153,12 @@ pub fn gpu_index_by_pci(id: &str) -> Option<usize> {
         .position(|g| g.pci_bus_id.as_deref().and_then(pci_key) == Some(want))
 }
 
+/// Whether two PCI bus ids name the same device, however each tool writes
+/// it (`0000:01:00.0` from Vulkan and lspci, `00000000:01:00.0` from NVML).
+pub fn same_pci_bus(a: &str, b: &str) -> bool {
+    pci_key(a).is_some_and(|k| pci_key(b) == Some(k))
+}
+
 /// `0000:01:00.0` (Vulkan) and `00000000:01:00.0` (NVML) as one number.
 fn pci_key(id: &str) -> Option<u64> {
     let (rest, function) = id.trim().rsplit_once('.')?;

@@ -19,7 +19,9 @@ mod worker;
 pub mod zero_shot;
 
 pub use backoff::{BatchSizeChange, ItemResult, MAX_START_BATCH, OomBackoff, start_batch};
-pub use device::{AdapterSummary, DeviceError, adapters, device_for, gpu_index_by_pci, gpus, open};
+pub use device::{
+    AdapterSummary, DeviceError, adapters, device_for, gpu_index_by_pci, gpus, open, same_pci_bus,
+};
 pub use engine::{Engine, EngineError, top_k_of};
 pub use model::convnext::ConvNextConfig;
 pub use model::vit::{Activation, Pooling, PosInterpolation, VitConfig};

@@ -68,3 +68,26 @@ mod tests {
         assert!("tpu".parse::<DeviceSpec>().is_err());
     }
 }
+
+/// `XDG_RUNTIME_DIR` for a child process that may load a Vulkan driver,
+/// when ours is unset or not absolute: a private folder under the temp
+/// folder. Mesa's Wayland support prints "XDG_RUNTIME_DIR is invalid or
+/// not set" on every Vulkan start without one (batch jobs, containers);
+/// with one it finds no compositor there and says nothing. `None` when
+/// ours is fine.
+pub fn runtime_dir_for_children() -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let ours = std::env::var_os("XDG_RUNTIME_DIR");
+    if ours
+        .as_ref()
+        .is_some_and(|d| std::path::Path::new(d).is_absolute())
+    {
+        return None;
+    }
+    let uid = std::fs::metadata("/proc/self").map_or(0, |m| m.uid());
+    let dir = std::env::temp_dir().join(format!("pipeline-runtime-{uid}"));
+    // Already there (an earlier run), or made now; either way absolute,
+    // which is all the check wants.
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
+    Some(dir)
+}

@@ -50,25 +50,6 @@ impl FromStr for DeviceSpec {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn device_specs_parse_and_print() {
-        for (text, spec) in [
-            ("cpu", DeviceSpec::Cpu),
-            ("software", DeviceSpec::Software),
-            ("2", DeviceSpec::Gpu(2)),
-            ("gpu:1", DeviceSpec::Gpu(1)),
-        ] {
-            assert_eq!(text.parse::<DeviceSpec>(), Ok(spec.clone()));
-            assert_eq!(spec.to_string().parse::<DeviceSpec>(), Ok(spec));
-        }
-        assert!("tpu".parse::<DeviceSpec>().is_err());
-    }
-}
-
 /// `XDG_RUNTIME_DIR` for a child process that may load a Vulkan driver,
 /// when ours is unset or not absolute: a private folder under the temp
 /// folder. Mesa's Wayland support prints "XDG_RUNTIME_DIR is invalid or
@@ -90,4 +71,23 @@ pub fn runtime_dir_for_children() -> Option<std::path::PathBuf> {
     // which is all the check wants.
     let _ = std::fs::DirBuilder::new().mode(0o700).create(&dir);
     Some(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_specs_parse_and_print() {
+        for (text, spec) in [
+            ("cpu", DeviceSpec::Cpu),
+            ("software", DeviceSpec::Software),
+            ("2", DeviceSpec::Gpu(2)),
+            ("gpu:1", DeviceSpec::Gpu(1)),
+        ] {
+            assert_eq!(text.parse::<DeviceSpec>(), Ok(spec.clone()));
+            assert_eq!(spec.to_string().parse::<DeviceSpec>(), Ok(spec));
+        }
+        assert!("tpu".parse::<DeviceSpec>().is_err());
+    }
 }

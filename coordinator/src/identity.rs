@@ -1,58 +1,249 @@
-//! The run's identity (`run.json`): everything the records depend on.
+//! The run's identity (`run.json`): everything the records depend on, as a
+//! typed struct. A resumed run, a shard joining a shared part folder, and
+//! `pipeline merge` read it back; "what changed" comes from comparing its
+//! fields. Devices, batch size and worker counts are not in it: they do not
+//! change the records (identity holds per device kind).
 
 use std::path::Path;
 
-use pipeline_core::{Fnv64, Manifest};
-use serde_json::json;
+use pipeline_core::{
+    ClassLabels, DecodeLimits, EmbedPooling, Fnv64, Manifest, ModelKind, PreprocessSpec, Task,
+};
+use serde::{Deserialize, Serialize};
 
 use crate::config::{RunConfig, RunError};
 
-/// A stable description of everything the records depend on, so a resumed
-/// run can refuse parts that another configuration made. Devices, batch
-/// size and worker counts are not in it: they do not change the records
-/// (README: identity holds per device kind).
-pub(crate) fn identity(
-    config: &RunConfig,
-    manifest: &Manifest,
-) -> Result<serde_json::Value, RunError> {
-    let weights = match &config.worker.weights {
-        Some(path) => {
-            let (bytes, fnv64) =
-                file_fingerprint(path).map_err(|source| RunError::Fingerprint {
-                    flag: "--weights",
-                    path: path.clone(),
-                    source,
-                })?;
-            json!({"bytes": bytes, "fnv64": fnv64})
-        }
-        None => json!({"random_seed": config.worker.seed}),
-    };
-    let mut identity = json!({
-        "inputs": {
-            "items": manifest.entries.len(),
-            "paths_fnv64": format!("{:016x}", manifest.fingerprint()),
-        },
-        "chunk_size": config.chunk_size,
-        "model": config.worker.model.name(),
-        "weights": weights,
-        "task": config.worker.task,
-        "preprocess": config.worker.preprocess,
-        "limits": config.worker.limits,
-    });
-    // Only when chosen, so that earlier runs' identities stay the same.
-    if let Some(pooling) = config.worker.pooling {
-        identity["pooling"] = json!(pooling);
-    }
-    if let Some(classes) = &config.worker.classes {
-        let (bytes, fnv64) =
-            file_fingerprint(&classes.path).map_err(|source| RunError::Fingerprint {
-                flag: "--classes",
-                path: classes.path.clone(),
+/// Version of the part-folder layout and of what its records mean: parts
+/// from another version are refused, never mixed in. 2: JPEGs decoded and
+/// resized as Pillow does (exact preprocessing).
+pub const PARTS_LAYOUT: u64 = 2;
+
+/// Everything the records of a run depend on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunIdentity {
+    /// The input list.
+    pub inputs: Inputs,
+    /// Items per chunk (part files are per chunk).
+    pub chunk_size: u64,
+    /// The model, by its `--model` name.
+    #[serde(with = "model_name")]
+    pub model: ModelKind,
+    /// The weight file's fingerprint, or the seed of random weights.
+    pub weights: Weights,
+    /// What the records hold.
+    pub task: Task,
+    /// Resize, crop and normalisation.
+    pub preprocess: PreprocessSpec,
+    /// Decompression-bomb guards.
+    pub limits: DecodeLimits,
+    /// DINOv2's pooling, when chosen (absent otherwise, so that earlier
+    /// runs' identities stay the same).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pooling: Option<EmbedPooling>,
+    /// A zero-shot run's class file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<ClassFile>,
+    /// [`PARTS_LAYOUT`] of the build that wrote it.
+    pub layout: u64,
+}
+
+/// The input list: how many items, and a hash of their paths in order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inputs {
+    /// Items in the manifest.
+    pub items: u64,
+    /// FNV-64 of the relative paths, in order (hex).
+    pub paths_fnv64: String,
+}
+
+/// Where the weights came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Weights {
+    /// A weight file's size and FNV-64 (hex).
+    File {
+        /// Size in bytes.
+        bytes: u64,
+        /// FNV-64 of the contents (hex).
+        fnv64: String,
+    },
+    /// Seeded random weights.
+    Seeded {
+        /// The seed.
+        random_seed: u64,
+    },
+}
+
+/// A zero-shot class file: its fingerprint and labels (which `merge` uses
+/// to name classes in re-encoded formats).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClassFile {
+    /// Size in bytes.
+    pub bytes: u64,
+    /// FNV-64 of the contents (hex).
+    pub fnv64: String,
+    /// One label per class.
+    pub labels: Vec<String>,
+}
+
+impl RunIdentity {
+    /// The identity of `config` over `manifest`; reads the weight and class
+    /// files to fingerprint them.
+    pub(crate) fn of(config: &RunConfig, manifest: &Manifest) -> Result<Self, RunError> {
+        let fingerprint = |flag: &'static str, path: &Path| {
+            file_fingerprint(path).map_err(|source| RunError::Fingerprint {
+                flag,
+                path: path.to_owned(),
                 source,
-            })?;
-        identity["classes"] = json!({"bytes": bytes, "fnv64": fnv64, "labels": classes.labels});
+            })
+        };
+        let worker = &config.worker;
+        let weights = match &worker.weights {
+            Some(path) => {
+                let (bytes, fnv64) = fingerprint("--weights", path)?;
+                Weights::File { bytes, fnv64 }
+            }
+            None => Weights::Seeded {
+                random_seed: worker.seed,
+            },
+        };
+        let classes = match &worker.classes {
+            Some(classes) => {
+                let (bytes, fnv64) = fingerprint("--classes", &classes.path)?;
+                Some(ClassFile {
+                    bytes,
+                    fnv64,
+                    labels: classes.labels.clone(),
+                })
+            }
+            None => None,
+        };
+        Ok(Self {
+            inputs: Inputs {
+                items: manifest.entries.len() as u64,
+                paths_fnv64: format!("{:016x}", manifest.fingerprint()),
+            },
+            chunk_size: config.chunk_size,
+            model: worker.model,
+            weights,
+            task: worker.task,
+            preprocess: worker.preprocess.clone(),
+            limits: worker.limits,
+            pooling: worker.pooling,
+            classes,
+            layout: PARTS_LAYOUT,
+        })
     }
-    Ok(identity)
+
+    /// An identity with `model`'s defaults, seed 0 and top-5
+    /// classification, over `items` inputs: for tests and benchmarks of the
+    /// part store.
+    pub fn example(model: ModelKind, items: u64, chunk_size: u64) -> Self {
+        Self {
+            inputs: Inputs {
+                items,
+                paths_fnv64: format!("{:016x}", Fnv64::default().finish()),
+            },
+            chunk_size,
+            model,
+            weights: Weights::Seeded { random_seed: 0 },
+            task: Task::Classify { top_k: 5 },
+            preprocess: model.default_preprocess(),
+            limits: DecodeLimits::default(),
+            pooling: None,
+            classes: None,
+            layout: PARTS_LAYOUT,
+        }
+    }
+
+    /// The class names its records use.
+    pub(crate) fn labels(&self) -> ClassLabels {
+        match &self.classes {
+            Some(c) => ClassLabels::Named(c.labels.iter().cloned().collect()),
+            None => ClassLabels::Imagenet,
+        }
+    }
+
+    /// `None` when `now` describes the same run, else what a person would
+    /// call each difference, with the old and new values.
+    pub(crate) fn difference(&self, now: &Self) -> Option<String> {
+        let mut changes = Vec::new();
+        let mut field = |what: &str, old: Option<String>, new: Option<String>| {
+            if old != new {
+                changes.push(format!("{what} (was {}, now {})", shown(old), shown(new)));
+            }
+        };
+        field("other input files", json(&self.inputs), json(&now.inputs));
+        field(
+            "another --chunk-size",
+            json(&self.chunk_size),
+            json(&now.chunk_size),
+        );
+        field(
+            "another --model",
+            json(&self.model.name()),
+            json(&now.model.name()),
+        );
+        field("other weights", json(&self.weights), json(&now.weights));
+        field(
+            "another --task or --top-k",
+            json(&self.task),
+            json(&now.task),
+        );
+        field(
+            "other preprocessing",
+            json(&self.preprocess),
+            json(&now.preprocess),
+        );
+        field("other decode limits", json(&self.limits), json(&now.limits));
+        field(
+            "another --pooling",
+            self.pooling.as_ref().and_then(json),
+            now.pooling.as_ref().and_then(json),
+        );
+        field(
+            "another --classes file",
+            self.classes.as_ref().and_then(json),
+            now.classes.as_ref().and_then(json),
+        );
+        field(
+            "an older version of pipeline",
+            json(&self.layout),
+            json(&now.layout),
+        );
+        (!changes.is_empty()).then(|| changes.join("; "))
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> Option<String> {
+    serde_json::to_string(value).ok()
+}
+
+/// A value for the message: `nothing` when absent, and cut to one short
+/// line (a zero-shot run's labels can be thousands).
+fn shown(value: Option<String>) -> String {
+    let Some(text) = value else {
+        return "nothing".to_owned();
+    };
+    match text.char_indices().nth(120) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// `--model` names in `run.json`, as the user types them.
+mod model_name {
+    use pipeline_core::ModelKind;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(model: &ModelKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(model.name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ModelKind, D::Error> {
+        let name = String::deserialize(d)?;
+        name.parse().map_err(serde::de::Error::custom)
+    }
 }
 
 /// The size and FNV-64 hash (hex) of the file at `path`.
@@ -70,4 +261,54 @@ fn file_fingerprint(path: &Path) -> std::io::Result<(u64, String)> {
         bytes += n as u64;
     }
     Ok((bytes, format!("{:016x}", hash.finish())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_difference_is_named_with_its_old_and_new_value() {
+        let old = RunIdentity::example(ModelKind::Tiny, 5, 2);
+        assert_eq!(old.difference(&old.clone()), None);
+        let mut now = old.clone();
+        now.model = ModelKind::Resnet18;
+        now.chunk_size = 4;
+        let message = old.difference(&now).expect("two differences");
+        assert!(
+            message.contains("another --model (was \"tiny\", now \"resnet18\")"),
+            "{message}"
+        );
+        assert!(
+            message.contains("another --chunk-size (was 2, now 4)"),
+            "{message}"
+        );
+        let mut pooled = old.clone();
+        pooled.pooling = Some(EmbedPooling::Mean);
+        let message = old.difference(&pooled).expect("pooling");
+        assert!(
+            message.starts_with("another --pooling (was nothing"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn run_json_round_trips_and_names_the_model_as_typed() {
+        let mut id = RunIdentity::example(ModelKind::ClipVitB32, 7, 3);
+        id.classes = Some(ClassFile {
+            bytes: 10,
+            fnv64: "00".into(),
+            labels: vec!["cat".into(); 500],
+        });
+        let text = serde_json::to_string(&id).expect("encoded");
+        assert!(text.contains("\"model\":\"clip_vit_b_32\""), "{text}");
+        let back: RunIdentity = serde_json::from_str(&text).expect("decoded");
+        assert_eq!(back, id);
+        let mut other = id.clone();
+        if let Some(c) = other.classes.as_mut() {
+            c.labels[0] = "dog".into();
+        }
+        let message = id.difference(&other).expect("labels differ");
+        assert!(message.len() < 400 && message.contains('…'), "{message}");
+    }
 }

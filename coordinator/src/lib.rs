@@ -29,6 +29,7 @@ mod workers;
 pub use book::{ISOLATED_FAILURES, check_outcomes};
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
 pub use config::{RunConfig, RunError, choose_format};
+pub use identity::{ClassFile, Inputs, PARTS_LAYOUT, RunIdentity, Weights};
 pub use output::{OutputFormat, Record};
 pub use parts::{PartStore, PartsError, failures_path, parts_dir};
 pub use run::{COMMIT_THREADS, encode_part, merge, run};

@@ -20,15 +20,11 @@ use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use pipeline_core::{Chunk, Task};
+use pipeline_core::Chunk;
 use serde_json::Value;
 
+use crate::identity::{PARTS_LAYOUT, RunIdentity};
 use crate::output::{OutputFormat, OutputSpec, decode_jsonl, jsonl_error, open_sink, partial_path};
-
-/// Version of the part folder's layout, stored in `run.json`. Also bumped
-/// when the same settings start to give other records, so that a resume
-/// never mixes the two: 2 is exact (Pillow's) JPEG decoding and resizing.
-const PARTS_LAYOUT: u64 = 2;
 
 /// The part folder's description of the run.
 const RUN_FILE: &str = "run.json";
@@ -132,18 +128,6 @@ pub(crate) enum Merge {
     AlreadyMerged,
 }
 
-/// What `run.json` says about the run, for `pipeline merge`.
-#[derive(Debug, Clone)]
-pub(crate) struct StoredRun {
-    pub(crate) items: u64,
-    pub(crate) chunk_size: u64,
-    pub(crate) task: Task,
-    pub(crate) model: String,
-    pub(crate) pooling: Option<pipeline_core::EmbedPooling>,
-    /// A zero-shot run's class names (ImageNet's otherwise).
-    pub(crate) labels: pipeline_core::ClassLabels,
-}
-
 /// The part folder of one output.
 #[derive(Debug)]
 pub struct PartStore {
@@ -170,28 +154,20 @@ impl PartStore {
 
     /// Opens `OUT.parts` for a run described by `identity`, creating it if
     /// needed. An existing folder must describe the same run.
-    pub fn open(out: &Path, identity: &Value) -> Result<Self, PartsError> {
+    pub fn open(out: &Path, identity: &RunIdentity) -> Result<Self, PartsError> {
         let store = Self::at(parts_dir(out));
-        let mut identity = identity.clone();
-        if let Some(map) = identity.as_object_mut() {
-            map.insert("layout".into(), Value::from(PARTS_LAYOUT));
-        }
-        // Compare what was read from disk with what would be read: serde_json
-        // may parse a float to a neighbour of the value it printed.
-        let text = serde_json::to_vec_pretty(&identity).map_err(io::Error::other);
+        // Compare what was read from disk with what would be read: a float
+        // must compare after the same trip through JSON text.
+        let text = serde_json::to_vec_pretty(identity).map_err(io::Error::other);
         let text = text.map_err(io_error(&store.dir))?;
-        let identity: Value = serde_json::from_slice(&text)
+        let identity: RunIdentity = serde_json::from_slice(&text)
             .map_err(io::Error::other)
             .map_err(io_error(&store.dir))?;
         let run_file = store.dir.join(RUN_FILE);
         match fs::read(&run_file) {
             Ok(bytes) => {
-                let stored: Value =
-                    serde_json::from_slice(&bytes).map_err(|e| PartsError::Damaged {
-                        path: run_file.clone(),
-                        problem: e.to_string(),
-                    })?;
-                if let Some(what) = describe_difference(&stored, &identity) {
+                let stored = read_identity(&run_file, &bytes)?;
+                if let Some(what) = stored.difference(&identity) {
                     return Err(PartsError::Mismatch {
                         dir: store.dir.clone(),
                         what,
@@ -215,36 +191,11 @@ impl PartStore {
     }
 
     /// Opens the part folder of `out` as it is, for `pipeline merge`.
-    pub(crate) fn open_existing(out: &Path) -> Result<(Self, StoredRun), PartsError> {
+    pub(crate) fn open_existing(out: &Path) -> Result<(Self, RunIdentity), PartsError> {
         let dir = parts_dir(out);
         let run_file = dir.join(RUN_FILE);
         let bytes = fs::read(&run_file).map_err(io_error(&run_file))?;
-        let damaged = |problem: String| PartsError::Damaged {
-            path: run_file.clone(),
-            problem,
-        };
-        let json: Value = serde_json::from_slice(&bytes).map_err(|e| damaged(e.to_string()))?;
-        let number = |pointer: &str| {
-            json.pointer(pointer)
-                .and_then(Value::as_u64)
-                .ok_or_else(|| damaged(format!("no {pointer}")))
-        };
-        let stored = StoredRun {
-            items: number("/inputs/items")?,
-            chunk_size: number("/chunk_size")?,
-            task: serde_json::from_value(json["task"].clone())
-                .map_err(|e| damaged(format!("task: {e}")))?,
-            model: json["model"].as_str().unwrap_or_default().to_owned(),
-            pooling: serde_json::from_value(json["pooling"].clone()).unwrap_or(None),
-            labels: match json.pointer("/classes/labels") {
-                None => pipeline_core::ClassLabels::Imagenet,
-                Some(labels) => pipeline_core::ClassLabels::Named(
-                    serde_json::from_value::<Vec<String>>(labels.clone())
-                        .map_err(|e| damaged(format!("classes: {e}")))?
-                        .into(),
-                ),
-            },
-        };
+        let stored = read_identity(&run_file, &bytes)?;
         Ok((Self::at(dir), stored))
     }
 
@@ -514,64 +465,33 @@ fn line_index(line: &[u8]) -> Option<u64> {
     std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
-/// What a person would call each part of a run's identity.
-fn describe_key(key: &str) -> &str {
-    match key {
-        "inputs" => "other input files",
-        "chunk_size" => "another --chunk-size",
-        "model" => "another --model",
-        "weights" => "other weights",
-        "task" => "another --task or --top-k",
-        "preprocess" => "other preprocessing",
-        "pooling" => "another --pooling",
-        "classes" => "another --classes file",
-        "limits" => "other decode limits",
-        "layout" => "an older version of pipeline",
-        other => other,
-    }
-}
-
-/// `None` when the two identities match, else what differs, with the old
-/// and new values.
-fn describe_difference(stored: &Value, now: &Value) -> Option<String> {
-    let empty = serde_json::Map::new();
-    let (old, new) = (
-        stored.as_object().unwrap_or(&empty),
-        now.as_object().unwrap_or(&empty),
-    );
-    let mut keys: Vec<&String> = old.keys().chain(new.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    let differences: Vec<String> = keys
-        .into_iter()
-        .filter(|k| old.get(*k) != new.get(*k))
-        .map(|k| {
-            // A long value (a zero-shot run's labels) is cut: one line.
-            let show = |v: Option<&Value>| {
-                let text = v.map_or("nothing".to_owned(), Value::to_string);
-                match text.char_indices().nth(120) {
-                    Some((cut, _)) => format!("{}…", &text[..cut]),
-                    None => text,
-                }
-            };
-            format!(
-                "{} (was {}, now {})",
-                describe_key(k),
-                show(old.get(k)),
-                show(new.get(k))
-            )
-        })
-        .collect();
-    (!differences.is_empty()).then(|| differences.join("; "))
+/// `run.json` as this build reads it. One written by another layout
+/// version may not parse: that is a mismatch naming the version, not
+/// damage.
+fn read_identity(run_file: &Path, bytes: &[u8]) -> Result<RunIdentity, PartsError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        let layout = serde_json::from_slice::<Value>(bytes)
+            .ok()
+            .and_then(|v| v.get("layout").and_then(Value::as_u64));
+        match layout {
+            Some(old) if old != PARTS_LAYOUT => PartsError::Mismatch {
+                dir: run_file.parent().unwrap_or(run_file).to_owned(),
+                what: format!("an older version of pipeline (was {old}, now {PARTS_LAYOUT})"),
+            },
+            _ => PartsError::Damaged {
+                path: run_file.to_owned(),
+                problem: e.to_string(),
+            },
+        }
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::output::{Record, encode_jsonl};
-    use pipeline_core::ClassLabels;
+    use pipeline_core::{ClassLabels, Task};
     use pipeline_core::{ClassScore, ItemError, ItemErrorKind, Prediction, plan_chunks};
-    use serde_json::json;
 
     fn record(index: u64) -> Record {
         Record {
@@ -605,8 +525,8 @@ mod tests {
         }
     }
 
-    fn identity() -> Value {
-        json!({"model": "tiny", "chunk_size": 2, "inputs": {"items": 5}})
+    fn identity() -> RunIdentity {
+        RunIdentity::example(pipeline_core::ModelKind::Tiny, 5, 2)
     }
 
     #[test]
@@ -661,7 +581,9 @@ mod tests {
     fn float_settings_compare_equal_after_their_trip_through_run_json() {
         let dir = tempfile::tempdir().expect("temp dir");
         let out = dir.path().join("p.jsonl");
-        let floats = json!({"mean": [123.675_f32, 116.28_f32, 103.53_f32], "std": [58.395_f32]});
+        let mut floats = identity();
+        floats.preprocess.normalize.mean = [123.675, 116.28, 103.53];
+        floats.preprocess.normalize.std = [58.395, 57.12, 57.375];
         PartStore::open(&out, &floats).expect("created");
         PartStore::open(&out, &floats).expect("the same floats reopen");
     }
@@ -673,7 +595,7 @@ mod tests {
         PartStore::open(&out, &identity()).expect("created");
         PartStore::open(&out, &identity()).expect("same run reopens");
         let mut other = identity();
-        other["model"] = json!("resnet18");
+        other.model = pipeline_core::ModelKind::Resnet18;
         let error = PartStore::open(&out, &other).expect_err("another model");
         let message = error.to_string();
         assert!(

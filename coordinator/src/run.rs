@@ -30,7 +30,7 @@ use std::time::Instant;
 use pipeline_core::{Chunk, ClassLabels, ItemOutcome, Manifest, plan_chunks};
 
 use crate::config::{RunConfig, RunError};
-use crate::identity::identity;
+use crate::identity::RunIdentity;
 use crate::output::{OutputFormat, OutputSpec};
 use crate::parts::{Merge, PartStore, parts_dir};
 use crate::progress::Progress;
@@ -103,7 +103,7 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
         return Err(RunError::OutputExists(config.out.clone()));
     }
     let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
-    let store = PartStore::open(&config.out, &identity(config, &manifest)?)?;
+    let store = PartStore::open(&config.out, &RunIdentity::of(config, &manifest)?)?;
     let output = OutputSpec {
         format: config.format,
         task: config.worker.task,
@@ -233,17 +233,14 @@ pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, Run
         return Err(RunError::NothingToMerge(parts_dir(out)));
     }
     let (store, stored) = PartStore::open_existing(out)?;
-    let chunks = plan_chunks(stored.items, stored.chunk_size);
+    let chunks = plan_chunks(stored.inputs.items, stored.chunk_size);
     let format =
         format.unwrap_or_else(|| OutputFormat::from_path(out).unwrap_or(OutputFormat::Jsonl));
     let spec = OutputSpec {
         format,
         task: stored.task,
-        feature_dim: stored
-            .model
-            .parse::<pipeline_core::ModelKind>()
-            .map_or(0, |m| m.embedding_dim(stored.pooling)),
-        labels: stored.labels,
+        feature_dim: stored.model.embedding_dim(stored.pooling),
+        labels: stored.labels(),
     };
     let mut summary = RunSummary {
         chunks: chunks.len() as u64,

@@ -138,8 +138,11 @@ fn part_commit(c: &mut Criterion) {
                 || {
                     let dir = tempfile::tempdir_in(&base).expect("temp dir");
                     let out = dir.path().join("out.jsonl");
-                    let store = coordinator::PartStore::open(&out, &serde_json::json!({}))
-                        .expect("part store");
+                    let store = coordinator::PartStore::open(
+                        &out,
+                        &coordinator::RunIdentity::example(pipeline_core::ModelKind::Tiny, 0, 1),
+                    )
+                    .expect("part store");
                     (dir, store)
                 },
                 |(dir, store)| {

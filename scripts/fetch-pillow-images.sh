@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches Pillow's own test images — hundreds of real broken, truncated,
 # fuzzer-found and decompression-bomb files — from the Pillow source
-# distribution on PyPI, for the loader's corpus test
+# distribution (fetched by pip, through its configured index), for the loader's corpus test
 # (loader/tests/pillow_corpus.rs). Only the formats `pipeline` scans are kept.
 #
 #   scripts/fetch-pillow-images.sh     # into $PIPELINE_PILLOW_IMAGES, else target/pillow-images
@@ -12,14 +12,16 @@ cd "$(dirname "$0")/.."
 dir=${PIPELINE_PILLOW_IMAGES:-target/pillow-images}
 version=13.0.0
 sha256=cdcd1ba258178f7356d74170c9a81ba4eab6a5d55748bc402a5a2a6fe6be3510
-url=https://files.pythonhosted.org/packages/ce/a4/9cc30690a394a8305e8be4c9036aa16d0dfddadd09079860b582f562496d/pillow-$version.tar.gz
 
 if [[ -s $dir/.complete ]]; then
     exit 0
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-curl --fail --silent --show-error --location --retry 3 -o "$tmp/pillow.tar.gz" "$url"
+# The sdist itself (--no-binary pillow; its build tools may come as wheels),
+# without installing anything.
+python3 -m pip download --quiet --no-deps --no-binary pillow --dest "$tmp" "pillow==$version"
+mv "$tmp/pillow-$version.tar.gz" "$tmp/pillow.tar.gz"
 echo "$sha256  $tmp/pillow.tar.gz" | sha256sum --check --quiet
 mkdir -p "$tmp/x" "$dir"
 tar -xzf "$tmp/pillow.tar.gz" -C "$tmp/x" "pillow-$version/Tests/images"

@@ -5,6 +5,7 @@
 
 use std::process::{Command, Stdio};
 
+use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
 use crate::exit::Outcome;
@@ -82,10 +83,13 @@ pub(crate) fn print() -> Outcome {
 
 /// The parent's side: runs `pipeline probe-devices` and reads its answer.
 /// A child that crashed or said nothing useful is an error naming how it
-/// ended.
+/// ended, as one line (`{:#}` of the error and its causes).
 pub(crate) fn probe() -> Result<Probe, String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the pipeline executable: {e}"))?;
+    run_probe().map_err(|e| format!("{e:#}"))
+}
+
+fn run_probe() -> anyhow::Result<Probe> {
+    let exe = std::env::current_exe().context("cannot find the pipeline executable")?;
     let mut command = Command::new(exe);
     command.arg("probe-devices").stdin(Stdio::null());
     if let Some(dir) = pipeline_core::runtime_dir_for_children() {
@@ -93,16 +97,15 @@ pub(crate) fn probe() -> Result<Probe, String> {
     }
     let output = command
         .output()
-        .map_err(|e| format!("cannot start device enumeration: {e}"))?;
+        .context("cannot start device enumeration")?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
-        return Err(format!(
+        bail!(
             "device enumeration failed ({}){}",
             coordinator::describe_exit(&output.status),
             last.map(|l| format!(": {l}")).unwrap_or_default()
-        ));
+        );
     }
-    serde_json::from_slice(&output.stdout)
-        .map_err(|e| format!("device enumeration said something unreadable: {e}"))
+    serde_json::from_slice(&output.stdout).context("device enumeration said something unreadable")
 }

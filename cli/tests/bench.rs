@@ -6,18 +6,16 @@
 //! consistency.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
 
+mod common;
+
 fn bench(cwd: &Path, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+    let out = common::pipeline(cwd)
         .arg("bench")
         .args(args)
-        .current_dir(cwd)
-        .env("PIPELINE_WEIGHTS_DIR", cwd.join("no-weights"))
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env_remove("FAILPOINTS")
         .output()
         .expect("the pipeline binary runs");
     assert_eq!(

@@ -1,10 +1,12 @@
 //! The `pipeline` binary as users and scripts meet it: its help, its
 //! one-line errors, and exit codes.
 
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod common;
 
 fn pipeline(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipeline"))
+    common::pipeline(&std::env::temp_dir())
         .args(args)
         .output()
         .expect("the pipeline binary runs")

@@ -17,6 +17,8 @@ use fixtures::{Dataset, DatasetSpec};
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod common;
+
 /// One test's dataset, its folder, and the flags every run of it shares.
 struct Case {
     dir: TempDir,
@@ -51,16 +53,12 @@ impl Case {
     }
 
     fn command(&self, out: &Path, extra: &[&str], failpoints: Option<&str>) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+        let mut cmd = common::pipeline(self.dir.path());
         cmd.arg("infer")
             .args(&self.common)
             .arg("--out")
             .arg(out)
-            .args(extra)
-            .current_dir(self.dir.path())
-            .env("PIPELINE_WEIGHTS_DIR", self.path("no-weights"))
-            .env_remove("CUDA_VISIBLE_DEVICES")
-            .env_remove("FAILPOINTS");
+            .args(extra);
         if let Some(points) = failpoints {
             cmd.env("FAILPOINTS", points);
         }

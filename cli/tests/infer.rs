@@ -4,18 +4,18 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 
 use fixtures::{Dataset, DatasetSpec};
 use serde_json::Value;
 use tempfile::TempDir;
 
+mod common;
+
 fn pipeline(args: &[&str], cwd: &Path, weights_dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pipeline"))
+    common::pipeline(cwd)
         .args(args)
-        .current_dir(cwd)
         .env("PIPELINE_WEIGHTS_DIR", weights_dir)
-        .env_remove("CUDA_VISIBLE_DEVICES")
         .output()
         .expect("the pipeline binary runs")
 }
@@ -646,7 +646,7 @@ fn a_dead_worker_is_reported_restarted_and_costs_nothing_in_the_output() {
     let mut args = common.to_vec();
     args.extend(["--report", report.to_str().expect("utf-8 path")]);
     let out_path = dir.path().join("crash.jsonl");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pipeline"));
+    let mut cmd = common::pipeline(dir.path());
     cmd.args(["infer", "--data", data.root.to_str().expect("utf-8 path")])
         .args([
             "--out",
@@ -655,7 +655,6 @@ fn a_dead_worker_is_reported_restarted_and_costs_nothing_in_the_output() {
             "tiny",
         ])
         .args(&args)
-        .current_dir(dir.path())
         .env("PIPELINE_WEIGHTS_DIR", dir.path().join("none"))
         .env(
             "FAILPOINTS",
@@ -943,7 +942,7 @@ fn models_lists_every_model_with_its_preprocessing_and_layouts() {
 fn software_without_lavapipe_is_one_line_and_driver_chatter_stays_hidden() {
     let (dir, data) = dataset(2);
     let root = data.root.to_str().expect("utf-8 path");
-    let missing = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+    let missing = common::pipeline(dir.path())
         .args([
             "infer", "--data", root, "--gpus", "software", "--model", "tiny",
         ])
@@ -959,7 +958,7 @@ fn software_without_lavapipe_is_one_line_and_driver_chatter_stays_hidden() {
         "{err}"
     );
     let out = dir.path().join("quiet.jsonl");
-    let run = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+    let run = common::pipeline(dir.path())
         .args([
             "infer", "--data", root, "--gpus", "software", "--model", "tiny",
         ])
@@ -971,7 +970,7 @@ fn software_without_lavapipe_is_one_line_and_driver_chatter_stays_hidden() {
     let err = stderr(&run);
     assert!(matches!(run.status.code(), Some(0 | 1)), "{err}");
     assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
-    let devices = Command::new(env!("CARGO_BIN_EXE_pipeline"))
+    let devices = common::pipeline(dir.path())
         .arg("devices")
         .env_remove("XDG_RUNTIME_DIR")
         .output()

@@ -6,28 +6,15 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use fixtures::DatasetSpec;
 
+mod common;
+
 fn pipeline(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pipeline"));
-    cmd.args(args)
-        .current_dir(cwd)
-        .env("PIPELINE_WEIGHTS_DIR", cwd.join("no-weights"));
-    for name in [
-        "CUDA_VISIBLE_DEVICES",
-        "SLURM_ARRAY_TASK_ID",
-        "SLURM_ARRAY_TASK_COUNT",
-        "SLURM_ARRAY_TASK_MIN",
-        "SLURM_ARRAY_TASK_STEP",
-        "SLURM_PROCID",
-        "SLURM_STEP_NUM_TASKS",
-        "JOB_COMPLETION_INDEX",
-        "FAILPOINTS",
-    ] {
-        cmd.env_remove(name);
-    }
+    let mut cmd = common::pipeline(cwd);
+    cmd.args(args);
     cmd.envs(env.iter().copied());
     cmd.output().expect("the pipeline binary runs")
 }

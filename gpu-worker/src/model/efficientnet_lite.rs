@@ -12,7 +12,6 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::activation::relu6;
 use burn::tensor::{Device, Tensor};
 
-use super::RunConv;
 use super::resnet::global_avg_pool;
 
 /// The image side the static padding is computed for.
@@ -95,13 +94,13 @@ impl MbConv {
         }
     }
 
-    fn forward(&self, input: Tensor<4>, wide: bool) -> Tensor<4> {
+    fn forward(&self, input: Tensor<4>) -> Tensor<4> {
         let mut x = input.clone();
         if let (Some(conv), Some(bn)) = (&self._expand_conv, &self._bn0) {
-            x = relu6(bn.forward(conv.run(x, wide)));
+            x = relu6(bn.forward(conv.forward(x)));
         }
-        x = relu6(self._bn1.forward(self._depthwise_conv.run(x, wide)));
-        x = self._bn2.forward(self._project_conv.run(x, wide));
+        x = relu6(self._bn1.forward(self._depthwise_conv.forward(x)));
+        x = self._bn2.forward(self._project_conv.forward(x));
         if self.skip { x + input } else { x }
     }
 }
@@ -140,12 +139,24 @@ impl EfficientNetLite {
         }
     }
 
-    pub(crate) fn features(&self, x: Tensor<4>, wide: bool) -> Tensor<2> {
-        let mut x = relu6(self._bn0.forward(self._conv_stem.run(x, wide)));
-        for block in &self._blocks {
-            x = block.forward(x, wide);
+    /// Every convolution, for rewriting at construction.
+    pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
+        let mut all = vec![&mut self._conv_stem];
+        for block in &mut self._blocks {
+            all.extend(block._expand_conv.as_mut());
+            all.push(&mut block._depthwise_conv);
+            all.push(&mut block._project_conv);
         }
-        x = relu6(self._bn1.forward(self._conv_head.run(x, wide)));
+        all.push(&mut self._conv_head);
+        all
+    }
+
+    pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
+        let mut x = relu6(self._bn0.forward(self._conv_stem.forward(x)));
+        for block in &self._blocks {
+            x = block.forward(x);
+        }
+        x = relu6(self._bn1.forward(self._conv_head.forward(x)));
         global_avg_pool(x)
     }
 

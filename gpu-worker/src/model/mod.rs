@@ -21,8 +21,7 @@ use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::conv::Conv2d;
 use burn::nn::{Linear, PaddingConfig2d};
 use burn::tensor::activation::{sigmoid, softmax};
-use burn::tensor::module::conv2d;
-use burn::tensor::ops::{ConvOptions, PadMode};
+use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Tensor};
 use pipeline_core::ModelKind;
 
@@ -54,7 +53,9 @@ enum Network {
 #[derive(Debug)]
 pub struct Model {
     network: Network,
-    pointwise_as_3x1: bool,
+    /// On Mesa's lavapipe: the transformer and ConvNeXt layers take their
+    /// software forms (see `layers.rs`).
+    software: bool,
     /// The checkpoint's `logit_scale` / `logit_bias` (or, for seeded
     /// weights, upstream's initial values): zero-shot scoring's.
     logit_params: Option<LogitParams>,
@@ -110,7 +111,7 @@ impl Model {
     fn of(network: Network) -> Self {
         Self {
             network,
-            pointwise_as_3x1: false,
+            software: false,
             logit_params: None,
             zero_shot: None,
         }
@@ -279,25 +280,37 @@ impl Model {
         }
     }
 
-    /// Runs every 1×1 convolution as the equivalent 3×1 one (the 1×1
-    /// weights between a zero tap above and below, padding 1 in height): the
-    /// same sums, three times the work. For Mesa's lavapipe, where burn's
-    /// autotune sends 1×1 convolutions to matmul kernels that crash the
-    /// driver, while larger kernels take the direct path, which it runs.
+    /// Rewrites every unpadded 1×1 convolution, once, as the equivalent
+    /// 3×1 one (the 1×1 weights between a zero tap above and below, padding
+    /// 1 in height): the same sums, three times the work. For Mesa's
+    /// lavapipe, where burn's autotune sends 1×1 convolutions to matmul
+    /// kernels that crash the driver, while larger kernels take the direct
+    /// path, which it runs. The transformers and ConvNeXt take their
+    /// software forms instead. Forward code stays as upstream writes it.
     pub fn with_pointwise_as_3x1(mut self, on: bool) -> Self {
-        self.pointwise_as_3x1 = on;
+        self.software = on;
+        if on {
+            let convolutions = match &mut self.network {
+                Network::Tiny(m) => m.convolutions(),
+                Network::ResNet(m) => m.convolutions(),
+                Network::Lite(m) => m.convolutions(),
+                Network::Vit(_) | Network::ConvNext(_) => Vec::new(),
+            };
+            for conv in convolutions {
+                widen_pointwise(conv);
+            }
+        }
         self
     }
 
     /// Pooled penultimate features, `[N, feature_dim]`.
     pub fn features(&self, x: Tensor<4>) -> Tensor<2> {
-        let wide = self.pointwise_as_3x1;
         match &self.network {
-            Network::Tiny(m) => m.features(x, wide),
-            Network::ResNet(m) => m.features(x, wide),
-            Network::Lite(m) => m.features(x, wide),
-            Network::Vit(m) => m.features(x, wide),
-            Network::ConvNext(m) => m.features(x, wide),
+            Network::Tiny(m) => m.features(x),
+            Network::ResNet(m) => m.features(x),
+            Network::Lite(m) => m.features(x),
+            Network::Vit(m) => m.features(x, self.software),
+            Network::ConvNext(m) => m.features(x, self.software),
         }
     }
 
@@ -364,31 +377,22 @@ impl Model {
     }
 }
 
-/// A convolution layer run either as itself or, for 1×1 kernels without
-/// padding when `wide` is set, as the equivalent 3×1 convolution.
-pub(crate) trait RunConv {
-    fn run(&self, x: Tensor<4>, wide: bool) -> Tensor<4>;
-}
-
-impl RunConv for Conv2d {
-    fn run(&self, x: Tensor<4>, wide: bool) -> Tensor<4> {
-        let unpadded = matches!(
-            self.padding,
-            PaddingConfig2d::Valid | PaddingConfig2d::Explicit(0, 0, 0, 0)
-        );
-        if !(wide && self.kernel_size == [1, 1] && unpadded) {
-            return self.forward(x);
-        }
-        // A 3×1 kernel (a zero tap above and below, padding 1 in height)
-        // is enough to stay off the 1×1 path, at three times the work.
-        let weight = self.weight.val().pad((0, 0, 1, 1), PadMode::Constant(0.0));
-        conv2d(
-            x,
-            weight,
-            self.bias.as_ref().map(Param::val),
-            ConvOptions::new(self.stride, [1, 0], self.dilation, self.groups),
-        )
+/// `conv` as a 3×1 convolution if it is an unpadded 1×1 one (see
+/// [`Model::with_pointwise_as_3x1`]).
+fn widen_pointwise(conv: &mut Conv2d) {
+    let unpadded = matches!(
+        conv.padding,
+        PaddingConfig2d::Valid | PaddingConfig2d::Explicit(0, 0, 0, 0)
+    );
+    if conv.kernel_size != [1, 1] || !unpadded {
+        return;
     }
+    conv.weight = conv
+        .weight
+        .clone()
+        .map(|w| w.pad((0, 0, 1, 1), PadMode::Constant(0.0)));
+    conv.kernel_size = [3, 1];
+    conv.padding = PaddingConfig2d::Explicit(1, 0, 1, 0);
 }
 
 /// Moves a module built on the host to `device`. burn initialises parameters
@@ -434,5 +438,38 @@ mod tests {
             .map(|(a, b)| (a - b).abs())
             .fold(0.0f32, f32::max);
         assert!(worst < 1e-5, "largest difference {worst}");
+    }
+
+    #[test]
+    fn pointwise_convolutions_rewritten_as_3x1_compute_the_same() {
+        let device = Device::flex();
+        let input = Tensor::<4>::random(
+            [2, 3, 64, 64],
+            burn::tensor::Distribution::Uniform(-1.0, 1.0),
+            &device,
+        );
+        for kind in [ModelKind::Resnet18, ModelKind::EfficientnetLite0] {
+            let plain = Model::random(kind, 5, &device);
+            let mut wide = Model::random(kind, 5, &device).with_pointwise_as_3x1(true);
+            let kernels: Vec<[usize; 2]> = match &mut wide.network {
+                Network::ResNet(m) => m.convolutions().iter().map(|c| c.kernel_size).collect(),
+                Network::Lite(m) => m.convolutions().iter().map(|c| c.kernel_size).collect(),
+                _ => unreachable!("CNNs"),
+            };
+            assert!(kernels.contains(&[3, 1]), "{kind}: some 1×1 became 3×1");
+            assert!(!kernels.contains(&[1, 1]), "{kind}: no 1×1 is left");
+            let want = plain.features(input.clone()).into_data();
+            let got = wide.features(input.clone()).into_data();
+            let (want, got) = (
+                want.try_to_vec::<f32>().expect("f32"),
+                got.try_to_vec::<f32>().expect("f32"),
+            );
+            let scale = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let worst = want
+                .iter()
+                .zip(&got)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(worst <= 1e-4 * scale.max(1.0), "{kind}: {worst} of {scale}");
+        }
     }
 }

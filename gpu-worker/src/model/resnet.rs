@@ -10,8 +10,6 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
-use super::RunConv;
-
 /// Block type and blocks per stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct ResNetDepth {
@@ -106,15 +104,15 @@ impl Block {
         }
     }
 
-    fn forward(&self, x: Tensor<4>, wide: bool) -> Tensor<4> {
+    fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let identity = match &self.downsample {
-            Some(d) => d.bn.forward(d.conv.run(x.clone(), wide)),
+            Some(d) => d.bn.forward(d.conv.forward(x.clone())),
             None => x.clone(),
         };
-        let mut out = relu(self.bn1.forward(self.conv1.run(x, wide)));
-        out = self.bn2.forward(self.conv2.run(out, wide));
+        let mut out = relu(self.bn1.forward(self.conv1.forward(x)));
+        out = self.bn2.forward(self.conv2.forward(out));
         if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
-            out = bn3.forward(conv3.run(relu(out), wide));
+            out = bn3.forward(conv3.forward(relu(out)));
         }
         relu(out + identity)
     }
@@ -176,10 +174,10 @@ impl ResNet {
     }
 
     /// Pooled penultimate features, `[N, 512 × expansion]`.
-    pub(crate) fn features(&self, x: Tensor<4>, wide: bool) -> Tensor<2> {
+    pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
         let mut x = self
             .maxpool
-            .forward(relu(self.bn1.forward(self.conv1.run(x, wide))));
+            .forward(relu(self.bn1.forward(self.conv1.forward(x))));
         for block in self
             .layer1
             .iter()
@@ -187,7 +185,7 @@ impl ResNet {
             .chain(&self.layer3)
             .chain(&self.layer4)
         {
-            x = block.forward(x, wide);
+            x = block.forward(x);
         }
         global_avg_pool(x)
     }
@@ -195,6 +193,24 @@ impl ResNet {
     /// Class logits from pooled features.
     pub(crate) fn classifier(&self) -> &Linear {
         &self.fc
+    }
+
+    /// Every convolution, for rewriting at construction.
+    pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
+        let mut all = vec![&mut self.conv1];
+        for block in self
+            .layer1
+            .iter_mut()
+            .chain(&mut self.layer2)
+            .chain(&mut self.layer3)
+            .chain(&mut self.layer4)
+        {
+            all.push(&mut block.conv1);
+            all.push(&mut block.conv2);
+            all.extend(block.conv3.as_mut());
+            all.extend(block.downsample.as_mut().map(|d| &mut d.conv));
+        }
+        all
     }
 }
 

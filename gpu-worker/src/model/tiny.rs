@@ -8,7 +8,6 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
-use super::RunConv;
 use super::resnet::global_avg_pool;
 
 /// Conv → BatchNorm → ReLU.
@@ -51,9 +50,14 @@ impl Tiny {
         }
     }
 
-    pub(crate) fn features(&self, mut x: Tensor<4>, wide: bool) -> Tensor<2> {
+    /// Every convolution, for rewriting at construction.
+    pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
+        self.features.iter_mut().map(|l| &mut l.conv).collect()
+    }
+
+    pub(crate) fn features(&self, mut x: Tensor<4>) -> Tensor<2> {
         for layer in &self.features {
-            x = relu(layer.bn.forward(layer.conv.run(x, wide)));
+            x = relu(layer.bn.forward(layer.conv.forward(x)));
         }
         global_avg_pool(x)
     }

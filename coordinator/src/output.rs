@@ -19,8 +19,7 @@ use arrow_array::{
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema};
 use parquet::arrow::ArrowWriter;
-use pipeline_core::{ClassLabels, ClassScore, ItemError, ItemIndex, Prediction, Task};
-use serde::{Deserialize, Serialize};
+use pipeline_core::{ClassLabels, ItemError, ItemIndex, Prediction, Task};
 
 /// One line of output: an item and what became of it.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,39 +93,6 @@ pub(crate) fn open_sink(path: &Path, spec: &OutputSpec) -> io::Result<Box<dyn Re
     })
 }
 
-#[derive(Serialize)]
-struct JsonRecord<'a> {
-    index: ItemIndex,
-    path: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_k: Option<JsonTopK<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    embedding: Option<&'a [f32]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a ItemError>,
-}
-
-#[derive(Serialize)]
-struct JsonClass<'a> {
-    class: u32,
-    label: &'a str,
-    prob: f32,
-}
-
-/// The top-k list with its labels, written straight from the scores (no
-/// list of [`JsonClass`] built first: this runs once per record).
-struct JsonTopK<'a>(&'a [ClassScore], &'a ClassLabels);
-
-impl Serialize for JsonTopK<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_seq(self.0.iter().map(|s| JsonClass {
-            class: s.class,
-            label: self.1.get(s.class),
-            prob: s.prob,
-        }))
-    }
-}
-
 struct JsonlSink<W: Write> {
     out: W,
     labels: ClassLabels,
@@ -134,91 +100,12 @@ struct JsonlSink<W: Write> {
 
 impl<W: Write> RecordSink for JsonlSink<W> {
     fn write(&mut self, record: &Record) -> io::Result<()> {
-        encode_jsonl(record, &self.labels, &mut self.out)
+        crate::part_file::encode_jsonl(record, &self.labels, &mut self.out)
     }
 
     fn finish(mut self: Box<Self>) -> io::Result<()> {
         self.out.flush()
     }
-}
-
-/// Writes `record` as one JSONL line, classes named by `labels`: the bytes
-/// of the JSONL output and of part files alike.
-pub(crate) fn encode_jsonl<W: Write>(
-    record: &Record,
-    labels: &ClassLabels,
-    out: &mut W,
-) -> io::Result<()> {
-    encode_jsonl_parts(record.index, &record.path, &record.result, labels, out)
-}
-
-/// [`encode_jsonl`] from borrowed parts, so a caller need not build a
-/// [`Record`] (and own its path) for every line.
-pub(crate) fn encode_jsonl_parts<W: Write>(
-    index: ItemIndex,
-    path: &str,
-    result: &Result<Prediction, ItemError>,
-    labels: &ClassLabels,
-    out: &mut W,
-) -> io::Result<()> {
-    let mut json = JsonRecord {
-        index,
-        path,
-        top_k: None,
-        embedding: None,
-        error: None,
-    };
-    match result {
-        Ok(Prediction::TopK(scores)) => json.top_k = Some(JsonTopK(scores, labels)),
-        Ok(Prediction::Embedding(values)) => json.embedding = Some(values),
-        Err(error) => json.error = Some(error),
-    }
-    serde_json::to_writer(&mut *out, &json)?;
-    out.write_all(b"\n")
-}
-
-/// A JSONL line read back (labels are implied by the class).
-#[derive(Deserialize)]
-struct OwnedJsonRecord {
-    index: ItemIndex,
-    path: String,
-    #[serde(default)]
-    top_k: Option<Vec<ClassScore>>,
-    #[serde(default)]
-    embedding: Option<Vec<f32>>,
-    #[serde(default)]
-    error: Option<ItemError>,
-}
-
-/// Parses one line written by [`encode_jsonl`].
-pub(crate) fn decode_jsonl(line: &[u8]) -> io::Result<Record> {
-    let json: OwnedJsonRecord = serde_json::from_slice(line)?;
-    let result = match (json.top_k, json.embedding, json.error) {
-        (_, _, Some(error)) => Err(error),
-        (Some(scores), None, None) => Ok(Prediction::TopK(scores)),
-        (None, Some(values), None) => Ok(Prediction::Embedding(values)),
-        _ => {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("record {} has neither a result nor an error", json.index),
-            ));
-        }
-    };
-    Ok(Record {
-        index: json.index,
-        path: json.path,
-        result,
-    })
-}
-
-/// The error of a JSONL line, without building the rest of its record.
-pub(crate) fn jsonl_error(line: &[u8]) -> io::Result<Option<ItemError>> {
-    #[derive(Deserialize)]
-    struct ErrorOnly {
-        #[serde(default)]
-        error: Option<ItemError>,
-    }
-    Ok(serde_json::from_slice::<ErrorOnly>(line)?.error)
 }
 
 /// One row per item. Classification: `class_1,label_1,prob_1,…` up to

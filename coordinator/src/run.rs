@@ -32,6 +32,7 @@ use pipeline_core::{Chunk, ClassLabels, ItemOutcome, Manifest, plan_chunks};
 use crate::config::{RunConfig, RunError};
 use crate::identity::RunIdentity;
 use crate::output::{OutputFormat, OutputSpec};
+use crate::part_file::encode_part;
 use crate::parts::{Merge, PartStore, parts_dir};
 use crate::progress::Progress;
 use crate::scheduler::Scheduler;
@@ -258,24 +259,4 @@ pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, Run
     }
     summary.wall_s = started.elapsed().as_secs_f64();
     Ok(summary)
-}
-
-/// A finished chunk's part file bytes: each outcome with its item's path,
-/// as JSONL. With [`crate::check_outcomes`] and the frame decode, this is the
-/// coordinator's work per result between a worker's pipe and the disk
-/// (`benches`: `coordinator_path`).
-pub fn encode_part(
-    manifest: &Manifest,
-    labels: &ClassLabels,
-    outcomes: Vec<ItemOutcome>,
-) -> Vec<u8> {
-    let mut bytes = Vec::with_capacity(outcomes.len() * 192);
-    for o in &outcomes {
-        let path = manifest.entries[o.index as usize]
-            .relative
-            .to_string_lossy();
-        crate::output::encode_jsonl_parts(o.index, &path, &o.result, labels, &mut bytes)
-            .expect("writing JSON into a Vec cannot fail");
-    }
-    bytes
 }

@@ -1,0 +1,180 @@
+//! One record per line: the format of part files, which is also the
+//! bytes of the JSONL output (assembly copies parts verbatim). Encoded here
+//! by the committers (`encode_part`) and the JSONL sink, decoded here when
+//! assembly re-encodes parts as CSV or Parquet or counts their failures;
+//! `parts.rs` frames the lines into files.
+
+use std::io::{self, Write};
+
+use pipeline_core::{
+    ClassLabels, ClassScore, ItemError, ItemIndex, ItemOutcome, Manifest, Prediction,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::output::Record;
+
+#[derive(Serialize)]
+struct JsonRecord<'a> {
+    index: ItemIndex,
+    path: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<JsonTopK<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embedding: Option<&'a [f32]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ItemError>,
+}
+
+#[derive(Serialize)]
+struct JsonClass<'a> {
+    class: u32,
+    label: &'a str,
+    prob: f32,
+}
+
+/// The top-k list with its labels, written straight from the scores (no
+/// list of [`JsonClass`] built first: this runs once per record).
+struct JsonTopK<'a>(&'a [ClassScore], &'a ClassLabels);
+
+impl Serialize for JsonTopK<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|s| JsonClass {
+            class: s.class,
+            label: self.1.get(s.class),
+            prob: s.prob,
+        }))
+    }
+}
+
+/// Writes `record` as one JSONL line, classes named by `labels`: the bytes
+/// of the JSONL output and of part files alike.
+pub(crate) fn encode_jsonl<W: Write>(
+    record: &Record,
+    labels: &ClassLabels,
+    out: &mut W,
+) -> io::Result<()> {
+    encode_jsonl_parts(record.index, &record.path, &record.result, labels, out)
+}
+
+/// [`encode_jsonl`] from borrowed parts, so a caller need not build a
+/// [`Record`] (and own its path) for every line.
+pub(crate) fn encode_jsonl_parts<W: Write>(
+    index: ItemIndex,
+    path: &str,
+    result: &Result<Prediction, ItemError>,
+    labels: &ClassLabels,
+    out: &mut W,
+) -> io::Result<()> {
+    let mut json = JsonRecord {
+        index,
+        path,
+        top_k: None,
+        embedding: None,
+        error: None,
+    };
+    match result {
+        Ok(Prediction::TopK(scores)) => json.top_k = Some(JsonTopK(scores, labels)),
+        Ok(Prediction::Embedding(values)) => json.embedding = Some(values),
+        Err(error) => json.error = Some(error),
+    }
+    serde_json::to_writer(&mut *out, &json)?;
+    out.write_all(b"\n")
+}
+
+/// A JSONL line read back (labels are implied by the class).
+#[derive(Deserialize)]
+struct OwnedJsonRecord {
+    index: ItemIndex,
+    path: String,
+    #[serde(default)]
+    top_k: Option<Vec<ClassScore>>,
+    #[serde(default)]
+    embedding: Option<Vec<f32>>,
+    #[serde(default)]
+    error: Option<ItemError>,
+}
+
+/// Parses one line written by [`encode_jsonl`].
+pub(crate) fn decode_jsonl(line: &[u8]) -> io::Result<Record> {
+    let json: OwnedJsonRecord = serde_json::from_slice(line)?;
+    let result = match (json.top_k, json.embedding, json.error) {
+        (_, _, Some(error)) => Err(error),
+        (Some(scores), None, None) => Ok(Prediction::TopK(scores)),
+        (None, Some(values), None) => Ok(Prediction::Embedding(values)),
+        _ => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("record {} has neither a result nor an error", json.index),
+            ));
+        }
+    };
+    Ok(Record {
+        index: json.index,
+        path: json.path,
+        result,
+    })
+}
+
+/// The error of a JSONL line, without building the rest of its record.
+pub(crate) fn jsonl_error(line: &[u8]) -> io::Result<Option<ItemError>> {
+    #[derive(Deserialize)]
+    struct ErrorOnly {
+        #[serde(default)]
+        error: Option<ItemError>,
+    }
+    Ok(serde_json::from_slice::<ErrorOnly>(line)?.error)
+}
+
+/// A finished chunk's part file bytes: each outcome with its item's path,
+/// as JSONL. With [`crate::check_outcomes`] and the frame decode, this is the
+/// coordinator's work per result between a worker's pipe and the disk
+/// (`benches`: `coordinator_path`).
+pub fn encode_part(
+    manifest: &Manifest,
+    labels: &ClassLabels,
+    outcomes: Vec<ItemOutcome>,
+) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(outcomes.len() * 192);
+    for o in &outcomes {
+        let path = manifest.entries[o.index as usize]
+            .relative
+            .to_string_lossy();
+        encode_jsonl_parts(o.index, &path, &o.result, labels, &mut bytes)
+            .expect("writing JSON into a Vec cannot fail");
+    }
+    bytes
+}
+
+/// The `index` of a JSONL record, which [`crate::output::encode_jsonl`] writes first.
+pub(crate) fn line_index(line: &[u8]) -> Option<u64> {
+    let rest = line.strip_prefix(b"{\"index\":")?;
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_f32_probability_survives_the_json_round_trip() {
+        // CSV and Parquet are re-encoded from the JSONL parts, so a float
+        // that came back different would change their bytes.
+        let mut x: u32 = 0x1234_5678;
+        for _ in 0..200_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let value = f32::from_bits(x & 0x3FFF_FFFF); // [0, 2)
+            let rec = Record {
+                index: 0,
+                path: String::new(),
+                result: Ok(Prediction::Embedding(vec![value])),
+            };
+            let mut line = Vec::new();
+            encode_jsonl(&rec, &ClassLabels::Imagenet, &mut line).expect("encoded");
+            let back = decode_jsonl(&line).expect("decoded");
+            assert_eq!(back, rec, "{value:e}");
+        }
+    }
+}

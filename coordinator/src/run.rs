@@ -153,17 +153,17 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     let outcome = std::thread::scope(|scope| {
         let (commits, queue) = crossbeam_channel::bounded(COMMIT_QUEUE);
         for _ in 0..COMMIT_THREADS {
-            let (queue, events) = (queue.clone(), run.events_tx.clone());
+            let (queue, events) = (queue.clone(), run.workers.events_tx.clone());
             let (manifest, store, labels) = (&manifest, &store, &output.labels);
             scope.spawn(move || commit_parts(&queue, manifest, labels, store, &events));
         }
-        run.commits = Some(commits);
+        run.commits.sender = Some(commits);
         let outcome = run.drive(&mut progress, &signals);
         // The committers finish what is queued, then end with the scope.
-        run.commits = None;
+        run.commits.sender = None;
         outcome
     });
-    let computed = run.computed_images;
+    let computed = run.tally.computed_images;
     let mut summary = run.shut_down(&mut progress);
     drop(signals);
     outcome?;

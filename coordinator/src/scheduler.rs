@@ -35,35 +35,61 @@ pub(crate) struct Scheduler<'a> {
     store: &'a PartStore,
     /// Tasks, suspects and chunks: what to run next (see `book.rs`).
     book: TaskBook,
-    /// Chunks this process owns.
-    owned: usize,
-    /// Chunks not committed yet.
-    remaining: usize,
+    /// The worker slots and the events their processes send.
+    pub(crate) workers: Workers,
+    /// Chunks owned, not yet committed, and on their way to the committers.
+    pub(crate) commits: Commits,
+    /// What the progress bar has shown of unfinished tasks.
+    seen: Seen,
+    /// What the run's summary will say.
+    pub(crate) tally: Tally,
+    log: LogLine,
+    /// Set by SIGINT/SIGTERM: the signal and when the grace period ends.
+    stopping: Option<(i32, Instant)>,
+}
+
+/// The worker slots, and the channel their processes report on.
+pub(crate) struct Workers {
     slots: Vec<Slot>,
+    /// Worker process id → its slot.
     by_id: HashMap<usize, usize>,
     next_id: usize,
     events: Receiver<Event>,
     pub(crate) events_tx: crossbeam_channel::Sender<Event>,
-    log: LogLine,
-    summary: RunSummary,
-    first_failure: Option<String>,
-    /// Set by SIGINT/SIGTERM: the signal and when the grace period ends.
-    stopping: Option<(i32, Instant)>,
+}
+
+/// Chunks between the task book and the disk.
+pub(crate) struct Commits {
+    /// Whole chunks for the committer threads; `None` outside `drive`.
+    pub(crate) sender: Option<crossbeam_channel::Sender<(u64, Vec<ItemOutcome>)>>,
+    /// Chunks sent to the committers and not reported back yet.
+    pending: usize,
+    /// Chunks this process owns.
+    owned: usize,
+    /// Chunks not committed yet.
+    remaining: usize,
+}
+
+/// Items of unfinished tasks already counted on the progress bar.
+#[derive(Default)]
+struct Seen {
     /// Items of each unfinished task a worker reported done, per worker.
     partial: HashMap<(usize, u64), u64>,
-    /// Items of each task already shown on the progress bar (the most any
-    /// one worker reported, so a speculative copy does not count twice).
+    /// Items of each task already shown (the most any one worker reported,
+    /// so a speculative copy does not count twice).
     shown: HashMap<u64, u64>,
+}
+
+/// What the run did, gathered as it goes.
+pub(crate) struct Tally {
+    summary: RunSummary,
+    first_failure: Option<String>,
     /// Images this run computed (not resumed).
     pub(crate) computed_images: u64,
     /// Stage times the workers reported.
     times: pipeline_core::ChunkTimes,
     /// Batch completions, for the steady-state rate.
     timeline: Timeline,
-    /// Whole chunks for the committer threads; `None` outside `drive`.
-    pub(crate) commits: Option<crossbeam_channel::Sender<(u64, Vec<ItemOutcome>)>>,
-    /// Chunks sent to the committers and not reported back yet.
-    pending_commits: usize,
 }
 
 impl<'a> Scheduler<'a> {
@@ -82,31 +108,36 @@ impl<'a> Scheduler<'a> {
             config,
             manifest,
             store,
-            owned: chunks.len(),
-            remaining: chunks.iter().filter(|c| !committed.contains(&c.id)).count(),
             book: TaskBook::new(chunks, committed),
-            slots,
-            by_id: HashMap::new(),
-            next_id: 0,
-            events,
-            events_tx,
+            workers: Workers {
+                slots,
+                by_id: HashMap::new(),
+                next_id: 0,
+                events,
+                events_tx,
+            },
+            commits: Commits {
+                sender: None,
+                pending: 0,
+                owned: chunks.len(),
+                remaining: chunks.iter().filter(|c| !committed.contains(&c.id)).count(),
+            },
+            seen: Seen::default(),
+            tally: Tally {
+                summary: RunSummary::default(),
+                first_failure: None,
+                computed_images: 0,
+                times: pipeline_core::ChunkTimes::default(),
+                timeline: Timeline::new(now),
+            },
             log: progress.logger(),
-            summary: RunSummary::default(),
-            first_failure: None,
             stopping: None,
-            partial: HashMap::new(),
-            shown: HashMap::new(),
-            computed_images: 0,
-            times: pipeline_core::ChunkTimes::default(),
-            timeline: Timeline::new(now),
-            commits: None,
-            pending_commits: 0,
         }
     }
 
     fn worker_name(&self, slot: usize) -> String {
-        let device = &self.slots[slot].device;
-        let same_before = self.slots[..slot]
+        let device = &self.workers.slots[slot].device;
+        let same_before = self.workers.slots[..slot]
             .iter()
             .filter(|s| &s.device == device)
             .count();
@@ -114,36 +145,42 @@ impl<'a> Scheduler<'a> {
     }
 
     fn spawn(&mut self, slot: usize) -> Result<(), RunError> {
-        let id = self.next_id;
-        self.next_id += 1;
+        let id = self.workers.next_id;
+        self.workers.next_id += 1;
         let mut worker = self.config.worker.clone();
         worker.name = self.worker_name(slot);
-        worker.device = self.slots[slot].device.clone();
-        if let Some(batch) = self.slots[slot].batch_override {
+        worker.device = self.workers.slots[slot].device.clone();
+        if let Some(batch) = self.workers.slots[slot].batch_override {
             worker.batch_size = Some(batch);
         }
-        let handle = WorkerHandle::spawn(&self.config.exe, id, &worker, &self.events_tx, &self.log)
-            .map_err(|source| RunError::Spawn {
-                exe: self.config.exe.clone(),
-                source,
-            })?;
-        let s = &mut self.slots[slot];
+        let handle = WorkerHandle::spawn(
+            &self.config.exe,
+            id,
+            &worker,
+            &self.workers.events_tx,
+            &self.log,
+        )
+        .map_err(|source| RunError::Spawn {
+            exe: self.config.exe.clone(),
+            source,
+        })?;
+        let s = &mut self.workers.slots[slot];
         s.report.name = worker.name;
         s.report.device = worker.device.to_string();
         s.spawned(handle);
-        self.by_id.insert(id, slot);
+        self.workers.by_id.insert(id, slot);
         Ok(())
     }
 
     /// Starts the steady window once every live worker finished a batch.
     fn note_warm(&mut self) {
-        if !self.timeline.is_warm() && self.slots.iter().all(Slot::warm) {
-            self.timeline.warm();
+        if !self.tally.timeline.is_warm() && self.workers.slots.iter().all(Slot::warm) {
+            self.tally.timeline.warm();
         }
     }
 
     fn in_flight(&self) -> bool {
-        self.slots.iter().any(|s| !s.idle())
+        self.workers.slots.iter().any(|s| !s.idle())
     }
 
     pub(crate) fn drive(
@@ -151,37 +188,37 @@ impl<'a> Scheduler<'a> {
         progress: &mut Progress,
         signals: &StopSignals,
     ) -> Result<(), RunError> {
-        if self.remaining == 0 {
+        if self.commits.remaining == 0 {
             return Ok(());
         }
-        for slot in 0..self.slots.len() {
+        for slot in 0..self.workers.slots.len() {
             self.spawn(slot)?;
         }
-        while self.remaining > 0 {
+        while self.commits.remaining > 0 {
             if let (Some(signal), None) = (signals.received(), self.stopping) {
                 self.stop(signal);
             }
             if let Some((signal, deadline)) = self.stopping
-                && ((!self.in_flight() && self.pending_commits == 0) || Instant::now() >= deadline)
+                && ((!self.in_flight() && self.commits.pending == 0) || Instant::now() >= deadline)
             {
                 // Commits still queued finish when the committers drain.
-                let committed = (self.owned - self.remaining) as u64;
+                let committed = (self.commits.owned - self.commits.remaining) as u64;
                 return Err(RunError::Interrupted {
                     signal,
                     committed,
-                    total: self.owned as u64,
+                    total: self.commits.owned as u64,
                     dir: self.store.dir().to_owned(),
                 });
             }
-            match self.events.recv_timeout(TICK) {
+            match self.workers.events.recv_timeout(TICK) {
                 Ok(Event::Message { id, message }) => {
-                    if let Some(&slot) = self.by_id.get(&id) {
-                        self.slots[slot].heard();
+                    if let Some(&slot) = self.workers.by_id.get(&id) {
+                        self.workers.slots[slot].heard();
                         self.on_message(slot, message, progress)?;
                     }
                 }
                 Ok(Event::Closed { id, error }) => {
-                    if let Some(slot) = self.by_id.remove(&id) {
+                    if let Some(slot) = self.workers.by_id.remove(&id) {
                         self.on_closed(slot, error, progress)?;
                     }
                 }
@@ -195,10 +232,11 @@ impl<'a> Scheduler<'a> {
             self.dispatch();
             if self.work_left()
                 && self.stopping.is_none()
-                && self.slots.iter().all(|s| s.process().is_none())
+                && self.workers.slots.iter().all(|s| s.process().is_none())
             {
                 return Err(RunError::WorkersFailed(
-                    self.first_failure
+                    self.tally
+                        .first_failure
                         .clone()
                         .unwrap_or_else(|| "every worker exited before the work was done".into()),
                 ));
@@ -213,6 +251,7 @@ impl<'a> Scheduler<'a> {
         self.stopping = Some((signal, Instant::now() + grace));
         self.book.stop();
         let running: usize = self
+            .workers
             .slots
             .iter()
             .filter_map(Slot::process)
@@ -229,14 +268,14 @@ impl<'a> Scheduler<'a> {
     /// Kills workers that have had work and said nothing for too long.
     fn watch_for_hangs(&mut self) {
         let batch = self.config.worker.batch_size.unwrap_or(0);
-        for s in &mut self.slots {
+        for s in &mut self.workers.slots {
             if let Some(timeout) = s.kill_if_hung(self.config.hang_timeout, batch) {
                 (self.log)(&format!(
                     "pipeline: {}: no progress for {:.0} s; killing it",
                     s.report.name,
                     timeout.as_secs_f64()
                 ));
-                self.summary.hangs += 1;
+                self.tally.summary.hangs += 1;
             }
         }
     }
@@ -254,7 +293,7 @@ impl<'a> Scheduler<'a> {
                 prefetch,
                 ..
             } => {
-                let s = &mut self.slots[slot];
+                let s = &mut self.workers.slots[slot];
                 s.report.startup_s += s.ready(prefetch);
                 s.report.device = format!("{} ({device})", s.device);
                 s.report.batch_size = batch_size;
@@ -262,33 +301,33 @@ impl<'a> Scheduler<'a> {
                 progress.worker(slot, line);
             }
             FromWorker::Failed { message } => {
-                let s = &mut self.slots[slot];
+                let s = &mut self.workers.slots[slot];
                 s.failed();
                 let name = &s.report.name;
                 (self.log)(&format!("pipeline: worker {name} failed: {message}"));
-                self.first_failure.get_or_insert(message);
+                self.tally.first_failure.get_or_insert(message);
             }
             FromWorker::BatchSize { from, to, reason } => {
-                let s = &mut self.slots[slot];
+                let s = &mut self.workers.slots[slot];
                 s.report.oom_backoffs += 1;
                 s.report.batch_size = to;
-                self.summary.oom_backoffs += 1;
+                self.tally.summary.oom_backoffs += 1;
                 (self.log)(&format!(
                     "pipeline: {}: out of memory at batch {from}, now {to} ({reason})",
                     s.report.name
                 ));
             }
             FromWorker::Progress { chunk: task, items } => {
-                self.slots[slot].batch_done();
-                let Some(id) = self.slots[slot].worker() else {
+                self.workers.slots[slot].batch_done();
+                let Some(id) = self.workers.slots[slot].worker() else {
                     return Ok(());
                 };
-                self.timeline.batch_done(items);
+                self.tally.timeline.batch_done(items);
                 self.note_warm();
-                let done = self.partial.entry((id, task)).or_default();
+                let done = self.seen.partial.entry((id, task)).or_default();
                 *done += items;
                 let done = *done;
-                let shown = self.shown.entry(task).or_default();
+                let shown = self.seen.shown.entry(task).or_default();
                 if done > *shown {
                     progress.advance(done - *shown);
                     *shown = done;
@@ -311,11 +350,11 @@ impl<'a> Scheduler<'a> {
         times: pipeline_core::ChunkTimes,
         progress: &mut Progress,
     ) -> Result<(), RunError> {
-        let s = &mut self.slots[slot];
+        let s = &mut self.workers.slots[slot];
         s.returned(task);
         s.report.wait_loader_s += times.wait_loader_s;
         s.report.infer_s += times.infer_s;
-        self.times.add(&times);
+        self.tally.times.add(&times);
         let id = s.worker().unwrap_or(usize::MAX);
         let name = s.report.name.clone();
         let returned = outcomes.len() as u64;
@@ -330,10 +369,12 @@ impl<'a> Scheduler<'a> {
             }
             Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
         };
-        let earlier = self.partial.get(&(id, task)).copied().unwrap_or(0);
-        self.timeline.batch_done(returned.saturating_sub(earlier));
+        let earlier = self.seen.partial.get(&(id, task)).copied().unwrap_or(0);
+        self.tally
+            .timeline
+            .batch_done(returned.saturating_sub(earlier));
         self.note_warm();
-        let s = &mut self.slots[slot];
+        let s = &mut self.workers.slots[slot];
         let rate = s.finished(images);
         let line = format!(
             "{}: batch {}, {rate:.1} images/s",
@@ -355,10 +396,10 @@ impl<'a> Scheduler<'a> {
             Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
             Finished::Stale | Finished::Bad(_) => return Ok(()),
         };
-        let shown = self.shown.remove(&task).unwrap_or(0);
+        let shown = self.seen.shown.remove(&task).unwrap_or(0);
         progress.advance(images.saturating_sub(shown));
-        self.partial.retain(|&(_, t), _| t != task);
-        self.computed_images += images;
+        self.seen.partial.retain(|&(_, t), _| t != task);
+        self.tally.computed_images += images;
         let Finished::Complete {
             chunk, outcomes, ..
         } = finished
@@ -367,7 +408,7 @@ impl<'a> Scheduler<'a> {
         };
         // Encoding and the fsyncs happen on the committer threads; the
         // chunk counts as done when its `Committed` event arrives.
-        let Some(commits) = &self.commits else {
+        let Some(commits) = &self.commits.sender else {
             return Err(RunError::WorkersFailed(
                 "the committer threads are gone".into(),
             ));
@@ -375,25 +416,25 @@ impl<'a> Scheduler<'a> {
         commits
             .send((chunk, outcomes))
             .map_err(|_| RunError::WorkersFailed("the committer threads are gone".into()))?;
-        self.pending_commits += 1;
+        self.commits.pending += 1;
         Ok(())
     }
 
     /// A committer thread finished (or failed) writing `chunk`'s part.
     fn on_committed(&mut self, result: std::io::Result<f64>) -> Result<(), RunError> {
-        self.pending_commits -= 1;
+        self.commits.pending -= 1;
         let seconds = result.map_err(|source| RunError::Commit {
             dir: self.store.dir().to_owned(),
             source,
         })?;
-        self.summary.commit_s += seconds;
-        self.remaining -= 1;
+        self.tally.summary.commit_s += seconds;
+        self.commits.remaining -= 1;
         Ok(())
     }
 
     /// Whether any chunk still needs a worker (not merely its commit).
     fn work_left(&self) -> bool {
-        self.remaining > self.pending_commits
+        self.commits.remaining > self.commits.pending
     }
 
     fn on_closed(
@@ -407,7 +448,7 @@ impl<'a> Scheduler<'a> {
             lost,
             isolated,
             phase,
-        }) = self.slots[slot].closed()
+        }) = self.workers.slots[slot].closed()
         else {
             return Ok(());
         };
@@ -419,7 +460,7 @@ impl<'a> Scheduler<'a> {
         let status = status
             .map(|s| describe_exit(&s))
             .unwrap_or_else(|e| e.to_string());
-        let s = &mut self.slots[slot];
+        let s = &mut self.workers.slots[slot];
         let mut why = if phase == Phase::Hung {
             format!("worker {} hung and was killed", s.report.name)
         } else {
@@ -448,8 +489,8 @@ impl<'a> Scheduler<'a> {
         if self.stopping.is_some() || !self.work_left() {
             return Ok(());
         }
-        self.first_failure.get_or_insert(why);
-        let s = &mut self.slots[slot];
+        self.tally.first_failure.get_or_insert(why);
+        let s = &mut self.workers.slots[slot];
         match s.restart(phase, isolated, device_lost, self.config.max_restarts) {
             Restart::SetupFailed => Ok(()),
             Restart::GaveUp(deaths) => {
@@ -462,13 +503,13 @@ impl<'a> Scheduler<'a> {
             }
             Restart::Yes(smaller) => {
                 if let Some((from, to)) = smaller {
-                    self.summary.oom_backoffs += 1;
+                    self.tally.summary.oom_backoffs += 1;
                     (self.log)(&format!(
                         "pipeline: {}: restarting with batch {to} (was {from})",
                         s.report.name
                     ));
                 }
-                self.summary.restarts += 1;
+                self.tally.summary.restarts += 1;
                 self.spawn(slot)
             }
         }
@@ -481,20 +522,20 @@ impl<'a> Scheduler<'a> {
         if self.stopping.is_some() {
             return;
         }
-        for slot in 0..self.slots.len() {
-            let s = &self.slots[slot];
+        for slot in 0..self.workers.slots.len() {
+            let s = &self.workers.slots[slot];
             if !s.takes_work() {
                 continue;
             }
             if let Some(suspect) = self.book.next_suspect() {
                 if s.idle() && self.send(slot, suspect) {
                     self.book.took_suspect();
-                    self.slots[slot].isolate(suspect);
+                    self.workers.slots[slot].isolate(suspect);
                 }
                 continue;
             }
-            while self.slots[slot].has_credit() {
-                let s = &self.slots[slot];
+            while self.workers.slots[slot].has_credit() {
+                let s = &self.workers.slots[slot];
                 let Some(id) = s.worker() else {
                     break;
                 };
@@ -508,7 +549,7 @@ impl<'a> Scheduler<'a> {
             }
         }
         if self.book.drained() {
-            self.timeline.drained();
+            self.tally.timeline.drained();
         }
     }
 
@@ -516,7 +557,7 @@ impl<'a> Scheduler<'a> {
     /// `Closed` event will requeue what it held).
     fn send(&mut self, slot: usize, task: TaskId) -> bool {
         let items = self.items(task);
-        let s = &mut self.slots[slot];
+        let s = &mut self.workers.slots[slot];
         let Some(p) = s.process_mut() else {
             return false;
         };
@@ -546,7 +587,7 @@ impl<'a> Scheduler<'a> {
 
     /// Ends every worker: `Finish`, a grace period, then kill.
     pub(crate) fn shut_down(&mut self, progress: &mut Progress) -> RunSummary {
-        for slot in &mut self.slots {
+        for slot in &mut self.workers.slots {
             let rss = slot.process().and_then(|p| p.handle.peak_rss_bytes());
             if let Some(p) = slot.process_mut() {
                 if self.stopping.is_some() {
@@ -558,7 +599,7 @@ impl<'a> Scheduler<'a> {
             }
         }
         let deadline = Instant::now() + EXIT_GRACE;
-        for slot in &mut self.slots {
+        for slot in &mut self.workers.slots {
             if let Some(Closed { mut handle, .. }) = slot.closed() {
                 while !handle.try_exited() && Instant::now() < deadline {
                     std::thread::sleep(Duration::from_millis(20));
@@ -568,15 +609,20 @@ impl<'a> Scheduler<'a> {
             }
         }
         progress.clear();
-        let mut summary = std::mem::take(&mut self.summary);
+        let mut summary = std::mem::take(&mut self.tally.summary);
         let counts = self.book.counts();
         summary.retries = counts.retries;
         summary.splits = counts.splits;
         summary.speculative = counts.speculative;
-        summary.workers = self.slots.iter().map(|s| s.report.clone()).collect();
-        summary.stages = Stages::from_worker(&self.times);
-        summary.batch_latencies_s = std::mem::take(&mut self.times.batch_s);
-        summary.steady = self.timeline.steady();
+        summary.workers = self
+            .workers
+            .slots
+            .iter()
+            .map(|s| s.report.clone())
+            .collect();
+        summary.stages = Stages::from_worker(&self.tally.times);
+        summary.batch_latencies_s = std::mem::take(&mut self.tally.times.batch_s);
+        summary.steady = self.tally.timeline.steady();
         summary
     }
 }

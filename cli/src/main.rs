@@ -48,6 +48,8 @@ fn worker() -> ExitCode {
             eprintln!("pipeline worker: {message}");
             ExitCode::from(pipeline_core::WORKER_EXIT_DEVICE_LOST as u8)
         }
+        // Said to the coordinator already (or to stderr if it could not be).
+        Err(gpu_worker::WorkerError::Failed(_)) => ExitCode::from(Outcome::RUN_FAILED),
         Err(e @ gpu_worker::WorkerError::Orphaned) => {
             eprintln!("pipeline worker: {e}; exiting");
             ExitCode::from(pipeline_core::WORKER_EXIT_ORPHANED as u8)

@@ -334,6 +334,33 @@ fn a_hung_worker_is_killed_and_its_work_done_again() {
     assert_eq!(report(&report_path)["summary"]["hangs"], 1);
 }
 
+/// Workers whose setup fails (unusable weights, a missing device) are
+/// not restarted, and the reason reaches the user once: not per worker, not
+/// echoed by the worker's own stderr, not again as an "exited with" line.
+#[test]
+fn a_failed_worker_setup_is_reported_once_with_exit_2() {
+    let case = Case::new(4, "tiny", &["--workers-per-gpu", "2"]);
+    let out = case.path("setup.jsonl");
+    let run = case.run(
+        &out,
+        &[],
+        Some("worker-setup=return(no such thing on this device)"),
+    );
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err.matches("no such thing on this device").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        error_line(&err).contains("no such thing on this device"),
+        "{err}"
+    );
+    assert!(!err.contains("exited with"), "{err}");
+    assert!(!out.exists());
+}
+
 #[test]
 fn memory_exhaustion_halves_the_batch_in_the_worker_and_across_a_respawn() {
     let case = Case::new(12, "tiny", &["--chunk-size", "4", "--batch-size", "8"]);

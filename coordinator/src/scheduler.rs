@@ -84,6 +84,9 @@ struct Seen {
 pub(crate) struct Tally {
     summary: RunSummary,
     first_failure: Option<String>,
+    /// Setup failures not said yet: said once a worker starts, else the
+    /// run's error says the first.
+    unreported: Vec<String>,
     /// Images this run computed (not resumed).
     pub(crate) computed_images: u64,
     /// Stage times the workers reported.
@@ -126,6 +129,7 @@ impl<'a> Scheduler<'a> {
             tally: Tally {
                 summary: RunSummary::default(),
                 first_failure: None,
+                unreported: Vec::new(),
                 computed_images: 0,
                 times: pipeline_core::ChunkTimes::default(),
                 timeline: Timeline::new(now),
@@ -299,12 +303,28 @@ impl<'a> Scheduler<'a> {
                 s.report.batch_size = batch_size;
                 let line = format!("{}: {device}, batch {batch_size}", s.report.name);
                 progress.worker(slot, line);
+                // The run goes on: say which workers could not start.
+                for line in std::mem::take(&mut self.tally.unreported) {
+                    (self.log)(&line);
+                }
             }
             FromWorker::Failed { message } => {
                 let s = &mut self.workers.slots[slot];
-                s.failed();
+                let setup = s.failed();
                 let name = &s.report.name;
-                (self.log)(&format!("pipeline: worker {name} failed: {message}"));
+                let line = if setup {
+                    format!("pipeline: worker {name} could not start: {message}")
+                } else {
+                    format!("pipeline: worker {name} failed: {message}")
+                };
+                // A setup failure is said once: now if the run goes on
+                // without that worker, else by the run's own error.
+                let running = self.workers.slots.iter().any(Slot::started);
+                if setup && !running {
+                    self.tally.unreported.push(line);
+                } else {
+                    (self.log)(&line);
+                }
                 self.tally.first_failure.get_or_insert(message);
             }
             FromWorker::BatchSize { from, to, reason } => {
@@ -474,7 +494,10 @@ impl<'a> Scheduler<'a> {
         }
         s.report.deaths.push(status);
         if self.stopping.is_none() {
-            (self.log)(&format!("pipeline: {why}"));
+            // A failed setup was reported with its reason already.
+            if phase != Phase::SetupFailed {
+                (self.log)(&format!("pipeline: {why}"));
+            }
             // Memory is about the batch, not the images: no blame.
             let death = if device_lost {
                 Death::DeviceLost

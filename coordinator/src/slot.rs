@@ -166,11 +166,23 @@ impl Slot {
         }
     }
 
-    /// The process said `Failed`; before `Ready` that is its setup.
-    pub(crate) fn failed(&mut self) {
-        if let Some(p) = self.process.as_mut().filter(|p| p.phase == Phase::Starting) {
-            p.phase = Phase::SetupFailed;
+    /// The process said `Failed`; before `Ready` that is its setup (then
+    /// true).
+    pub(crate) fn failed(&mut self) -> bool {
+        match self.process.as_mut() {
+            Some(p) if p.phase == Phase::Starting => {
+                p.phase = Phase::SetupFailed;
+                true
+            }
+            _ => false,
         }
+    }
+
+    /// Whether its process got through its setup (it said `Ready`).
+    pub(crate) fn started(&self) -> bool {
+        self.process
+            .as_ref()
+            .is_some_and(|p| matches!(p.phase, Phase::Ready | Phase::Unreachable | Phase::Hung))
     }
 
     /// It finished a batch: its first batch ends the start-up allowance.

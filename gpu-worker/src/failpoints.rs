@@ -18,7 +18,9 @@
 //!   instead of reporting the chunk;
 //! - `FAILPOINTS=device-lost=return(FILE)`: the first worker to start a
 //!   batch while `FILE` does not exist creates it and exits as a worker
-//!   whose device ran out of memory or was lost.
+//!   whose device ran out of memory or was lost;
+//! - `FAILPOINTS=worker-setup=return(TEXT)`: every worker's setup fails
+//!   with `TEXT`, as unusable weights or a missing device would.
 
 /// Reads `FAILPOINTS` from the environment; call once at process start.
 pub fn setup_from_env() {
@@ -38,6 +40,15 @@ pub(crate) fn inject_oom(batch: usize) -> Result<(), String> {
         }
     });
     let _ = batch;
+    Ok(())
+}
+
+/// Fails the worker's setup when the `worker-setup` point says so.
+pub(crate) fn setup_fails() -> Result<(), String> {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("worker-setup", |text: Option<String>| {
+        Err(text.unwrap_or_else(|| "setup failed (injected)".to_owned()))
+    });
     Ok(())
 }
 

@@ -226,6 +226,7 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
 
 /// Opens the device, loads the model and picks the starting batch size.
 pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), String> {
+    crate::failpoints::setup_fails()?;
     let device = open(&config.device).map_err(|e| e.to_string())?;
     let mut model = match &config.weights {
         Some(path) => Model::load(config.model, path, &device).map_err(|e| e.to_string())?,
@@ -273,14 +274,15 @@ fn engine_device_name(spec: &DeviceSpec) -> String {
     }
 }
 
+/// Tells the coordinator why this worker stops. It reports the message;
+/// only if it cannot be told does the message go to stderr here.
 fn fail<W: Write>(output: &mut W, message: String) -> Result<(), WorkerError> {
-    // The coordinator may already be gone; the error below still says it.
-    let _ = write_frame(
-        output,
-        &FromWorker::Failed {
-            message: message.clone(),
-        },
-    );
+    let frame = FromWorker::Failed {
+        message: message.clone(),
+    };
+    if write_frame(output, &frame).is_err() {
+        eprintln!("pipeline worker: {message}");
+    }
     Err(WorkerError::Failed(message))
 }
 

@@ -1,0 +1,200 @@
+//! One run's sample, the repeats of one point, and their statistics:
+//! medians, nearest-rank percentiles, stage rows and the limiting stage.
+
+use super::*;
+
+/// One measured run.
+#[derive(Debug, Clone)]
+pub(super) struct Sample {
+    pub(super) images_per_s: f64,
+    /// Whether the rate is the steady window's (else the whole run's).
+    pub(super) steady: bool,
+    pub(super) images: u64,
+    pub(super) batch_size: usize,
+    pub(super) stages: Stages,
+    pub(super) latencies_s: Vec<f64>,
+    pub(super) peak_rss_bytes: Option<u64>,
+    /// CPU seconds this process used (`--loader-only`: decoders may start
+    /// threads of their own, so thread counts alone do not say "per core").
+    pub(super) cpu_s: Option<f64>,
+}
+
+/// Everything measured at one point.
+#[derive(Debug, Clone)]
+pub(super) struct Measured {
+    pub(super) point: Point,
+    pub(super) devices: usize,
+    pub(super) samples: Vec<Sample>,
+}
+
+impl Measured {
+    pub(super) fn rates(&self) -> Vec<f64> {
+        self.samples.iter().map(|s| s.images_per_s).collect()
+    }
+
+    pub(super) fn median(&self) -> f64 {
+        median(&self.rates())
+    }
+
+    /// The repeat whose rate is the median's (or nearest to it): its stages
+    /// are the ones reported.
+    pub(super) fn typical(&self) -> &Sample {
+        let m = self.median();
+        self.samples
+            .iter()
+            .min_by(|a, b| {
+                (a.images_per_s - m)
+                    .abs()
+                    .total_cmp(&(b.images_per_s - m).abs())
+            })
+            .expect("at least one repeat")
+    }
+
+    /// Images per CPU-second over all repeats, where CPU time was measured.
+    pub(super) fn per_cpu_second(&self) -> Option<f64> {
+        let cpu: Option<f64> = self.samples.iter().map(|s| s.cpu_s).sum();
+        let images: u64 = self.samples.iter().map(|s| s.images).sum();
+        cpu.filter(|&c| c > 0.0).map(|c| images as f64 / c)
+    }
+
+    pub(super) fn workers_total(&self) -> usize {
+        self.devices * self.point.workers
+    }
+
+    pub(super) fn latencies(&self) -> Vec<f64> {
+        let mut all: Vec<f64> = self
+            .samples
+            .iter()
+            .flat_map(|s| s.latencies_s.iter().copied())
+            .collect();
+        all.sort_by(f64::total_cmp);
+        all
+    }
+
+    /// Per stage: busy seconds and the images/s that stage alone could
+    /// sustain with the threads it has.
+    pub(super) fn stage_rows(&self, mode: Mode) -> Vec<StageRow> {
+        let s = self.typical();
+        let images = s.images as f64;
+        let workers = self.workers_total() as f64;
+        let loader = workers * self.point.loader_threads as f64;
+        let row = |stage, busy_s: f64, parallel: f64| StageRow {
+            stage,
+            busy_s,
+            images_per_s: (busy_s > 0.0).then(|| images * parallel / busy_s),
+        };
+        let mut rows = Vec::new();
+        if mode.loads() {
+            rows.push(row("read", s.stages.read_s, loader));
+            rows.push(row("decode+preprocess", s.stages.decode_s, loader));
+        }
+        if mode.computes() {
+            rows.push(row("upload", s.stages.upload_s, workers));
+            rows.push(row("compute", s.stages.compute_s, workers));
+            rows.push(row("read-back", s.stages.readback_s, workers));
+        }
+        if mode == Mode::EndToEnd {
+            rows.push(row("write", s.stages.write_s, 1.0));
+        }
+        rows
+    }
+
+    /// The stage group with the lowest capacity — the loader's threads
+    /// (read and decode share them), the device (upload, compute and
+    /// read-back run one after another), or the coordinator's writes —
+    /// named by its largest stage.
+    pub(super) fn limiting_stage(&self, mode: Mode) -> String {
+        let rows = self.stage_rows(mode);
+        let find = |name: &str| rows.iter().find(|r| r.stage == name);
+        let group = |names: &[&str]| -> Option<(f64, &'static str)> {
+            let members: Vec<&StageRow> = names.iter().filter_map(|n| find(n)).collect();
+            let capacity = 1.0
+                / members
+                    .iter()
+                    .map(|r| r.images_per_s.map_or(0.0, |c| 1.0 / c))
+                    .sum::<f64>();
+            let largest = members
+                .iter()
+                .max_by(|a, b| a.busy_s.total_cmp(&b.busy_s))?;
+            capacity.is_finite().then_some((capacity, largest.stage))
+        };
+        [
+            group(&["read", "decode+preprocess"]),
+            group(&["upload", "compute", "read-back"]),
+            group(&["write"]),
+        ]
+        .into_iter()
+        .flatten()
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or_else(|| "unknown".to_owned(), |(_, stage)| stage.to_owned())
+    }
+
+    pub(super) fn json(&self, mode: Mode) -> serde_json::Value {
+        let rates = self.rates();
+        let latencies = self.latencies();
+        let typical = self.typical();
+        json!({
+            "batch": typical.batch_size,
+            "batch_flag": self.point.batch,
+            "workers_per_device": self.point.workers,
+            "workers": self.workers_total(),
+            "loader_threads": self.point.loader_threads,
+            "images_per_s": self.median(),
+            "repeats": rates,
+            "spread": {
+                "min": rates.iter().copied().fold(f64::INFINITY, f64::min),
+                "max": rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            },
+            "steady": self.samples.iter().all(|s| s.steady),
+            "images_per_repeat": typical.images,
+            "stages": self.stage_rows(mode),
+            "device_busy_fraction": (mode == Mode::EndToEnd)
+                .then(|| typical.stages.device_busy_fraction())
+                .flatten(),
+            "batch_latency_ms": {
+                "p50": percentile(&latencies, 0.50).map(|s| s * 1e3),
+                "p99": percentile(&latencies, 0.99).map(|s| s * 1e3),
+                "batches": latencies.len(),
+            },
+            "limiting_stage": self.limiting_stage(mode),
+            "peak_rss_bytes": typical.peak_rss_bytes,
+            "images_per_cpu_s": self.per_cpu_second(),
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct StageRow {
+    pub(super) stage: &'static str,
+    pub(super) busy_s: f64,
+    pub(super) images_per_s: Option<f64>,
+}
+
+pub(super) fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// Nearest-rank percentile of sorted values.
+pub(super) fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// User + system CPU seconds of this process, all threads (Linux
+/// `/proc/self/stat`, in the kernel's fixed 100 Hz user ticks).
+pub(super) fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which ends at the last ')'.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
+}

@@ -1,0 +1,180 @@
+//! The three things a bench run measures: the whole pipeline, the model
+//! alone on pre-made batches, and the loader alone.
+
+use super::*;
+
+/// The worker configuration at `point`.
+pub(super) fn worker_at(worker: &WorkerConfig, point: &Point) -> WorkerConfig {
+    WorkerConfig {
+        batch_size: point.batch,
+        loader_threads: point.loader_threads,
+        ..worker.clone()
+    }
+}
+
+/// About 16 chunks per worker, within 1 batch and 256 images, and a whole
+/// number of batches: batches never span chunks, so any other size would
+/// run a padded, partly wasted batch at the end of every chunk.
+pub(super) fn default_chunk(images: u64, workers: u64, batch: u64) -> u64 {
+    let batch = batch.max(1);
+    let wanted = (images / (16 * workers.max(1))).clamp(1, 256.max(batch));
+    wanted.div_ceil(batch) * batch
+}
+
+/// One run of the whole pipeline.
+pub(super) fn pipeline(
+    args: &BenchArgs,
+    worker: &WorkerConfig,
+    slots: &[DeviceSpec],
+    point: &Point,
+    data: &Dataset,
+    scratch: &Path,
+) -> Result<Sample, String> {
+    let devices = per_worker(slots, point.workers);
+    let images = data.manifest.entries.len() as u64;
+    let batch = point.batch.map_or(AUTO_BATCH_GUESS, |b| b as u64);
+    let chunk_size = args
+        .chunk_size
+        .unwrap_or_else(|| default_chunk(images, devices.len() as u64, batch));
+    let out = scratch.join("bench.jsonl");
+    let config = RunConfig {
+        data: data.manifest.root.clone(),
+        devices,
+        worker: worker_at(worker, point),
+        chunk_size,
+        out: out.clone(),
+        format: OutputFormat::Jsonl,
+        feature_dim: worker.model.embedding_dim(worker.pooling),
+        exe: current_exe()?,
+        max_restarts: MAX_RESTARTS,
+        hang_timeout: None,
+        grace: Duration::from_secs(20),
+        overwrite: true,
+        resume: false,
+        shard: Shard::ALL,
+        shard_source: None,
+        merge: false,
+        quiet: true,
+    };
+    let summary: RunSummary = coordinator::run(&config).map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(&out);
+    let _ = std::fs::remove_file(coordinator::failures_path(&out));
+    let peak_rss_bytes = summary.coordinator_peak_rss_bytes.map(|c| {
+        c + summary
+            .workers
+            .iter()
+            .filter_map(|w| w.peak_rss_bytes)
+            .sum::<u64>()
+    });
+    Ok(Sample {
+        images_per_s: summary
+            .steady
+            .map_or(summary.images_per_s, |w| w.images_per_s),
+        steady: summary.steady.is_some(),
+        images: summary.images,
+        batch_size: summary.workers.first().map_or(0, |w| w.batch_size),
+        stages: summary.stages,
+        latencies_s: summary.batch_latencies_s,
+        peak_rss_bytes,
+        cpu_s: None,
+    })
+}
+
+/// One run of the model alone on every worker slot at once (threads of
+/// this process, one engine each).
+pub(super) fn model_only(
+    worker: &WorkerConfig,
+    slots: &[DeviceSpec],
+    point: &Point,
+    batches: usize,
+) -> Result<Sample, String> {
+    let configs: Vec<WorkerConfig> = per_worker(slots, point.workers)
+        .into_iter()
+        .enumerate()
+        .map(|(i, device)| WorkerConfig {
+            name: format!("{device}#{i}"),
+            device,
+            ..worker_at(worker, point)
+        })
+        .collect();
+    let runs: Vec<Result<gpu_worker::ModelOnlyRun, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = configs
+            .iter()
+            .map(|c| scope.spawn(move || gpu_worker::model_only(c, batches)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("the model panicked".into()))
+            })
+            .collect()
+    });
+    let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
+    let mut times = ChunkTimes::default();
+    for run in &runs {
+        times.add(&run.times);
+    }
+    Ok(Sample {
+        images_per_s: runs.iter().map(|r| r.images_per_s).sum(),
+        steady: true,
+        images: runs.iter().map(|r| r.images).sum(),
+        batch_size: runs.first().map_or(0, |r| r.batch_size),
+        stages: Stages::from_worker(&times),
+        latencies_s: std::mem::take(&mut times.batch_s),
+        peak_rss_bytes: None,
+        cpu_s: None,
+    })
+}
+
+/// One pass of the loader alone over the dataset: read, decode and
+/// preprocess into batches, which are dropped. Compare with Pillow on the
+/// same files (`scripts/bench_pillow_loader.py --files`).
+pub(super) fn loader_only(
+    worker: &WorkerConfig,
+    point: &Point,
+    data: &Dataset,
+) -> Result<Sample, String> {
+    let manifest = &data.manifest;
+    let items: Vec<loader::WorkItem> = manifest
+        .entries
+        .iter()
+        .map(|e| loader::WorkItem {
+            index: e.index,
+            path: manifest.root.join(&e.relative),
+        })
+        .collect();
+    let batch_size = point.batch.unwrap_or(AUTO_BATCH_GUESS as usize);
+    let loader = loader::Loader::new(loader::LoaderConfig {
+        threads: point.loader_threads,
+        batch_size,
+        spec: worker.preprocess.clone(),
+        limits: worker.limits,
+    })
+    .map_err(|e| e.to_string())?;
+    let cpu_before = process_cpu_seconds();
+    let started = Instant::now();
+    let mut stream = loader.load_all(items).map_err(|e| e.to_string())?;
+    let mut times = ChunkTimes::default();
+    let mut images = 0;
+    while let Some(batch) = stream.next() {
+        times.read_s += batch.read_s;
+        times.decode_s += batch.decode_s;
+        images += batch.item_count() as u64;
+        stream.recycle(batch);
+    }
+    stream.finish().map_err(|e| e.to_string())?;
+    let wall = started.elapsed().as_secs_f64();
+    Ok(Sample {
+        images_per_s: images as f64 / wall.max(1e-9),
+        steady: true,
+        images,
+        batch_size,
+        stages: Stages::from_worker(&times),
+        latencies_s: Vec::new(),
+        peak_rss_bytes: None,
+        cpu_s: process_cpu_seconds()
+            .zip(cpu_before)
+            .map(|(after, before)| after - before),
+    })
+}

@@ -1,0 +1,187 @@
+//! What a bench run says: the Markdown table, the JSON report and the plot.
+
+use super::*;
+
+pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> String {
+    let mode = Mode::of(args);
+    let mut out = String::new();
+    let what = mode.name().replace('_', " ");
+    out.push_str(&format!(
+        "| batch | workers | loader threads | images/s ({what}, median of {}) | min | max | device busy | p50 batch ms | p99 batch ms | limiting stage |\n",
+        args.repeat
+    ));
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    for m in results {
+        let rates = m.rates();
+        let lat = m.latencies();
+        let ms = |p| percentile(&lat, p).map_or("–".to_owned(), |s| format!("{:.1}", s * 1e3));
+        let busy = if mode != Mode::EndToEnd {
+            "–".to_owned()
+        } else {
+            m.typical()
+                .stages
+                .device_busy_fraction()
+                .map_or("–".to_owned(), |f| format!("{:.0}%", f * 100.0))
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {busy} | {} | {} | {} |\n",
+            m.typical().batch_size,
+            m.workers_total(),
+            if !mode.loads() {
+                "–".to_owned()
+            } else {
+                m.point.loader_threads.to_string()
+            },
+            m.median(),
+            rates.iter().copied().fold(f64::INFINITY, f64::min),
+            rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            ms(0.50),
+            ms(0.99),
+            m.limiting_stage(mode),
+        ));
+    }
+    out.push_str(&format!(
+        "\nStages of the fastest ({}), its median repeat:\n\n| stage | busy s | images/s it alone could sustain |\n|---|---|---|\n",
+        best.point.label()
+    ));
+    for row in best.stage_rows(mode) {
+        out.push_str(&format!(
+            "| {} | {:.3} | {} |\n",
+            row.stage,
+            row.busy_s,
+            row.images_per_s
+                .map_or("–".to_owned(), |r| format!("{r:.1}"))
+        ));
+    }
+    if let Some(rate) = best.per_cpu_second() {
+        out.push_str(&format!(
+            "\n{rate:.2} images per CPU-second (all threads of this process, decoders' own included)\n"
+        ));
+    }
+    out
+}
+
+pub(super) fn report_json(
+    results: &[Measured],
+    best: &Measured,
+    args: &BenchArgs,
+    worker: &WorkerConfig,
+    slots: &[DeviceSpec],
+    dataset: Option<&Dataset>,
+) -> serde_json::Value {
+    let mode = Mode::of(args);
+    let best_json = best.json(mode);
+    json!({
+        "images_per_s": best.median(),
+        "stages": best_json["stages"],
+        "device_busy_fraction": best_json["device_busy_fraction"],
+        "batch_latency_ms": best_json["batch_latency_ms"],
+        "limiting_stage": best_json["limiting_stage"],
+        "best": best_json,
+        "sweep": results.iter().map(|m| m.json(mode)).collect::<Vec<_>>(),
+        "mode": mode.name(),
+        "config": {
+            "model": worker.model.name(),
+            "weights": worker.weights,
+            "task": worker.task,
+            "preprocess": worker.preprocess,
+            "devices": slots.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            "repeat": args.repeat,
+            "dataset": dataset.map(|d| d.describe.clone()),
+            "model_only_batches": args.model_only.then_some(args.batches),
+        },
+        "machine": {
+            "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
+            "pipeline": env!("CARGO_PKG_VERSION"),
+        },
+    })
+}
+
+/// Images/s across the sweep: one line per (workers, loader threads), batch
+/// size along the x axis.
+pub(super) fn plot(results: &[Measured], path: &Path, worker: &WorkerConfig) -> Result<(), String> {
+    use plotters::prelude::*;
+
+    let batches: Vec<usize> = {
+        let mut b: Vec<usize> = results.iter().map(|m| m.typical().batch_size).collect();
+        b.sort_unstable();
+        b.dedup();
+        b
+    };
+    let mut lines: Vec<(usize, usize)> = results
+        .iter()
+        .map(|m| (m.workers_total(), m.point.loader_threads))
+        .collect();
+    lines.sort_unstable();
+    lines.dedup();
+    let top = results
+        .iter()
+        .flat_map(|m| m.rates())
+        .fold(0.0f64, f64::max)
+        * 1.15;
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    let err = |e: DrawingAreaErrorKind<_>| e.to_string();
+    root.fill(&WHITE).map_err(err)?;
+    let last = batches.len().saturating_sub(1).max(1) as f64;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            format!("pipeline bench: {} images/s", worker.model.name()),
+            ("sans-serif", 22),
+        )
+        .margin(16)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(-0.25f64..last + 0.25, 0f64..top.max(1e-3))
+        .map_err(err)?;
+    let batch_at = |x: f64| batches.get(x.round().max(0.0) as usize).copied();
+    chart
+        .configure_mesh()
+        .x_desc("batch size")
+        .y_desc("images/s (median)")
+        .x_labels(batches.len().max(2))
+        .x_label_formatter(&|x| {
+            if (x - x.round()).abs() < 1e-6 {
+                batch_at(*x).map_or(String::new(), |b| b.to_string())
+            } else {
+                String::new()
+            }
+        })
+        .draw()
+        .map_err(err)?;
+    for (i, &(workers, threads)) in lines.iter().enumerate() {
+        let colour = Palette99::pick(i).to_rgba();
+        let mut series: Vec<(f64, f64)> = results
+            .iter()
+            .filter(|m| (m.workers_total(), m.point.loader_threads) == (workers, threads))
+            .filter_map(|m| {
+                let x = batches.iter().position(|&b| b == m.typical().batch_size)?;
+                Some((x as f64, m.median()))
+            })
+            .collect();
+        series.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let label = format!(
+            "{workers} worker{}, {threads} loader thread{}",
+            plural(workers),
+            plural(threads)
+        );
+        chart
+            .draw_series(LineSeries::new(series.clone(), colour.stroke_width(2)))
+            .map_err(err)?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], colour));
+        chart
+            .draw_series(
+                series
+                    .into_iter()
+                    .map(|p| Circle::new(p, 4, colour.filled())),
+            )
+            .map_err(err)?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
+    root.present().map_err(err)
+}

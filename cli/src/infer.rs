@@ -13,10 +13,6 @@ use pipeline_core::{
 use crate::args::{InferArgs, MergeArgs, RunArgs, TaskArg};
 use crate::exit::Outcome;
 
-/// Deaths in a row of a worker slot (no finished task between them, none
-/// explained by a suspect image) before it is given up.
-pub(crate) const MAX_RESTARTS: u32 = 3;
-
 /// File name of each model's weights in the cache folder, as
 /// `scripts/fetch-weights.sh` writes them.
 fn cached_file_name(model: ModelKind) -> Option<&'static str> {
@@ -369,15 +365,6 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         &coordinator::process_env,
     )?;
     let config = RunConfig {
-        data: args.data.clone(),
-        devices: planned.devices,
-        feature_dim: planned.worker.model.embedding_dim(planned.worker.pooling),
-        worker: planned.worker,
-        chunk_size: args.chunk_size,
-        out: args.out.clone(),
-        format,
-        exe: current_exe()?,
-        max_restarts: MAX_RESTARTS,
         hang_timeout,
         grace: std::time::Duration::from_secs_f64(args.grace),
         overwrite: args.overwrite,
@@ -386,6 +373,15 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         shard_source: shard.map(|c| c.source),
         merge: args.merge,
         quiet: args.quiet,
+        ..RunConfig::new(
+            args.data.clone(),
+            planned.devices,
+            planned.worker,
+            args.chunk_size,
+            args.out.clone(),
+            format,
+            current_exe()?,
+        )
     };
     Ok((config, planned.notices))
 }

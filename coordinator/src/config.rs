@@ -55,6 +55,50 @@ pub struct RunConfig {
     pub quiet: bool,
 }
 
+/// Deaths in a row (not explained by an isolated suspect) before a worker
+/// slot is given up.
+pub const MAX_RESTARTS: u32 = 3;
+
+/// After SIGINT/SIGTERM, how long tasks in flight may take by default.
+pub const DEFAULT_GRACE: Duration = Duration::from_secs(20);
+
+impl RunConfig {
+    /// A run of `worker` on `devices` over `data` into `out`, with every
+    /// other setting at its default: `MAX_RESTARTS`, the automatic hang
+    /// timeout, `DEFAULT_GRACE`, no overwrite or resume, one shard, progress
+    /// shown. `infer` and `bench` both start here and set what their flags
+    /// change, so a new setting gets its default in one place.
+    pub fn new(
+        data: PathBuf,
+        devices: Vec<DeviceSpec>,
+        worker: WorkerConfig,
+        chunk_size: u64,
+        out: PathBuf,
+        format: OutputFormat,
+        exe: PathBuf,
+    ) -> Self {
+        Self {
+            data,
+            devices,
+            feature_dim: worker.model.embedding_dim(worker.pooling),
+            worker,
+            chunk_size,
+            out,
+            format,
+            exe,
+            max_restarts: MAX_RESTARTS,
+            hang_timeout: None,
+            grace: DEFAULT_GRACE,
+            overwrite: false,
+            resume: false,
+            shard: Shard::ALL,
+            shard_source: None,
+            merge: false,
+            quiet: false,
+        }
+    }
+}
+
 /// A run that could not complete its output.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {

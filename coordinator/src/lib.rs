@@ -29,7 +29,7 @@ mod workers;
 
 pub use book::{ISOLATED_FAILURES, check_outcomes};
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
-pub use config::{RunConfig, RunError, choose_format};
+pub use config::{DEFAULT_GRACE, MAX_RESTARTS, RunConfig, RunError, choose_format};
 pub use identity::{ClassFile, Inputs, PARTS_LAYOUT, RunIdentity, Weights};
 pub use output::{OutputFormat, Record};
 pub use part_file::encode_part;

@@ -18,10 +18,10 @@ mod sweep;
 mod tests;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use coordinator::{OutputFormat, RunConfig, RunSummary, Stages};
-use pipeline_core::{ChunkTimes, DeviceSpec, Shard, WorkerConfig};
+use pipeline_core::{ChunkTimes, DeviceSpec, WorkerConfig};
 use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::json;
@@ -29,8 +29,8 @@ use serde_json::json;
 use crate::args::BenchArgs;
 use crate::exit::Outcome;
 use crate::infer::{
-    MAX_RESTARTS, check_data, check_parent, current_exe, default_loader_threads, load_average,
-    per_worker, plan_workers,
+    check_data, check_parent, current_exe, default_loader_threads, load_average, per_worker,
+    plan_workers,
 };
 
 use self::measure::*;

@@ -38,23 +38,17 @@ pub(super) fn pipeline(
         .unwrap_or_else(|| default_chunk(images, devices.len() as u64, batch));
     let out = scratch.join("bench.jsonl");
     let config = RunConfig {
-        data: data.manifest.root.clone(),
-        devices,
-        worker: worker_at(worker, point),
-        chunk_size,
-        out: out.clone(),
-        format: OutputFormat::Jsonl,
-        feature_dim: worker.model.embedding_dim(worker.pooling),
-        exe: current_exe()?,
-        max_restarts: MAX_RESTARTS,
-        hang_timeout: None,
-        grace: Duration::from_secs(20),
         overwrite: true,
-        resume: false,
-        shard: Shard::ALL,
-        shard_source: None,
-        merge: false,
         quiet: true,
+        ..RunConfig::new(
+            data.manifest.root.clone(),
+            devices,
+            worker_at(worker, point),
+            chunk_size,
+            out.clone(),
+            OutputFormat::Jsonl,
+            current_exe()?,
+        )
     };
     let summary: RunSummary = coordinator::run(&config).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_file(&out);

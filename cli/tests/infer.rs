@@ -22,16 +22,17 @@ fn pipeline(args: &[&str], cwd: &Path, weights_dir: &Path) -> Output {
 
 /// A dataset with good and broken files, in a temporary folder.
 fn dataset(images: usize) -> (TempDir, Dataset) {
+    dataset_of(DatasetSpec {
+        images,
+        seed: 11,
+        broken: true,
+    })
+}
+
+/// The dataset `spec` describes, in a temporary folder (`data/` in it).
+fn dataset_of(spec: DatasetSpec) -> (TempDir, Dataset) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let data = fixtures::generate(
-        &dir.path().join("data"),
-        &DatasetSpec {
-            images,
-            seed: 11,
-            broken: true,
-        },
-    )
-    .expect("fixtures are written");
+    let data = fixtures::generate(&dir.path().join("data"), &spec).expect("fixtures are written");
     (dir, data)
 }
 
@@ -686,16 +687,11 @@ fn a_dead_worker_is_reported_restarted_and_costs_nothing_in_the_output() {
 /// and every image appears once, in order.
 #[test]
 fn transformer_and_convnext_models_run_through_infer() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let data = fixtures::generate(
-        &dir.path().join("data"),
-        &DatasetSpec {
-            images: 3,
-            seed: 5,
-            broken: false,
-        },
-    )
-    .expect("fixtures are written");
+    let (dir, data) = dataset_of(DatasetSpec {
+        images: 3,
+        seed: 5,
+        broken: false,
+    });
     let cases: [(&str, &[&str], usize); 3] = [
         ("clip_vit_b_32", &[], 512),
         ("dinov2_vits14", &["--pooling", "cls+mean"], 768),
@@ -776,16 +772,11 @@ fn class_matrix(dir: &Path, name: &str, labels: &[&str], dim: usize) -> PathBuf 
 /// changed class file refused on resume.
 #[test]
 fn clip_classifies_zero_shot_with_the_users_classes() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let data = fixtures::generate(
-        &dir.path().join("data"),
-        &DatasetSpec {
-            images: 3,
-            seed: 8,
-            broken: true,
-        },
-    )
-    .expect("fixtures are written");
+    let (dir, data) = dataset_of(DatasetSpec {
+        images: 3,
+        seed: 8,
+        broken: true,
+    });
     let labels = ["tabby cat", "dog, running", "a \"red\" car"];
     let classes = class_matrix(dir.path(), "classes", &labels, 512);
     let classes = classes.to_str().expect("utf-8 path");

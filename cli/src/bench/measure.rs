@@ -129,38 +129,80 @@ impl Measured {
         .map_or_else(|| "unknown".to_owned(), |(_, stage)| stage.to_owned())
     }
 
-    pub(super) fn json(&self, mode: Mode) -> serde_json::Value {
+    /// This point's figures, as the JSON report writes them.
+    pub(super) fn report(&self, mode: Mode) -> PointReport {
         let rates = self.rates();
         let latencies = self.latencies();
         let typical = self.typical();
-        json!({
-            "batch": typical.batch_size,
-            "batch_flag": self.point.batch,
-            "workers_per_device": self.point.workers,
-            "workers": self.workers_total(),
-            "loader_threads": self.point.loader_threads,
-            "images_per_s": self.median(),
-            "repeats": rates,
-            "spread": {
-                "min": rates.iter().copied().fold(f64::INFINITY, f64::min),
-                "max": rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        PointReport {
+            batch: typical.batch_size,
+            batch_flag: self.point.batch,
+            workers_per_device: self.point.workers,
+            workers: self.workers_total(),
+            loader_threads: self.point.loader_threads,
+            images_per_s: self.median(),
+            spread: Spread {
+                min: rates.iter().copied().fold(f64::INFINITY, f64::min),
+                max: rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
             },
-            "steady": self.samples.iter().all(|s| s.steady),
-            "images_per_repeat": typical.images,
-            "stages": self.stage_rows(mode),
-            "device_busy_fraction": (mode == Mode::EndToEnd)
+            repeats: rates,
+            steady: self.samples.iter().all(|s| s.steady),
+            images_per_repeat: typical.images,
+            stages: self.stage_rows(mode),
+            device_busy_fraction: (mode == Mode::EndToEnd)
                 .then(|| typical.stages.device_busy_fraction())
                 .flatten(),
-            "batch_latency_ms": {
-                "p50": percentile(&latencies, 0.50).map(|s| s * 1e3),
-                "p99": percentile(&latencies, 0.99).map(|s| s * 1e3),
-                "batches": latencies.len(),
+            batch_latency_ms: Latency {
+                p50: percentile(&latencies, 0.50).map(|s| s * 1e3),
+                p99: percentile(&latencies, 0.99).map(|s| s * 1e3),
+                batches: latencies.len(),
             },
-            "limiting_stage": self.limiting_stage(mode),
-            "peak_rss_bytes": typical.peak_rss_bytes,
-            "images_per_cpu_s": self.per_cpu_second(),
-        })
+            limiting_stage: self.limiting_stage(mode),
+            peak_rss_bytes: typical.peak_rss_bytes,
+            images_per_cpu_s: self.per_cpu_second(),
+        }
     }
+}
+
+/// One point of the sweep in the JSON report.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct PointReport {
+    /// Images per forward pass (the one used, also under `auto`).
+    pub(super) batch: usize,
+    /// What `--batch-size` or the sweep asked (`None`: auto).
+    pub(super) batch_flag: Option<usize>,
+    pub(super) workers_per_device: usize,
+    pub(super) workers: usize,
+    pub(super) loader_threads: usize,
+    /// Median steady-state rate over the repeats.
+    pub(super) images_per_s: f64,
+    /// Each repeat's rate.
+    pub(super) repeats: Vec<f64>,
+    pub(super) spread: Spread,
+    /// Whether every repeat had a steady window.
+    pub(super) steady: bool,
+    pub(super) images_per_repeat: u64,
+    pub(super) stages: Vec<StageRow>,
+    pub(super) device_busy_fraction: Option<f64>,
+    pub(super) batch_latency_ms: Latency,
+    pub(super) limiting_stage: String,
+    pub(super) peak_rss_bytes: Option<u64>,
+    pub(super) images_per_cpu_s: Option<f64>,
+}
+
+/// The slowest and fastest repeat.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(super) struct Spread {
+    pub(super) min: f64,
+    pub(super) max: f64,
+}
+
+/// Batch latency percentiles in milliseconds.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(super) struct Latency {
+    pub(super) p50: Option<f64>,
+    pub(super) p99: Option<f64>,
+    pub(super) batches: usize,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -70,15 +70,15 @@ pub(super) fn report_json(
     dataset: Option<&Dataset>,
 ) -> serde_json::Value {
     let mode = Mode::of(args);
-    let best_json = best.json(mode);
+    let best_report = best.report(mode);
     json!({
-        "images_per_s": best.median(),
-        "stages": best_json["stages"],
-        "device_busy_fraction": best_json["device_busy_fraction"],
-        "batch_latency_ms": best_json["batch_latency_ms"],
-        "limiting_stage": best_json["limiting_stage"],
-        "best": best_json,
-        "sweep": results.iter().map(|m| m.json(mode)).collect::<Vec<_>>(),
+        "images_per_s": best_report.images_per_s,
+        "stages": best_report.stages,
+        "device_busy_fraction": best_report.device_busy_fraction,
+        "batch_latency_ms": best_report.batch_latency_ms,
+        "limiting_stage": best_report.limiting_stage,
+        "best": best_report,
+        "sweep": results.iter().map(|m| m.report(mode)).collect::<Vec<_>>(),
         "mode": mode.name(),
         "config": {
             "model": worker.model.name(),

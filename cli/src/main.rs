@@ -10,6 +10,7 @@ mod devices;
 mod exit;
 mod infer;
 mod models;
+mod plan;
 mod probe;
 
 use std::process::ExitCode;

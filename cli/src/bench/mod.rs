@@ -28,7 +28,7 @@ use serde_json::json;
 
 use crate::args::BenchArgs;
 use crate::exit::Outcome;
-use crate::infer::{
+use crate::plan::{
     check_data, check_parent, current_exe, default_loader_threads, load_average, per_worker,
     plan_workers,
 };

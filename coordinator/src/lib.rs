@@ -10,6 +10,7 @@
 
 #![deny(missing_docs)]
 
+mod assemble;
 mod book;
 mod cluster;
 mod config;

@@ -13,22 +13,20 @@
 //!
 //! When every chunk is committed, the parts are read in chunk order into
 //! `OUT.partial`, which is fsynced and renamed to `OUT`; only then is the
-//! folder removed. A failure at any step leaves the parts where they were.
+//! folder removed (`assemble.rs`). A failure at any step leaves the parts
+//! where they were.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use pipeline_core::Chunk;
 use serde_json::Value;
 
 use crate::identity::{PARTS_LAYOUT, RunIdentity};
-use crate::output::{OutputFormat, OutputSpec, open_sink, partial_path};
-use crate::part_file::{decode_jsonl, jsonl_error, line_index};
 
 /// The part folder's description of the run.
-const RUN_FILE: &str = "run.json";
+pub(crate) const RUN_FILE: &str = "run.json";
 
 /// `OUT.parts`, next to `OUT`.
 pub fn parts_dir(out: &Path) -> PathBuf {
@@ -50,7 +48,7 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn part_name(chunk: u64) -> String {
+pub(crate) fn part_name(chunk: u64) -> String {
     format!("chunk-{chunk:08}.jsonl")
 }
 
@@ -105,7 +103,7 @@ pub enum PartsError {
     },
 }
 
-fn io_error(path: &Path) -> impl FnOnce(io::Error) -> PartsError + '_ {
+pub(crate) fn io_error(path: &Path) -> impl FnOnce(io::Error) -> PartsError + '_ {
     move |source| PartsError::Io {
         path: path.to_owned(),
         source,
@@ -118,30 +116,11 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "host".into())
 }
 
-/// What became of an attempt to assemble the output.
-#[derive(Debug)]
-pub(crate) enum Merge {
-    /// This process assembled it.
-    Done(Assembled),
-    /// Another process is assembling it right now.
-    Busy,
-    /// Another process assembled it already (the folder is gone).
-    AlreadyMerged,
-}
-
 /// The part folder of one output.
 #[derive(Debug)]
 pub struct PartStore {
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     temp_suffix: String,
-}
-
-/// What the assembled output holds.
-#[derive(Debug, Default)]
-pub(crate) struct Assembled {
-    pub(crate) records: u64,
-    pub(crate) failures: u64,
-    pub(crate) failures_by_kind: BTreeMap<String, u64>,
 }
 
 impl PartStore {
@@ -200,72 +179,6 @@ impl PartStore {
         Ok((Self::at(dir), stored))
     }
 
-    /// Assembles `out` unless another process is doing it or did it; with
-    /// `wait`, waits for a busy one instead of returning `Busy`.
-    pub(crate) fn merge(
-        &self,
-        chunks: &[Chunk],
-        out: &Path,
-        spec: &OutputSpec,
-        wait: bool,
-    ) -> Result<Merge, PartsError> {
-        let lock_path = self.dir.join("merge.lock");
-        let lock = match fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-        {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Merge::AlreadyMerged),
-            Err(e) => return Err(io_error(&lock_path)(e)),
-        };
-        if wait {
-            lock.lock().map_err(io_error(&lock_path))?;
-        } else {
-            match lock.try_lock() {
-                Ok(()) => {}
-                Err(fs::TryLockError::WouldBlock) => return Ok(Merge::Busy),
-                Err(fs::TryLockError::Error(e)) => return Err(io_error(&lock_path)(e)),
-            }
-        }
-        // The one that held the lock before may have finished meanwhile.
-        if !self.dir.join(RUN_FILE).exists() {
-            return Ok(Merge::AlreadyMerged);
-        }
-        let assembled = self.assemble(chunks, out, spec)?;
-        drop(lock);
-        Ok(Merge::Done(assembled))
-    }
-
-    /// Counts the records and failures of the committed parts of `chunks`.
-    pub(crate) fn tally(&self, chunks: &[Chunk]) -> Result<Assembled, PartsError> {
-        let mut tally = Assembled::default();
-        for chunk in chunks {
-            let path = self.dir.join(part_name(chunk.id));
-            let bytes = match fs::read(&path) {
-                Ok(bytes) => bytes,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io_error(&path)(e)),
-            };
-            for line in bytes.split_inclusive(|&b| b == b'\n') {
-                tally.records += 1;
-                let error = jsonl_error(line).map_err(|e| PartsError::Damaged {
-                    path: path.clone(),
-                    problem: e.to_string(),
-                })?;
-                if let Some(error) = error {
-                    tally.failures += 1;
-                    *tally
-                        .failures_by_kind
-                        .entry(error.kind.to_string())
-                        .or_default() += 1;
-                }
-            }
-        }
-        Ok(tally)
-    }
-
     /// Ids of the chunks already committed.
     pub(crate) fn committed(&self) -> Result<HashSet<u64>, PartsError> {
         let mut ids = HashSet::new();
@@ -300,163 +213,6 @@ impl PartStore {
         }
         File::open(&self.dir)?.sync_all()
     }
-
-    /// Writes `out` from the parts of `chunks`, in order, and the failures
-    /// file; removes the folder once `out` is in place.
-    pub(crate) fn assemble(
-        &self,
-        chunks: &[Chunk],
-        out: &Path,
-        spec: &OutputSpec,
-    ) -> Result<Assembled, PartsError> {
-        let committed = self.committed()?;
-        let missing: Vec<u64> = chunks
-            .iter()
-            .map(|c| c.id)
-            .filter(|id| !committed.contains(id))
-            .collect();
-        if !missing.is_empty() {
-            let mut list: Vec<String> = missing.iter().take(10).map(u64::to_string).collect();
-            if missing.len() > list.len() {
-                list.push("…".into());
-            }
-            return Err(PartsError::Missing {
-                dir: self.dir.clone(),
-                count: missing.len(),
-                total: chunks.len(),
-                list: list.join(", "),
-            });
-        }
-        let partial = partial_path(out);
-        let failures_file = failures_path(out);
-        let failures_partial = partial_path(&failures_file);
-        let result = self.write_output(chunks, &partial, &failures_partial, spec);
-        let assembled = match result {
-            Ok(assembled) => assembled,
-            Err(e) => {
-                let _ = fs::remove_file(&partial);
-                let _ = fs::remove_file(&failures_partial);
-                return Err(e);
-            }
-        };
-        let folder = out
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        fs::rename(&partial, out).map_err(io_error(out))?;
-        if assembled.failures > 0 {
-            fs::rename(&failures_partial, &failures_file).map_err(io_error(&failures_file))?;
-        } else {
-            let _ = fs::remove_file(&failures_partial);
-            // A failures file of an earlier run (--overwrite) would mislead.
-            let _ = fs::remove_file(&failures_file);
-        }
-        File::open(folder)
-            .and_then(|f| f.sync_all())
-            .map_err(io_error(folder))?;
-        fs::remove_dir_all(&self.dir).map_err(io_error(&self.dir))?;
-        Ok(assembled)
-    }
-
-    fn write_output(
-        &self,
-        chunks: &[Chunk],
-        partial: &Path,
-        failures_partial: &Path,
-        spec: &OutputSpec,
-    ) -> Result<Assembled, PartsError> {
-        let mut assembled = Assembled::default();
-        let mut failures =
-            io::BufWriter::new(File::create(failures_partial).map_err(io_error(failures_partial))?);
-        // JSONL parts are already the output's bytes: copy them. Other
-        // formats re-encode the records.
-        let mut jsonl = match spec.format {
-            OutputFormat::Jsonl => Some(io::BufWriter::with_capacity(
-                1 << 20,
-                File::create(partial).map_err(io_error(partial))?,
-            )),
-            _ => None,
-        };
-        let mut sink = match spec.format {
-            OutputFormat::Jsonl => None,
-            _ => Some(open_sink(partial, spec).map_err(io_error(partial))?),
-        };
-        for chunk in chunks {
-            let path = self.dir.join(part_name(chunk.id));
-            let bytes = fs::read(&path).map_err(io_error(&path))?;
-            let damaged = |problem: String| PartsError::Damaged {
-                path: path.clone(),
-                problem,
-            };
-            let mut expected = chunk.start;
-            for line in bytes.split_inclusive(|&b| b == b'\n') {
-                if !line.ends_with(b"\n") {
-                    return Err(damaged("its last line is cut off".into()));
-                }
-                let record = match &sink {
-                    Some(_) => Some(decode_jsonl(line).map_err(|e| damaged(e.to_string()))?),
-                    None => None,
-                };
-                let index = match &record {
-                    Some(r) => r.index,
-                    None => {
-                        line_index(line).ok_or_else(|| damaged("a line has no index".into()))?
-                    }
-                };
-                if index != expected || index >= chunk.end {
-                    return Err(damaged(format!(
-                        "item {index} where {expected} was expected"
-                    )));
-                }
-                expected += 1;
-                let error = match &record {
-                    Some(r) => r.result.as_ref().err().cloned(),
-                    None => jsonl_error(line).map_err(|e| damaged(e.to_string()))?,
-                };
-                if let Some(error) = error {
-                    assembled.failures += 1;
-                    *assembled
-                        .failures_by_kind
-                        .entry(error.kind.to_string())
-                        .or_default() += 1;
-                    failures
-                        .write_all(line)
-                        .map_err(io_error(failures_partial))?;
-                }
-                match (&mut sink, record) {
-                    (Some(sink), Some(record)) => sink.write(&record),
-                    _ => jsonl.as_mut().map_or(Ok(()), |out| out.write_all(line)),
-                }
-                .map_err(io_error(partial))?;
-            }
-            if expected != chunk.end {
-                return Err(damaged(format!(
-                    "{} records for {} items",
-                    expected - chunk.start,
-                    chunk.len()
-                )));
-            }
-            assembled.records += chunk.len();
-        }
-        if let Some(sink) = sink {
-            sink.finish().map_err(io_error(partial))?;
-        }
-        if let Some(out) = jsonl {
-            let file = out
-                .into_inner()
-                .map_err(|e| io_error(partial)(e.into_error()))?;
-            file.sync_all().map_err(io_error(partial))?;
-        } else {
-            File::open(partial)
-                .and_then(|f| f.sync_all())
-                .map_err(io_error(partial))?;
-        }
-        let file = failures
-            .into_inner()
-            .map_err(|e| io_error(failures_partial)(e.into_error()))?;
-        file.sync_all().map_err(io_error(failures_partial))?;
-        Ok(assembled)
-    }
 }
 
 /// `run.json` as this build reads it. One written by another layout
@@ -483,7 +239,7 @@ fn read_identity(run_file: &Path, bytes: &[u8]) -> Result<RunIdentity, PartsErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::Record;
+    use crate::output::{OutputFormat, OutputSpec, Record, partial_path};
     use crate::part_file::encode_jsonl;
     use pipeline_core::{ClassLabels, Task};
     use pipeline_core::{ClassScore, ItemError, ItemErrorKind, Prediction, plan_chunks};

@@ -29,11 +29,12 @@ use std::time::Instant;
 
 use pipeline_core::{Chunk, ClassLabels, ItemOutcome, Manifest, plan_chunks};
 
+use crate::assemble::Merge;
 use crate::config::{RunConfig, RunError};
 use crate::identity::RunIdentity;
 use crate::output::{OutputFormat, OutputSpec};
 use crate::part_file::encode_part;
-use crate::parts::{Merge, PartStore, parts_dir};
+use crate::parts::{PartStore, parts_dir};
 use crate::progress::Progress;
 use crate::scheduler::Scheduler;
 use crate::signals::StopSignals;

@@ -22,6 +22,8 @@ use crate::stats::{Stages, Timeline};
 use crate::summary::RunSummary;
 use crate::workers::{Event, LogLine, WorkerHandle, describe_exit};
 
+mod lifecycle;
+
 /// How often the scheduler wakes up without events (signals, hang checks).
 const TICK: Duration = Duration::from_millis(200);
 
@@ -139,43 +141,6 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    fn worker_name(&self, slot: usize) -> String {
-        let device = &self.workers.slots[slot].device;
-        let same_before = self.workers.slots[..slot]
-            .iter()
-            .filter(|s| &s.device == device)
-            .count();
-        format!("{device}#{same_before}")
-    }
-
-    fn spawn(&mut self, slot: usize) -> Result<(), RunError> {
-        let id = self.workers.next_id;
-        self.workers.next_id += 1;
-        let mut worker = self.config.worker.clone();
-        worker.name = self.worker_name(slot);
-        worker.device = self.workers.slots[slot].device.clone();
-        if let Some(batch) = self.workers.slots[slot].batch_override {
-            worker.batch_size = Some(batch);
-        }
-        let handle = WorkerHandle::spawn(
-            &self.config.exe,
-            id,
-            &worker,
-            &self.workers.events_tx,
-            &self.log,
-        )
-        .map_err(|source| RunError::Spawn {
-            exe: self.config.exe.clone(),
-            source,
-        })?;
-        let s = &mut self.workers.slots[slot];
-        s.report.name = worker.name;
-        s.report.device = worker.device.to_string();
-        s.spawned(handle);
-        self.workers.by_id.insert(id, slot);
-        Ok(())
-    }
-
     /// Starts the steady window once every live worker finished a batch.
     fn note_warm(&mut self) {
         if !self.tally.timeline.is_warm() && self.workers.slots.iter().all(Slot::warm) {
@@ -267,21 +232,6 @@ impl<'a> Scheduler<'a> {
             signal_name(signal),
             grace.as_secs_f64()
         ));
-    }
-
-    /// Kills workers that have had work and said nothing for too long.
-    fn watch_for_hangs(&mut self) {
-        let batch = self.config.worker.batch_size.unwrap_or(0);
-        for s in &mut self.workers.slots {
-            if let Some(timeout) = s.kill_if_hung(self.config.hang_timeout, batch) {
-                (self.log)(&format!(
-                    "pipeline: {}: no progress for {:.0} s; killing it",
-                    s.report.name,
-                    timeout.as_secs_f64()
-                ));
-                self.tally.summary.hangs += 1;
-            }
-        }
     }
 
     fn on_message(
@@ -457,87 +407,6 @@ impl<'a> Scheduler<'a> {
         self.commits.remaining > self.commits.pending
     }
 
-    fn on_closed(
-        &mut self,
-        slot: usize,
-        error: Option<String>,
-        progress: &mut Progress,
-    ) -> Result<(), RunError> {
-        let Some(Closed {
-            handle,
-            lost,
-            isolated,
-            phase,
-        }) = self.workers.slots[slot].closed()
-        else {
-            return Ok(());
-        };
-        let id = handle.id;
-        let status = handle.wait();
-        let device_lost = status
-            .as_ref()
-            .is_ok_and(|s| s.code() == Some(WORKER_EXIT_DEVICE_LOST));
-        let status = status
-            .map(|s| describe_exit(&s))
-            .unwrap_or_else(|e| e.to_string());
-        let s = &mut self.workers.slots[slot];
-        let mut why = if phase == Phase::Hung {
-            format!("worker {} hung and was killed", s.report.name)
-        } else {
-            format!("worker {} exited with {status}", s.report.name)
-        };
-        if device_lost {
-            why.push_str(" (device out of memory or lost)");
-        }
-        if let Some(error) = error {
-            why.push_str(&format!(" ({error})"));
-        }
-        s.report.deaths.push(status);
-        if self.stopping.is_none() {
-            // A failed setup was reported with its reason already.
-            if phase != Phase::SetupFailed {
-                (self.log)(&format!("pipeline: {why}"));
-            }
-            // Memory is about the batch, not the images: no blame.
-            let death = if device_lost {
-                Death::DeviceLost
-            } else {
-                Death::Crashed
-            };
-            let failed = self.book.worker_died(id, &lost, isolated, death, &why);
-            for (task, failed) in failed {
-                self.finish_task(task, failed, progress)?;
-            }
-        }
-        if self.stopping.is_some() || !self.work_left() {
-            return Ok(());
-        }
-        self.tally.first_failure.get_or_insert(why);
-        let s = &mut self.workers.slots[slot];
-        match s.restart(phase, isolated, device_lost, self.config.max_restarts) {
-            Restart::SetupFailed => Ok(()),
-            Restart::GaveUp(deaths) => {
-                (self.log)(&format!(
-                    "pipeline: {}: died {deaths} times in a row without finishing anything; \
-                     not restarting it",
-                    s.report.name
-                ));
-                Ok(())
-            }
-            Restart::Yes(smaller) => {
-                if let Some((from, to)) = smaller {
-                    self.tally.summary.oom_backoffs += 1;
-                    (self.log)(&format!(
-                        "pipeline: {}: restarting with batch {to} (was {from})",
-                        s.report.name
-                    ));
-                }
-                self.tally.summary.restarts += 1;
-                self.spawn(slot)
-            }
-        }
-    }
-
     /// Hands out tasks to workers with credit. While suspects wait, workers
     /// take no other work until one is idle and runs a suspect alone; idle
     /// workers with an empty queue take a copy of the oldest running task.
@@ -606,47 +475,6 @@ impl<'a> Scheduler<'a> {
                     .to_vec(),
             })
             .collect()
-    }
-
-    /// Ends every worker: `Finish`, a grace period, then kill.
-    pub(crate) fn shut_down(&mut self, progress: &mut Progress) -> RunSummary {
-        for slot in &mut self.workers.slots {
-            let rss = slot.process().and_then(|p| p.handle.peak_rss_bytes());
-            if let Some(p) = slot.process_mut() {
-                if self.stopping.is_some() {
-                    p.handle.kill();
-                } else {
-                    p.handle.finish();
-                }
-                slot.report.peak_rss_bytes = rss;
-            }
-        }
-        let deadline = Instant::now() + EXIT_GRACE;
-        for slot in &mut self.workers.slots {
-            if let Some(Closed { mut handle, .. }) = slot.closed() {
-                while !handle.try_exited() && Instant::now() < deadline {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                handle.kill();
-                let _ = handle.wait();
-            }
-        }
-        progress.clear();
-        let mut summary = std::mem::take(&mut self.tally.summary);
-        let counts = self.book.counts();
-        summary.retries = counts.retries;
-        summary.splits = counts.splits;
-        summary.speculative = counts.speculative;
-        summary.workers = self
-            .workers
-            .slots
-            .iter()
-            .map(|s| s.report.clone())
-            .collect();
-        summary.stages = Stages::from_worker(&self.tally.times);
-        summary.batch_latencies_s = std::mem::take(&mut self.tally.times.batch_s);
-        summary.steady = self.tally.timeline.steady();
-        summary
     }
 }
 

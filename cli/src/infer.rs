@@ -7,6 +7,7 @@ use pipeline_core::Shard;
 use crate::args::{InferArgs, MergeArgs};
 use crate::exit::Outcome;
 use crate::plan::{check_data, check_parent, current_exe, plan_workers};
+use crate::progress::Progress;
 
 pub(crate) fn run(args: &InferArgs) -> Outcome {
     match plan(args) {
@@ -16,7 +17,8 @@ pub(crate) fn run(args: &InferArgs) -> Outcome {
                     eprintln!("{notice}");
                 }
             }
-            finish(args, &config, coordinator::run(&config))
+            let progress = std::sync::Arc::new(Progress::new(args.quiet));
+            finish(args, &config, coordinator::run(&config, progress))
         }
         Err(message) => Outcome::Failed(message),
     }
@@ -58,7 +60,6 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         shard: shard.as_ref().map_or(Shard::ALL, |c| c.shard),
         shard_source: shard.map(|c| c.source),
         merge: args.merge,
-        quiet: args.quiet,
         ..RunConfig::new(
             args.data.clone(),
             planned.devices,

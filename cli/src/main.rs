@@ -12,6 +12,7 @@ mod infer;
 mod models;
 mod plan;
 mod probe;
+mod progress;
 
 use std::process::ExitCode;
 

@@ -51,8 +51,6 @@ pub struct RunConfig {
     /// With several shards: assemble the output if this shard finds every
     /// chunk committed when it ends (`infer --merge`).
     pub merge: bool,
-    /// No progress or summary.
-    pub quiet: bool,
 }
 
 /// Deaths in a row (not explained by an isolated suspect) before a worker
@@ -94,7 +92,6 @@ impl RunConfig {
             shard: Shard::ALL,
             shard_source: None,
             merge: false,
-            quiet: false,
         }
     }
 }

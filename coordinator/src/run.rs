@@ -25,6 +25,7 @@
 
 use std::collections::HashSet;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use pipeline_core::{Chunk, ClassLabels, ItemOutcome, Manifest, plan_chunks};
@@ -35,7 +36,7 @@ use crate::identity::RunIdentity;
 use crate::output::{OutputFormat, OutputSpec};
 use crate::part_file::encode_part;
 use crate::parts::{PartStore, parts_dir};
-use crate::progress::Progress;
+use crate::report::Report;
 use crate::scheduler::Scheduler;
 use crate::signals::StopSignals;
 use crate::summary::RunSummary;
@@ -72,8 +73,9 @@ fn commit_parts(
     }
 }
 
-/// Runs `config` to the end and returns what happened.
-pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
+/// Runs `config` to the end and returns what happened, telling `report`
+/// as it goes.
+pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     let manifest = Manifest::scan(&config.data)?;
     let scan_s = started.elapsed().as_secs_f64();
@@ -121,16 +123,17 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
     let resumed: Vec<&Chunk> = owned.iter().filter(|c| committed.contains(&c.id)).collect();
 
     let owned_items: u64 = owned.iter().map(Chunk::len).sum();
-    let mut progress = Progress::new(owned_items, config.quiet);
+    let resumed_items = resumed.iter().map(|c| c.len()).sum();
+    report.start(owned_items, resumed_items);
     for problem in &manifest.problems {
-        progress.notice(&format!(
+        report.notice(&format!(
             "pipeline: warning: skipped {}: {}",
             problem.path.display(),
             problem.message
         ));
     }
     if sharded {
-        progress.notice(&format!(
+        report.notice(&format!(
             "pipeline: shard {} ({}): {} of {} chunks, {owned_items} of {} images",
             config.shard,
             config.shard_source.as_deref().unwrap_or("--shard"),
@@ -140,17 +143,23 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
         ));
     }
     if !resumed.is_empty() {
-        progress.notice(&format!(
+        report.notice(&format!(
             "pipeline: resuming: {} of {} chunks are already committed in {}",
             resumed.len(),
             owned.len(),
             store.dir().display()
         ));
-        progress.advance(resumed.iter().map(|c| c.len()).sum());
     }
     let signals = StopSignals::install()
         .map_err(|e| RunError::WorkersFailed(format!("cannot install signal handlers: {e}")))?;
-    let mut run = Scheduler::new(config, &manifest, &owned, &committed, &store, &mut progress);
+    let mut run = Scheduler::new(
+        config,
+        &manifest,
+        &owned,
+        &committed,
+        &store,
+        report.clone(),
+    );
     let outcome = std::thread::scope(|scope| {
         let (commits, queue) = crossbeam_channel::bounded(COMMIT_QUEUE);
         for _ in 0..COMMIT_THREADS {
@@ -159,13 +168,14 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
             scope.spawn(move || commit_parts(&queue, manifest, labels, store, &events));
         }
         run.commits.sender = Some(commits);
-        let outcome = run.drive(&mut progress, &signals);
+        let outcome = run.drive(&signals);
         // The committers finish what is queued, then end with the scope.
         run.commits.sender = None;
         outcome
     });
     let computed = run.tally.computed_images;
-    let mut summary = run.shut_down(&mut progress);
+    let mut summary = run.shut_down();
+    report.finish();
     drop(signals);
     outcome?;
 
@@ -186,7 +196,7 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
         }
         Merge::Busy | Merge::AlreadyMerged => {
             if !config.merge {
-                progress.notice(&format!(
+                report.notice(&format!(
                     "pipeline: shard {} done; run `pipeline merge --out {}` once every shard is",
                     config.shard,
                     config.out.display()
@@ -196,7 +206,6 @@ pub fn run(config: &RunConfig) -> Result<RunSummary, RunError> {
             store.tally(&owned).unwrap_or_default()
         }
     };
-    progress.clear();
     summary.assemble_s = assembling.elapsed().as_secs_f64();
     // The commits ran on COMMIT_THREADS threads at once.
     summary.stages.write_s = summary.commit_s / COMMIT_THREADS as f64 + summary.assemble_s;

@@ -10,6 +10,8 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 
+use crate::report::Report;
+
 use crossbeam_channel::Sender;
 use pipeline_core::{
     DeviceSpec, FromWorker, PROTOCOL_VERSION, ToWorker, WorkerConfig, read_frame, write_frame,
@@ -27,9 +29,6 @@ pub(crate) enum Event {
     /// or could not.
     Committed { result: std::io::Result<f64> },
 }
-
-/// Prints one log line without tearing the progress bars.
-pub(crate) type LogLine = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// A running worker process.
 pub(crate) struct WorkerHandle {
@@ -56,7 +55,7 @@ impl WorkerHandle {
         id: usize,
         config: &WorkerConfig,
         events: &Sender<Event>,
-        log: &LogLine,
+        report: &Arc<dyn Report>,
     ) -> std::io::Result<Self> {
         // Its own process group: a Ctrl-C on the terminal reaches the
         // coordinator only, which decides what the workers finish.
@@ -103,13 +102,13 @@ impl WorkerHandle {
                 let _ = tx.send(Event::Closed { id, error });
             })?;
         let name = config.name.clone();
-        let log = Arc::clone(log);
+        let report = Arc::clone(report);
         let logs = thread::Builder::new()
             .name(format!("{}-stderr", config.name))
             .spawn(move || {
                 for line in BufReader::new(stderr).lines() {
                     match line {
-                        Ok(line) => log(&format!("[{name}] {line}")),
+                        Ok(line) => report.warn(&format!("[{name}] {line}")),
                         Err(_) => break,
                     }
                 }

@@ -18,6 +18,7 @@ mod sweep;
 mod tests;
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use coordinator::{OutputFormat, RunConfig, RunSummary, Stages};
@@ -32,6 +33,7 @@ use crate::plan::{
     check_data, check_parent, current_exe, default_loader_threads, load_average, per_worker,
     plan_workers,
 };
+use crate::progress::Progress;
 
 use self::measure::*;
 use self::modes::*;

@@ -39,7 +39,6 @@ pub(super) fn pipeline(
     let out = scratch.join("bench.jsonl");
     let config = RunConfig {
         overwrite: true,
-        quiet: true,
         ..RunConfig::new(
             data.manifest.root.clone(),
             devices,
@@ -50,7 +49,8 @@ pub(super) fn pipeline(
             current_exe()?,
         )
     };
-    let summary: RunSummary = coordinator::run(&config).map_err(|e| e.to_string())?;
+    let summary: RunSummary =
+        coordinator::run(&config, Arc::new(Progress::new(true))).map_err(|e| e.to_string())?;
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(coordinator::failures_path(&out));
     let peak_rss_bytes = summary.coordinator_peak_rss_bytes.map(|c| {

@@ -29,7 +29,7 @@ impl Scheduler<'_> {
             id,
             &worker,
             &self.workers.events_tx,
-            &self.log,
+            &self.report,
         )
         .map_err(|source| RunError::Spawn {
             exe: self.config.exe.clone(),
@@ -48,7 +48,7 @@ impl Scheduler<'_> {
         let batch = self.config.worker.batch_size.unwrap_or(0);
         for s in &mut self.workers.slots {
             if let Some(timeout) = s.kill_if_hung(self.config.hang_timeout, batch) {
-                (self.log)(&format!(
+                self.report.warn(&format!(
                     "pipeline: {}: no progress for {:.0} s; killing it",
                     s.report.name,
                     timeout.as_secs_f64()
@@ -58,12 +58,7 @@ impl Scheduler<'_> {
         }
     }
 
-    pub(super) fn on_closed(
-        &mut self,
-        slot: usize,
-        error: Option<String>,
-        progress: &mut Progress,
-    ) -> Result<(), RunError> {
+    pub(super) fn on_closed(&mut self, slot: usize, error: Option<String>) -> Result<(), RunError> {
         let Some(Closed {
             handle,
             lost,
@@ -97,7 +92,7 @@ impl Scheduler<'_> {
         if self.stopping.is_none() {
             // A failed setup was reported with its reason already.
             if phase != Phase::SetupFailed {
-                (self.log)(&format!("pipeline: {why}"));
+                self.report.warn(&format!("pipeline: {why}"));
             }
             // Memory is about the batch, not the images: no blame.
             let death = if device_lost {
@@ -107,7 +102,7 @@ impl Scheduler<'_> {
             };
             let failed = self.book.worker_died(id, &lost, isolated, death, &why);
             for (task, failed) in failed {
-                self.finish_task(task, failed, progress)?;
+                self.finish_task(task, failed)?;
             }
         }
         if self.stopping.is_some() || !self.work_left() {
@@ -118,7 +113,7 @@ impl Scheduler<'_> {
         match s.restart(phase, isolated, device_lost, self.config.max_restarts) {
             Restart::SetupFailed => Ok(()),
             Restart::GaveUp(deaths) => {
-                (self.log)(&format!(
+                self.report.warn(&format!(
                     "pipeline: {}: died {deaths} times in a row without finishing anything; \
                      not restarting it",
                     s.report.name
@@ -128,7 +123,7 @@ impl Scheduler<'_> {
             Restart::Yes(smaller) => {
                 if let Some((from, to)) = smaller {
                     self.tally.summary.oom_backoffs += 1;
-                    (self.log)(&format!(
+                    self.report.warn(&format!(
                         "pipeline: {}: restarting with batch {to} (was {from})",
                         s.report.name
                     ));
@@ -140,7 +135,7 @@ impl Scheduler<'_> {
     }
 
     /// Ends every worker: `Finish`, a grace period, then kill.
-    pub(crate) fn shut_down(&mut self, progress: &mut Progress) -> RunSummary {
+    pub(crate) fn shut_down(&mut self) -> RunSummary {
         for slot in &mut self.workers.slots {
             let rss = slot.process().and_then(|p| p.handle.peak_rss_bytes());
             if let Some(p) = slot.process_mut() {
@@ -162,7 +157,6 @@ impl Scheduler<'_> {
                 let _ = handle.wait();
             }
         }
-        progress.clear();
         let mut summary = std::mem::take(&mut self.tally.summary);
         let counts = self.book.counts();
         summary.retries = counts.retries;

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, unbounded};
@@ -15,12 +16,12 @@ use pipeline_core::{
 use crate::book::{Death, Finished, TaskBook, TaskId};
 use crate::config::{RunConfig, RunError};
 use crate::parts::PartStore;
-use crate::progress::Progress;
+use crate::report::Report;
 use crate::signals::{StopSignals, signal_name};
 use crate::slot::{Closed, Phase, Restart, Slot};
 use crate::stats::{Stages, Timeline};
 use crate::summary::RunSummary;
-use crate::workers::{Event, LogLine, WorkerHandle, describe_exit};
+use crate::workers::{Event, WorkerHandle, describe_exit};
 
 mod lifecycle;
 
@@ -45,7 +46,7 @@ pub(crate) struct Scheduler<'a> {
     seen: Seen,
     /// What the run's summary will say.
     pub(crate) tally: Tally,
-    log: LogLine,
+    report: Arc<dyn Report>,
     /// Set by SIGINT/SIGTERM: the signal and when the grace period ends.
     stopping: Option<(i32, Instant)>,
 }
@@ -104,7 +105,7 @@ impl<'a> Scheduler<'a> {
         chunks: &[Chunk],
         committed: &HashSet<u64>,
         store: &'a PartStore,
-        progress: &mut Progress,
+        report: Arc<dyn Report>,
     ) -> Self {
         let (events_tx, events) = unbounded();
         let now = Instant::now();
@@ -136,7 +137,7 @@ impl<'a> Scheduler<'a> {
                 times: pipeline_core::ChunkTimes::default(),
                 timeline: Timeline::new(now),
             },
-            log: progress.logger(),
+            report,
             stopping: None,
         }
     }
@@ -152,11 +153,7 @@ impl<'a> Scheduler<'a> {
         self.workers.slots.iter().any(|s| !s.idle())
     }
 
-    pub(crate) fn drive(
-        &mut self,
-        progress: &mut Progress,
-        signals: &StopSignals,
-    ) -> Result<(), RunError> {
+    pub(crate) fn drive(&mut self, signals: &StopSignals) -> Result<(), RunError> {
         if self.commits.remaining == 0 {
             return Ok(());
         }
@@ -183,12 +180,12 @@ impl<'a> Scheduler<'a> {
                 Ok(Event::Message { id, message }) => {
                     if let Some(&slot) = self.workers.by_id.get(&id) {
                         self.workers.slots[slot].heard();
-                        self.on_message(slot, message, progress)?;
+                        self.on_message(slot, message)?;
                     }
                 }
                 Ok(Event::Closed { id, error }) => {
                     if let Some(slot) = self.workers.by_id.remove(&id) {
-                        self.on_closed(slot, error, progress)?;
+                        self.on_closed(slot, error)?;
                     }
                 }
                 Ok(Event::Committed { result }) => self.on_committed(result)?,
@@ -226,7 +223,7 @@ impl<'a> Scheduler<'a> {
             .filter_map(Slot::process)
             .map(|p| p.inflight.len())
             .sum();
-        (self.log)(&format!(
+        self.report.warn(&format!(
             "pipeline: {}: no new work; waiting up to {:.0} s for {running} task(s) in flight \
              (again to stop at once)",
             signal_name(signal),
@@ -234,12 +231,7 @@ impl<'a> Scheduler<'a> {
         ));
     }
 
-    fn on_message(
-        &mut self,
-        slot: usize,
-        message: FromWorker,
-        progress: &mut Progress,
-    ) -> Result<(), RunError> {
+    fn on_message(&mut self, slot: usize, message: FromWorker) -> Result<(), RunError> {
         match message {
             FromWorker::Ready {
                 device,
@@ -252,10 +244,10 @@ impl<'a> Scheduler<'a> {
                 s.report.device = format!("{} ({device})", s.device);
                 s.report.batch_size = batch_size;
                 let line = format!("{}: {device}, batch {batch_size}", s.report.name);
-                progress.worker(slot, line);
+                self.report.worker(slot, &line);
                 // The run goes on: say which workers could not start.
                 for line in std::mem::take(&mut self.tally.unreported) {
-                    (self.log)(&line);
+                    self.report.warn(&line);
                 }
             }
             FromWorker::Failed { message } => {
@@ -273,7 +265,7 @@ impl<'a> Scheduler<'a> {
                 if setup && !running {
                     self.tally.unreported.push(line);
                 } else {
-                    (self.log)(&line);
+                    self.report.warn(&line);
                 }
                 self.tally.first_failure.get_or_insert(message);
             }
@@ -282,7 +274,7 @@ impl<'a> Scheduler<'a> {
                 s.report.oom_backoffs += 1;
                 s.report.batch_size = to;
                 self.tally.summary.oom_backoffs += 1;
-                (self.log)(&format!(
+                self.report.warn(&format!(
                     "pipeline: {}: out of memory at batch {from}, now {to} ({reason})",
                     s.report.name
                 ));
@@ -299,7 +291,7 @@ impl<'a> Scheduler<'a> {
                 let done = *done;
                 let shown = self.seen.shown.entry(task).or_default();
                 if done > *shown {
-                    progress.advance(done - *shown);
+                    self.report.advance(done - *shown);
                     *shown = done;
                 }
             }
@@ -307,7 +299,7 @@ impl<'a> Scheduler<'a> {
                 chunk: task,
                 outcomes,
                 times,
-            } => self.on_done(slot, task, outcomes, times, progress)?,
+            } => self.on_done(slot, task, outcomes, times)?,
         }
         Ok(())
     }
@@ -318,7 +310,6 @@ impl<'a> Scheduler<'a> {
         task: u64,
         outcomes: Vec<ItemOutcome>,
         times: pipeline_core::ChunkTimes,
-        progress: &mut Progress,
     ) -> Result<(), RunError> {
         let s = &mut self.workers.slots[slot];
         s.returned(task);
@@ -332,7 +323,7 @@ impl<'a> Scheduler<'a> {
         let images = match &finished {
             Finished::Stale => return Ok(()), // a speculative copy lost the race
             Finished::Bad(problem) => {
-                (self.log)(&format!(
+                self.report.warn(&format!(
                     "pipeline: {name} returned a bad task {task} ({problem}); running it again"
                 ));
                 return Ok(());
@@ -350,24 +341,19 @@ impl<'a> Scheduler<'a> {
             "{}: batch {}, {rate:.1} images/s",
             s.report.device, s.report.batch_size
         );
-        progress.worker(slot, format!("{name}: {line}"));
-        self.finish_task(task, finished, progress)
+        self.report.worker(slot, &format!("{name}: {line}"));
+        self.finish_task(task, finished)
     }
 
     /// Counts a task the book recorded; sends its chunk to the committers
     /// once the book says it is complete.
-    fn finish_task(
-        &mut self,
-        task: TaskId,
-        finished: Finished,
-        progress: &mut Progress,
-    ) -> Result<(), RunError> {
+    fn finish_task(&mut self, task: TaskId, finished: Finished) -> Result<(), RunError> {
         let images = match &finished {
             Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
             Finished::Stale | Finished::Bad(_) => return Ok(()),
         };
         let shown = self.seen.shown.remove(&task).unwrap_or(0);
-        progress.advance(images.saturating_sub(shown));
+        self.report.advance(images.saturating_sub(shown));
         self.seen.partial.retain(|&(_, t), _| t != task);
         self.tally.computed_images += images;
         let Finished::Complete {

@@ -1,7 +1,7 @@
 //! `pipeline infer`: flags → a validated `RunConfig`, the run, its summary,
 //! and the exit code.
 
-use coordinator::{RunConfig, RunSummary, choose_format};
+use coordinator::{Existing, Patience, RunConfig, RunSummary, Sharding, choose_format};
 use pipeline_core::Shard;
 
 use crate::args::{InferArgs, MergeArgs};
@@ -53,13 +53,23 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         &coordinator::process_env,
     )?;
     let config = RunConfig {
-        hang_timeout,
-        grace: std::time::Duration::from_secs_f64(args.grace),
-        overwrite: args.overwrite,
-        resume: args.resume,
-        shard: shard.as_ref().map_or(Shard::ALL, |c| c.shard),
-        shard_source: shard.map(|c| c.source),
-        merge: args.merge,
+        existing: if args.overwrite {
+            Existing::Overwrite
+        } else if args.resume {
+            Existing::Resume
+        } else {
+            Existing::Refuse
+        },
+        patience: Patience {
+            hang_timeout,
+            grace: std::time::Duration::from_secs_f64(args.grace),
+            ..Patience::default()
+        },
+        sharding: Sharding {
+            shard: shard.as_ref().map_or(Shard::ALL, |c| c.shard),
+            source: shard.map(|c| c.source),
+            merge: args.merge,
+        },
         ..RunConfig::new(
             args.data.clone(),
             planned.devices,
@@ -90,7 +100,7 @@ fn finish(
             return Outcome::Failed(e.to_string());
         }
     };
-    if summary.already_complete {
+    if summary.chunks.already_complete {
         if !args.quiet {
             eprintln!(
                 "pipeline: {} is already complete (--resume); nothing to do",
@@ -100,26 +110,10 @@ fn finish(
         return Outcome::Success;
     }
     if let Some(path) = &args.report {
-        let report = serde_json::json!({
-            "summary": &summary,
-            "config": {
-                "data": config.data,
-                "devices": config.devices.iter().map(ToString::to_string).collect::<Vec<_>>(),
-                "model": config.worker.model.name(),
-                "weights": config.worker.weights,
-                "task": config.worker.task,
-                "preprocess": config.worker.preprocess,
-                "batch_size": config.worker.batch_size,
-                "loader_threads": config.worker.loader_threads,
-                "chunk_size": config.chunk_size,
-                "grace_s": config.grace.as_secs_f64(),
-                "hang_timeout_s": config.hang_timeout.map(|d| d.as_secs_f64()),
-                "shard": config.shard.to_string(),
-                "shard_source": config.shard_source,
-                "scheduler_gpus": coordinator::scheduler_gpus(&coordinator::process_env)
-                    .map(|(_, source)| source),
-            },
-        });
+        let report = ReportFile {
+            summary: &summary,
+            config: ConfigReport::of(config),
+        };
         let written = serde_json::to_vec_pretty(&report)
             .map_err(std::io::Error::other)
             .and_then(|bytes| std::fs::write(path, bytes));
@@ -133,9 +127,59 @@ fn finish(
     items_outcome(&summary)
 }
 
+/// `--report FILE`: the summary and the configuration that produced it.
+#[derive(serde::Serialize)]
+struct ReportFile<'a> {
+    summary: &'a RunSummary,
+    config: ConfigReport<'a>,
+}
+
+/// The run's settings as the report names them.
+#[derive(serde::Serialize)]
+struct ConfigReport<'a> {
+    data: &'a std::path::Path,
+    devices: Vec<String>,
+    model: &'a str,
+    weights: &'a Option<std::path::PathBuf>,
+    task: pipeline_core::Task,
+    preprocess: &'a pipeline_core::PreprocessSpec,
+    batch_size: Option<usize>,
+    loader_threads: usize,
+    chunk_size: u64,
+    grace_s: f64,
+    hang_timeout_s: Option<f64>,
+    shard: String,
+    shard_source: &'a Option<String>,
+    /// Which scheduler variable gave the GPUs, if any.
+    scheduler_gpus: Option<String>,
+}
+
+impl<'a> ConfigReport<'a> {
+    fn of(config: &'a RunConfig) -> Self {
+        let worker = &config.worker;
+        Self {
+            data: &config.data,
+            devices: config.devices.iter().map(ToString::to_string).collect(),
+            model: worker.model.name(),
+            weights: &worker.weights,
+            task: worker.task,
+            preprocess: &worker.preprocess,
+            batch_size: worker.batch_size,
+            loader_threads: worker.loader_threads,
+            chunk_size: config.chunk_size,
+            grace_s: config.patience.grace.as_secs_f64(),
+            hang_timeout_s: config.patience.hang_timeout.map(|d| d.as_secs_f64()),
+            shard: config.sharding.shard.to_string(),
+            shard_source: &config.sharding.source,
+            scheduler_gpus: coordinator::scheduler_gpus(&coordinator::process_env)
+                .map(|(_, source)| source),
+        }
+    }
+}
+
 /// 0 or 1: whether any item of the output is an error record.
 fn items_outcome(summary: &RunSummary) -> Outcome {
-    if summary.failures > 0 {
+    if summary.records.failures > 0 {
         Outcome::ItemsFailed
     } else {
         Outcome::Success
@@ -153,7 +197,7 @@ pub(crate) fn merge(args: &MergeArgs) -> Outcome {
     };
     match coordinator::merge(&args.out, format) {
         Err(e) => Outcome::Failed(e.to_string()),
-        Ok(summary) if summary.already_complete => {
+        Ok(summary) if summary.chunks.already_complete => {
             if !args.quiet {
                 eprintln!(
                     "pipeline: {} is already merged; nothing to do",
@@ -172,27 +216,28 @@ pub(crate) fn merge(args: &MergeArgs) -> Outcome {
 }
 
 fn summary_line(s: &RunSummary) -> String {
-    let mut kinds: Vec<_> = s.failures_by_kind.iter().collect();
+    let mut kinds: Vec<_> = s.records.failures_by_kind.iter().collect();
     kinds.sort();
-    let failures = if s.failures == 0 {
+    let failures = if s.records.failures == 0 {
         "no failures".to_owned()
     } else {
         let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        format!("{} failed ({})", s.failures, by_kind.join(", "))
+        format!("{} failed ({})", s.records.failures, by_kind.join(", "))
     };
-    let resumed = if s.chunks_resumed > 0 {
+    let resumed = if s.chunks.resumed > 0 {
         format!(
             " ({} of {} chunks resumed)",
-            s.chunks_resumed, s.chunks_owned
+            s.chunks.resumed, s.chunks.owned
         )
     } else {
         String::new()
     };
     let shard = s
+        .chunks
         .shard
         .as_ref()
         .map_or(String::new(), |shard| format!(" shard {shard}:"));
-    let target = if s.merged {
+    let target = if s.chunks.merged {
         s.out.display().to_string()
     } else {
         format!(
@@ -203,6 +248,11 @@ fn summary_line(s: &RunSummary) -> String {
     format!(
         "pipeline:{shard} {} images{resumed}, {failures}, {:.1} s, {:.1} images/s, \
          {} OOM backoffs, {} retries, {} restarts → {target}",
-        s.images, s.wall_s, s.images_per_s, s.oom_backoffs, s.retries, s.restarts,
+        s.records.images,
+        s.times.wall_s,
+        s.times.images_per_s,
+        s.recovery.oom_backoffs,
+        s.recovery.retries,
+        s.recovery.restarts,
     )
 }

@@ -27,10 +27,33 @@ pub struct RunConfig {
     pub out: PathBuf,
     /// Output format.
     pub format: OutputFormat,
-    /// Feature width, for CSV headers of `--task embed`.
-    pub feature_dim: usize,
+    /// What to do with an earlier run's output or parts.
+    pub existing: Existing,
+    /// How long workers get, and how often they may die.
+    pub patience: Patience,
+    /// This process's part of the run.
+    pub sharding: Sharding,
     /// The `pipeline` executable to spawn workers from.
     pub exe: PathBuf,
+}
+
+/// What a run does with what an earlier run left at `out`. Parts of an
+/// interrupted run are always resumed unless `Overwrite`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Existing {
+    /// A complete `out` is an error (the default).
+    #[default]
+    Refuse,
+    /// A complete `out` is accepted as done (`--resume`).
+    Resume,
+    /// Start afresh: delete the parts of an earlier run, replace `out`
+    /// (`--overwrite`).
+    Overwrite,
+}
+
+/// How long workers get, and how often they may die.
+#[derive(Debug, Clone)]
+pub struct Patience {
     /// Deaths in a row (without a finished task between them, and not
     /// explained by an isolated suspect) before a worker slot is given up.
     pub max_restarts: u32,
@@ -39,18 +62,39 @@ pub struct RunConfig {
     pub hang_timeout: Option<Duration>,
     /// After SIGINT/SIGTERM, how long tasks in flight may take to finish.
     pub grace: Duration,
-    /// Start afresh: delete the parts of an earlier run, replace `out`.
-    pub overwrite: bool,
-    /// Accept a complete `out` as done instead of refusing it.
-    pub resume: bool,
+}
+
+impl Default for Patience {
+    fn default() -> Self {
+        Self {
+            max_restarts: MAX_RESTARTS,
+            hang_timeout: None,
+            grace: DEFAULT_GRACE,
+        }
+    }
+}
+
+/// This process's part of a run split over several (cluster array tasks).
+#[derive(Debug, Clone)]
+pub struct Sharding {
     /// The part of the chunks this process runs ([`Shard::ALL`] on one
     /// machine); shards share `out`'s part folder.
     pub shard: Shard,
     /// Where the shard came from (`--shard`, `SLURM_ARRAY_TASK_ID=1 of 3 tasks`).
-    pub shard_source: Option<String>,
+    pub source: Option<String>,
     /// With several shards: assemble the output if this shard finds every
     /// chunk committed when it ends (`infer --merge`).
     pub merge: bool,
+}
+
+impl Default for Sharding {
+    fn default() -> Self {
+        Self {
+            shard: Shard::ALL,
+            source: None,
+            merge: false,
+        }
+    }
 }
 
 /// Deaths in a row (not explained by an isolated suspect) before a worker
@@ -62,10 +106,10 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(20);
 
 impl RunConfig {
     /// A run of `worker` on `devices` over `data` into `out`, with every
-    /// other setting at its default: `MAX_RESTARTS`, the automatic hang
-    /// timeout, `DEFAULT_GRACE`, no overwrite or resume, one shard, progress
-    /// shown. `infer` and `bench` both start here and set what their flags
-    /// change, so a new setting gets its default in one place.
+    /// other setting at its default: refuse a complete `out`, the default
+    /// [`Patience`], one shard. `infer` and `bench` both start here and set
+    /// what their flags change, so a new setting gets its default in one
+    /// place.
     pub fn new(
         data: PathBuf,
         devices: Vec<DeviceSpec>,
@@ -78,21 +122,20 @@ impl RunConfig {
         Self {
             data,
             devices,
-            feature_dim: worker.model.embedding_dim(worker.pooling),
             worker,
             chunk_size,
             out,
             format,
+            existing: Existing::Refuse,
+            patience: Patience::default(),
+            sharding: Sharding::default(),
             exe,
-            max_restarts: MAX_RESTARTS,
-            hang_timeout: None,
-            grace: DEFAULT_GRACE,
-            overwrite: false,
-            resume: false,
-            shard: Shard::ALL,
-            shard_source: None,
-            merge: false,
         }
+    }
+
+    /// Feature width, for CSV headers of `--task embed`.
+    pub fn feature_dim(&self) -> usize {
+        self.worker.model.embedding_dim(self.worker.pooling)
     }
 }
 

@@ -30,7 +30,9 @@ mod workers;
 
 pub use book::{ISOLATED_FAILURES, check_outcomes};
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
-pub use config::{DEFAULT_GRACE, MAX_RESTARTS, RunConfig, RunError, choose_format};
+pub use config::{
+    DEFAULT_GRACE, Existing, MAX_RESTARTS, Patience, RunConfig, RunError, Sharding, choose_format,
+};
 pub use identity::{ClassFile, Inputs, PARTS_LAYOUT, RunIdentity, Weights};
 pub use output::{OutputFormat, Record};
 pub use part_file::encode_part;
@@ -38,5 +40,5 @@ pub use parts::{PartStore, PartsError, failures_path, parts_dir};
 pub use report::{Report, Silent};
 pub use run::{COMMIT_THREADS, merge, run};
 pub use stats::{Stages, SteadyWindow};
-pub use summary::{RunSummary, WorkerReport};
+pub use summary::{ChunkCounts, Records, Recovery, RunSummary, Times, WorkerReport};
 pub use workers::describe_exit;

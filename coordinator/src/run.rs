@@ -31,7 +31,7 @@ use std::time::Instant;
 use pipeline_core::{Chunk, ClassLabels, ItemOutcome, Manifest, plan_chunks};
 
 use crate::assemble::Merge;
-use crate::config::{RunConfig, RunError};
+use crate::config::{Existing, RunConfig, RunError};
 use crate::identity::RunIdentity;
 use crate::output::{OutputFormat, OutputSpec};
 use crate::part_file::encode_part;
@@ -85,11 +85,12 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         move |source| RunError::Output { path, source }
     };
     let parts = parts_dir(&config.out);
-    let sharded = config.shard.count > 1;
-    if config.overwrite && sharded {
+    let sharded = config.sharding.shard.count > 1;
+    let overwrite = config.existing == Existing::Overwrite;
+    if overwrite && sharded {
         return Err(RunError::OverwriteShards(parts));
     }
-    if config.overwrite {
+    if overwrite {
         match std::fs::remove_dir_all(&parts) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(output_error(&parts)(e));
@@ -97,12 +98,8 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
             _ => {}
         }
     } else if config.out.exists() && !parts.exists() {
-        if config.resume {
-            return Ok(RunSummary {
-                already_complete: true,
-                out: config.out.clone(),
-                ..RunSummary::default()
-            });
+        if config.existing == Existing::Resume {
+            return Ok(RunSummary::already_complete(&config.out));
         }
         return Err(RunError::OutputExists(config.out.clone()));
     }
@@ -111,14 +108,14 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
     let output = OutputSpec {
         format: config.format,
         task: config.worker.task,
-        feature_dim: config.feature_dim,
+        feature_dim: config.feature_dim(),
         labels: ClassLabels::of(config.worker.classes.as_ref()),
     };
     let committed: HashSet<u64> = store.committed()?;
     let owned: Vec<Chunk> = chunks
         .iter()
         .copied()
-        .filter(|c| config.shard.owns(c))
+        .filter(|c| config.sharding.shard.owns(c))
         .collect();
     let resumed: Vec<&Chunk> = owned.iter().filter(|c| committed.contains(&c.id)).collect();
 
@@ -135,8 +132,8 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
     if sharded {
         report.notice(&format!(
             "pipeline: shard {} ({}): {} of {} chunks, {owned_items} of {} images",
-            config.shard,
-            config.shard_source.as_deref().unwrap_or("--shard"),
+            config.sharding.shard,
+            config.sharding.source.as_deref().unwrap_or("--shard"),
             owned.len(),
             chunks.len(),
             manifest.entries.len()
@@ -184,21 +181,21 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         let now = store.committed()?;
         chunks.iter().all(|c| now.contains(&c.id))
     };
-    let merge = if !sharded || (config.merge && everything_committed) {
+    let merge = if !sharded || (config.sharding.merge && everything_committed) {
         store.merge(&chunks, &config.out, &output, !sharded)?
     } else {
         Merge::Busy
     };
     let totals = match merge {
         Merge::Done(assembled) => {
-            summary.merged = true;
+            summary.chunks.merged = true;
             assembled
         }
         Merge::Busy | Merge::AlreadyMerged => {
-            if !config.merge {
+            if !config.sharding.merge {
                 report.notice(&format!(
                     "pipeline: shard {} done; run `pipeline merge --out {}` once every shard is",
-                    config.shard,
+                    config.sharding.shard,
                     config.out.display()
                 ));
             }
@@ -206,25 +203,26 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
             store.tally(&owned).unwrap_or_default()
         }
     };
-    summary.assemble_s = assembling.elapsed().as_secs_f64();
+    summary.times.assemble_s = assembling.elapsed().as_secs_f64();
     // The commits ran on COMMIT_THREADS threads at once.
-    summary.stages.write_s = summary.commit_s / COMMIT_THREADS as f64 + summary.assemble_s;
-    summary.images = totals.records;
-    summary.failures = totals.failures;
-    summary.failures_by_kind = totals.failures_by_kind;
-    summary.chunks = chunks.len() as u64;
-    summary.chunks_owned = owned.len() as u64;
-    summary.chunks_resumed = resumed.len() as u64;
-    summary.shard = sharded.then(|| config.shard.to_string());
-    summary.scan_s = scan_s;
-    summary.scan_problems = manifest
+    summary.stages.write_s =
+        summary.times.commit_s / COMMIT_THREADS as f64 + summary.times.assemble_s;
+    summary.records.images = totals.records;
+    summary.records.failures = totals.failures;
+    summary.records.failures_by_kind = totals.failures_by_kind;
+    summary.chunks.total = chunks.len() as u64;
+    summary.chunks.owned = owned.len() as u64;
+    summary.chunks.resumed = resumed.len() as u64;
+    summary.chunks.shard = sharded.then(|| config.sharding.shard.to_string());
+    summary.times.scan_s = scan_s;
+    summary.records.scan_problems = manifest
         .problems
         .iter()
         .map(|p| format!("{}: {}", p.path.display(), p.message))
         .collect();
-    summary.wall_s = started.elapsed().as_secs_f64();
+    summary.times.wall_s = started.elapsed().as_secs_f64();
     summary.coordinator_peak_rss_bytes = crate::workers::peak_rss_bytes("/proc/self/status");
-    summary.images_per_s = computed as f64 / summary.wall_s.max(1e-9);
+    summary.times.images_per_s = computed as f64 / summary.times.wall_s.max(1e-9);
     summary.out = config.out.clone();
     Ok(summary)
 }
@@ -235,11 +233,7 @@ pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, Run
     let started = Instant::now();
     if !parts_dir(out).exists() {
         if out.exists() {
-            return Ok(RunSummary {
-                already_complete: true,
-                out: out.to_owned(),
-                ..RunSummary::default()
-            });
+            return Ok(RunSummary::already_complete(out));
         }
         return Err(RunError::NothingToMerge(parts_dir(out)));
     }
@@ -254,19 +248,19 @@ pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, Run
         labels: stored.labels(),
     };
     let mut summary = RunSummary {
-        chunks: chunks.len() as u64,
         out: out.to_owned(),
         ..RunSummary::default()
     };
+    summary.chunks.total = chunks.len() as u64;
     match store.merge(&chunks, out, &spec, true)? {
         Merge::Done(assembled) => {
-            summary.merged = true;
-            summary.images = assembled.records;
-            summary.failures = assembled.failures;
-            summary.failures_by_kind = assembled.failures_by_kind;
+            summary.chunks.merged = true;
+            summary.records.images = assembled.records;
+            summary.records.failures = assembled.failures;
+            summary.records.failures_by_kind = assembled.failures_by_kind;
         }
-        Merge::Busy | Merge::AlreadyMerged => summary.already_complete = true,
+        Merge::Busy | Merge::AlreadyMerged => summary.chunks.already_complete = true,
     }
-    summary.wall_s = started.elapsed().as_secs_f64();
+    summary.times.wall_s = started.elapsed().as_secs_f64();
     Ok(summary)
 }

@@ -36,54 +36,22 @@ pub struct WorkerReport {
     pub peak_rss_bytes: Option<u64>,
 }
 
-/// What a run did.
+/// What a run did. The groups are flattened, so `--report`'s JSON is one
+/// flat object (`images`, `chunks_resumed`, `wall_s`, `retries`, …).
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RunSummary {
-    /// Images in the output.
-    pub images: u64,
-    /// Of which failed.
-    pub failures: u64,
-    /// Failures by kind.
-    pub failures_by_kind: std::collections::BTreeMap<String, u64>,
-    /// Scan problems (unreadable folders, symlink loops).
-    pub scan_problems: Vec<String>,
-    /// Chunks in the run.
-    pub chunks: u64,
-    /// Chunks an earlier run had committed (resume).
-    pub chunks_resumed: u64,
-    /// The output existed and `--resume` accepted it; nothing was run.
-    pub already_complete: bool,
-    /// This run's shard (`1/3`) when the dataset is split.
-    pub shard: Option<String>,
-    /// Chunks this shard owns (all of them without shards).
-    pub chunks_owned: u64,
-    /// Whether the output file was assembled (by this run). A shard that
-    /// ends before the others leaves that to `pipeline merge` or to the
-    /// last shard run with `--merge`.
-    pub merged: bool,
-    /// Seconds from start to the output's rename.
-    pub wall_s: f64,
-    /// Images computed by this run per second of wall time.
-    pub images_per_s: f64,
-    /// Batch-size halvings over all workers.
-    pub oom_backoffs: u64,
-    /// Tasks run again after a worker died or hung.
-    pub retries: u64,
-    /// Tasks split in halves to find an image that kills workers.
-    pub splits: u64,
-    /// Speculative duplicate runs of slow tasks.
-    pub speculative: u64,
-    /// Worker processes restarted.
-    pub restarts: u64,
-    /// Workers killed for making no progress.
-    pub hangs: u64,
-    /// Seconds to scan the dataset.
-    pub scan_s: f64,
-    /// Seconds committing parts (encoding and fsyncs), summed over the
-    /// committer threads.
-    pub commit_s: f64,
-    /// Seconds assembling the output from the parts.
-    pub assemble_s: f64,
+    /// The records in the output.
+    #[serde(flatten)]
+    pub records: Records,
+    /// Chunks: planned, owned, resumed; shard and merge state.
+    #[serde(flatten)]
+    pub chunks: ChunkCounts,
+    /// Wall time and its parts.
+    #[serde(flatten)]
+    pub times: Times,
+    /// What surviving failures cost.
+    #[serde(flatten)]
+    pub recovery: Recovery,
     /// Seconds per stage, summed over workers (`write_s`: the commits'
     /// seconds over the committer threads, plus assembly).
     pub stages: Stages,
@@ -99,4 +67,86 @@ pub struct RunSummary {
     pub workers: Vec<WorkerReport>,
     /// Where the output is.
     pub out: PathBuf,
+}
+
+impl RunSummary {
+    /// `out` was complete already; nothing ran.
+    pub fn already_complete(out: &std::path::Path) -> Self {
+        Self {
+            chunks: ChunkCounts {
+                already_complete: true,
+                ..ChunkCounts::default()
+            },
+            out: out.to_owned(),
+            ..Self::default()
+        }
+    }
+}
+
+/// The records in the output.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Records {
+    /// Images in the output.
+    pub images: u64,
+    /// Of which failed.
+    pub failures: u64,
+    /// Failures by kind.
+    pub failures_by_kind: std::collections::BTreeMap<String, u64>,
+    /// Scan problems (unreadable folders, symlink loops).
+    pub scan_problems: Vec<String>,
+}
+
+/// The run's chunks, and what became of its output.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ChunkCounts {
+    /// Chunks in the run.
+    #[serde(rename = "chunks")]
+    pub total: u64,
+    /// Chunks this shard owns (all of them without shards).
+    #[serde(rename = "chunks_owned")]
+    pub owned: u64,
+    /// Chunks an earlier run had committed (resume).
+    #[serde(rename = "chunks_resumed")]
+    pub resumed: u64,
+    /// This run's shard (`1/3`) when the dataset is split.
+    pub shard: Option<String>,
+    /// Whether the output file was assembled (by this run). A shard that
+    /// ends before the others leaves that to `pipeline merge` or to the
+    /// last shard run with `--merge`.
+    pub merged: bool,
+    /// The output existed and `--resume` accepted it; nothing was run.
+    pub already_complete: bool,
+}
+
+/// Where the wall time went.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Times {
+    /// Seconds from start to the output's rename.
+    pub wall_s: f64,
+    /// Images computed by this run per second of wall time.
+    pub images_per_s: f64,
+    /// Seconds to scan the dataset.
+    pub scan_s: f64,
+    /// Seconds committing parts (encoding and fsyncs), summed over the
+    /// committer threads.
+    pub commit_s: f64,
+    /// Seconds assembling the output from the parts.
+    pub assemble_s: f64,
+}
+
+/// What surviving failures cost.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Recovery {
+    /// Batch-size halvings over all workers.
+    pub oom_backoffs: u64,
+    /// Tasks run again after a worker died or hung.
+    pub retries: u64,
+    /// Tasks split in halves to find an image that kills workers.
+    pub splits: u64,
+    /// Speculative duplicate runs of slow tasks.
+    pub speculative: u64,
+    /// Worker processes restarted.
+    pub restarts: u64,
+    /// Workers killed for making no progress.
+    pub hangs: u64,
 }

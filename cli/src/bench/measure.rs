@@ -135,19 +135,23 @@ impl Measured {
         let latencies = self.latencies();
         let typical = self.typical();
         PointReport {
-            batch: typical.batch_size,
-            batch_flag: self.point.batch,
-            workers_per_device: self.point.workers,
-            workers: self.workers_total(),
-            loader_threads: self.point.loader_threads,
-            images_per_s: self.median(),
-            spread: Spread {
-                min: rates.iter().copied().fold(f64::INFINITY, f64::min),
-                max: rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            shape: Shape {
+                batch: typical.batch_size,
+                batch_flag: self.point.batch,
+                workers_per_device: self.point.workers,
+                workers: self.workers_total(),
+                loader_threads: self.point.loader_threads,
             },
-            repeats: rates,
-            steady: self.samples.iter().all(|s| s.steady),
-            images_per_repeat: typical.images,
+            rate: Rate {
+                images_per_s: self.median(),
+                spread: Spread {
+                    min: rates.iter().copied().fold(f64::INFINITY, f64::min),
+                    max: rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                },
+                repeats: rates,
+                steady: self.samples.iter().all(|s| s.steady),
+                images_per_repeat: typical.images,
+            },
             stages: self.stage_rows(mode),
             device_busy_fraction: (mode == Mode::EndToEnd)
                 .then(|| typical.stages.device_busy_fraction())
@@ -167,6 +171,21 @@ impl Measured {
 /// One point of the sweep in the JSON report.
 #[derive(Debug, Clone, Serialize)]
 pub(super) struct PointReport {
+    #[serde(flatten)]
+    pub(super) shape: Shape,
+    #[serde(flatten)]
+    pub(super) rate: Rate,
+    pub(super) stages: Vec<StageRow>,
+    pub(super) device_busy_fraction: Option<f64>,
+    pub(super) batch_latency_ms: Latency,
+    pub(super) limiting_stage: String,
+    pub(super) peak_rss_bytes: Option<u64>,
+    pub(super) images_per_cpu_s: Option<f64>,
+}
+
+/// Where a point sits in the sweep.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Shape {
     /// Images per forward pass (the one used, also under `auto`).
     pub(super) batch: usize,
     /// What `--batch-size` or the sweep asked (`None`: auto).
@@ -174,6 +193,11 @@ pub(super) struct PointReport {
     pub(super) workers_per_device: usize,
     pub(super) workers: usize,
     pub(super) loader_threads: usize,
+}
+
+/// A point's rate over its repeats.
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct Rate {
     /// Median steady-state rate over the repeats.
     pub(super) images_per_s: f64,
     /// Each repeat's rate.
@@ -182,12 +206,6 @@ pub(super) struct PointReport {
     /// Whether every repeat had a steady window.
     pub(super) steady: bool,
     pub(super) images_per_repeat: u64,
-    pub(super) stages: Vec<StageRow>,
-    pub(super) device_busy_fraction: Option<f64>,
-    pub(super) batch_latency_ms: Latency,
-    pub(super) limiting_stage: String,
-    pub(super) peak_rss_bytes: Option<u64>,
-    pub(super) images_per_cpu_s: Option<f64>,
 }
 
 /// The slowest and fastest repeat.

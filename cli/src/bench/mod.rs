@@ -25,7 +25,6 @@ use coordinator::{OutputFormat, RunConfig, RunSummary, Stages};
 use pipeline_core::{ChunkTimes, DeviceSpec, WorkerConfig};
 use rayon::prelude::*;
 use serde::Serialize;
-use serde_json::json;
 
 use crate::args::BenchArgs;
 use crate::exit::Outcome;
@@ -48,7 +47,22 @@ pub(super) const AUTO_BATCH_GUESS: u64 = 16;
 pub(super) struct Dataset {
     /// Scanned once; every run of the bench reads the same list.
     pub(super) manifest: pipeline_core::Manifest,
-    pub(super) describe: serde_json::Value,
+    pub(super) source: DatasetSource,
+}
+
+/// What the bench read, as the JSON report names it.
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum DatasetSource {
+    /// A folder (`--data`).
+    Data(std::path::PathBuf),
+    /// `--synthetic N` photo-like JPEGs.
+    Synthetic {
+        images: u64,
+        width: u32,
+        height: u32,
+        jpeg_quality: u8,
+    },
 }
 
 pub(crate) fn run(args: &BenchArgs) -> Outcome {
@@ -171,7 +185,7 @@ pub(super) fn dataset(
     if let Some(dir) = &args.data {
         return Ok(Dataset {
             manifest: scan(dir)?,
-            describe: json!({ "data": dir }),
+            source: DatasetSource::Data(dir.clone()),
         });
     }
     let count = args.synthetic.unwrap_or(0);
@@ -191,8 +205,11 @@ pub(super) fn dataset(
     })?;
     Ok(Dataset {
         manifest: scan(&dir)?,
-        describe: json!({
-            "synthetic": { "images": count, "width": width, "height": height, "jpeg_quality": 90 },
-        }),
+        source: DatasetSource::Synthetic {
+            images: count,
+            width,
+            height,
+            jpeg_quality: 90,
+        },
     })
 }

@@ -38,7 +38,7 @@ pub(super) fn pipeline(
         .unwrap_or_else(|| default_chunk(images, devices.len() as u64, batch));
     let out = scratch.join("bench.jsonl");
     let config = RunConfig {
-        overwrite: true,
+        existing: coordinator::Existing::Overwrite,
         ..RunConfig::new(
             data.manifest.root.clone(),
             devices,
@@ -63,9 +63,9 @@ pub(super) fn pipeline(
     Ok(Sample {
         images_per_s: summary
             .steady
-            .map_or(summary.images_per_s, |w| w.images_per_s),
+            .map_or(summary.times.images_per_s, |w| w.images_per_s),
         steady: summary.steady.is_some(),
-        images: summary.images,
+        images: summary.records.images,
         batch_size: summary.workers.first().map_or(0, |w| w.batch_size),
         stages: summary.stages,
         latencies_s: summary.batch_latencies_s,

@@ -61,40 +61,77 @@ pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> 
     out
 }
 
-pub(super) fn report_json(
+/// The `--json` report: the fastest point's headline figures at the top
+/// level (what scripts read), then every point, the mode, the configuration
+/// and the machine.
+#[derive(Serialize)]
+pub(super) struct BenchReport<'a> {
+    images_per_s: f64,
+    stages: Vec<StageRow>,
+    device_busy_fraction: Option<f64>,
+    batch_latency_ms: Latency,
+    limiting_stage: String,
+    best: PointReport,
+    sweep: Vec<PointReport>,
+    mode: &'static str,
+    config: BenchConfig<'a>,
+    machine: Machine,
+}
+
+/// What was benchmarked.
+#[derive(Serialize)]
+struct BenchConfig<'a> {
+    model: &'a str,
+    weights: &'a Option<std::path::PathBuf>,
+    task: pipeline_core::Task,
+    preprocess: &'a pipeline_core::PreprocessSpec,
+    devices: Vec<String>,
+    repeat: u32,
+    dataset: Option<&'a DatasetSource>,
+    model_only_batches: Option<u32>,
+}
+
+/// Where the bench ran.
+#[derive(Serialize)]
+struct Machine {
+    cores: usize,
+    pipeline: &'static str,
+}
+
+pub(super) fn report_json<'a>(
     results: &[Measured],
     best: &Measured,
     args: &BenchArgs,
-    worker: &WorkerConfig,
+    worker: &'a WorkerConfig,
     slots: &[DeviceSpec],
-    dataset: Option<&Dataset>,
-) -> serde_json::Value {
+    dataset: Option<&'a Dataset>,
+) -> BenchReport<'a> {
     let mode = Mode::of(args);
-    let best_report = best.report(mode);
-    json!({
-        "images_per_s": best_report.images_per_s,
-        "stages": best_report.stages,
-        "device_busy_fraction": best_report.device_busy_fraction,
-        "batch_latency_ms": best_report.batch_latency_ms,
-        "limiting_stage": best_report.limiting_stage,
-        "best": best_report,
-        "sweep": results.iter().map(|m| m.report(mode)).collect::<Vec<_>>(),
-        "mode": mode.name(),
-        "config": {
-            "model": worker.model.name(),
-            "weights": worker.weights,
-            "task": worker.task,
-            "preprocess": worker.preprocess,
-            "devices": slots.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "repeat": args.repeat,
-            "dataset": dataset.map(|d| d.describe.clone()),
-            "model_only_batches": args.model_only.then_some(args.batches),
+    let best = best.report(mode);
+    BenchReport {
+        images_per_s: best.rate.images_per_s,
+        stages: best.stages.clone(),
+        device_busy_fraction: best.device_busy_fraction,
+        batch_latency_ms: best.batch_latency_ms,
+        limiting_stage: best.limiting_stage.clone(),
+        best,
+        sweep: results.iter().map(|m| m.report(mode)).collect(),
+        mode: mode.name(),
+        config: BenchConfig {
+            model: worker.model.name(),
+            weights: &worker.weights,
+            task: worker.task,
+            preprocess: &worker.preprocess,
+            devices: slots.iter().map(ToString::to_string).collect(),
+            repeat: args.repeat,
+            dataset: dataset.map(|d| &d.source),
+            model_only_batches: args.model_only.then_some(args.batches),
         },
-        "machine": {
-            "cores": std::thread::available_parallelism().map_or(1, |n| n.get()),
-            "pipeline": env!("CARGO_PKG_VERSION"),
+        machine: Machine {
+            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            pipeline: env!("CARGO_PKG_VERSION"),
         },
-    })
+    }
 }
 
 /// Images/s across the sweep: one line per (workers, loader threads), batch

@@ -47,13 +47,13 @@ impl Scheduler<'_> {
     pub(super) fn watch_for_hangs(&mut self) {
         let batch = self.config.worker.batch_size.unwrap_or(0);
         for s in &mut self.workers.slots {
-            if let Some(timeout) = s.kill_if_hung(self.config.hang_timeout, batch) {
+            if let Some(timeout) = s.kill_if_hung(self.config.patience.hang_timeout, batch) {
                 self.report.warn(&format!(
                     "pipeline: {}: no progress for {:.0} s; killing it",
                     s.report.name,
                     timeout.as_secs_f64()
                 ));
-                self.tally.summary.hangs += 1;
+                self.tally.summary.recovery.hangs += 1;
             }
         }
     }
@@ -110,7 +110,12 @@ impl Scheduler<'_> {
         }
         self.tally.first_failure.get_or_insert(why);
         let s = &mut self.workers.slots[slot];
-        match s.restart(phase, isolated, device_lost, self.config.max_restarts) {
+        match s.restart(
+            phase,
+            isolated,
+            device_lost,
+            self.config.patience.max_restarts,
+        ) {
             Restart::SetupFailed => Ok(()),
             Restart::GaveUp(deaths) => {
                 self.report.warn(&format!(
@@ -122,13 +127,13 @@ impl Scheduler<'_> {
             }
             Restart::Yes(smaller) => {
                 if let Some((from, to)) = smaller {
-                    self.tally.summary.oom_backoffs += 1;
+                    self.tally.summary.recovery.oom_backoffs += 1;
                     self.report.warn(&format!(
                         "pipeline: {}: restarting with batch {to} (was {from})",
                         s.report.name
                     ));
                 }
-                self.tally.summary.restarts += 1;
+                self.tally.summary.recovery.restarts += 1;
                 self.spawn(slot)
             }
         }
@@ -159,9 +164,9 @@ impl Scheduler<'_> {
         }
         let mut summary = std::mem::take(&mut self.tally.summary);
         let counts = self.book.counts();
-        summary.retries = counts.retries;
-        summary.splits = counts.splits;
-        summary.speculative = counts.speculative;
+        summary.recovery.retries = counts.retries;
+        summary.recovery.splits = counts.splits;
+        summary.recovery.speculative = counts.speculative;
         summary.workers = self
             .workers
             .slots

@@ -213,7 +213,7 @@ impl<'a> Scheduler<'a> {
 
     /// The first SIGINT/SIGTERM: hand out nothing more.
     fn stop(&mut self, signal: i32) {
-        let grace = self.config.grace;
+        let grace = self.config.patience.grace;
         self.stopping = Some((signal, Instant::now() + grace));
         self.book.stop();
         let running: usize = self
@@ -273,7 +273,7 @@ impl<'a> Scheduler<'a> {
                 let s = &mut self.workers.slots[slot];
                 s.report.oom_backoffs += 1;
                 s.report.batch_size = to;
-                self.tally.summary.oom_backoffs += 1;
+                self.tally.summary.recovery.oom_backoffs += 1;
                 self.report.warn(&format!(
                     "pipeline: {}: out of memory at batch {from}, now {to} ({reason})",
                     s.report.name
@@ -383,7 +383,7 @@ impl<'a> Scheduler<'a> {
             dir: self.store.dir().to_owned(),
             source,
         })?;
-        self.tally.summary.commit_s += seconds;
+        self.tally.summary.times.commit_s += seconds;
         self.commits.remaining -= 1;
         Ok(())
     }

@@ -72,7 +72,7 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         },
         ..RunConfig::new(
             args.data.clone(),
-            planned.devices,
+            planned.worker_devices,
             planned.worker,
             args.chunk_size,
             args.out.clone(),

@@ -42,9 +42,9 @@ pub(crate) fn weights_dir() -> Option<PathBuf> {
     Some(cache.join("pipeline").join("weights"))
 }
 
-/// `--gpus` → one device per worker slot (before `--workers-per-gpu`), and
+/// `--gpus` → the devices, each once (before `--workers-per-gpu`), and
 /// a notice saying how `all` chose.
-fn devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     let flag = flag.trim();
     if flag.eq_ignore_ascii_case("all") {
         // A driver that crashes while enumerating costs the probe's
@@ -162,16 +162,16 @@ fn weights(args: &RunArgs, model: ModelKind) -> Result<(Option<PathBuf>, String)
 /// What `infer` and `bench` plan alike from [`RunArgs`].
 pub(crate) struct Planned {
     /// The devices `--gpus` chose, each once.
-    pub(crate) slots: Vec<DeviceSpec>,
-    /// One per worker process (`--workers-per-gpu` applied).
     pub(crate) devices: Vec<DeviceSpec>,
+    /// One per worker process (`--workers-per-gpu` applied).
+    pub(crate) worker_devices: Vec<DeviceSpec>,
     /// The workers' configuration (name and device are set per worker).
     pub(crate) worker: WorkerConfig,
     /// Lines for the user: how devices and weights were chosen.
     pub(crate) notices: Vec<String>,
 }
 
-/// Checks the shared flags and turns them into worker slots and a worker
+/// Checks the shared flags and turns them into devices and a worker
 /// configuration.
 pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
     let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
@@ -182,12 +182,12 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             _ => return Err(format!("--batch-size {n}: expected auto or 1..=4096")),
         },
     };
-    let (slots, device_notice) = devices(&args.gpus)?;
-    let devices = per_worker(&slots, args.workers_per_gpu as usize);
+    let (devices, device_notice) = chosen_devices(&args.gpus)?;
+    let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let (weights, weights_notice) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let loader_threads = args.loader_threads.map_or_else(
-        || default_loader_threads(cores, devices.len(), load_average()),
+        || default_loader_threads(cores, worker_devices.len(), load_average()),
         |n| n as usize,
     );
     let task = match (args.task, &args.classes) {
@@ -232,8 +232,8 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         ),
     };
     Ok(Planned {
-        slots,
         devices,
+        worker_devices,
         worker: WorkerConfig {
             name: String::new(),
             device: DeviceSpec::Cpu,
@@ -276,8 +276,8 @@ fn zero_shot_classes(
 }
 
 /// One entry per worker process: each device `workers` times.
-pub(crate) fn per_worker(slots: &[DeviceSpec], workers: usize) -> Vec<DeviceSpec> {
-    slots
+pub(crate) fn per_worker(devices: &[DeviceSpec], workers: usize) -> Vec<DeviceSpec> {
+    devices
         .iter()
         .flat_map(|d| std::iter::repeat_n(d.clone(), workers))
         .collect()

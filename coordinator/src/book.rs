@@ -1,17 +1,17 @@
-//! The task book: which item ranges exist, which are waiting, running,
+//! The span book: which item ranges exist, which are waiting, running,
 //! suspected or done, and what to hand a worker next. Pure bookkeeping — no
 //! processes, channels, clocks or files — so the scheduler's rules are
 //! unit-tested here rather than only end to end:
 //!
-//! - every owned, uncommitted chunk starts as one task, queued in order;
-//! - a task that was in flight when its worker died becomes a *suspect* and
+//! - every owned, uncommitted chunk starts as one span, queued in order;
+//! - a span that was in flight when its worker died becomes a *suspect* and
 //!   runs alone on an otherwise idle worker;
 //! - a suspect that kills the worker running it alone is split in halves
 //!   (both suspects), down to one image, which after [`ISOLATED_FAILURES`]
 //!   such deaths becomes a `worker_crash` error record;
-//! - a device-lost death (out of memory) blames no image: its tasks go back
+//! - a device-lost death (out of memory) blames no image: its spans go back
 //!   to the front of the queue;
-//! - an idle worker with nothing queued takes a copy of the oldest task
+//! - an idle worker with nothing queued takes a copy of the oldest span
 //!   running on one other worker; the first result wins, later copies are
 //!   dropped;
 //! - a chunk is complete when every item has exactly one outcome, and its
@@ -28,8 +28,8 @@ use pipeline_core::{Chunk, ItemError, ItemErrorKind, ItemOutcome};
 /// a single death never does: it takes this many in a row on that image.
 pub const ISOLATED_FAILURES: u32 = 3;
 
-/// A task's id: its position in the book (pieces of a split get new ones).
-pub(crate) type TaskId = u64;
+/// A span's id: its position in the book (pieces of a split get new ones).
+pub(crate) type SpanId = u64;
 
 /// A worker process's id (each spawn gets a new one).
 pub(crate) type WorkerId = usize;
@@ -37,7 +37,7 @@ pub(crate) type WorkerId = usize;
 /// A range of one chunk's items, run as a unit: the whole chunk, or a piece
 /// after a split.
 #[derive(Debug)]
-struct Task {
+struct Span {
     chunk: u64,
     items: Range<u64>,
     /// Finished, or replaced by its halves.
@@ -62,30 +62,30 @@ struct ChunkState {
 /// Retries, splits and speculative copies, for the run's summary.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct BookCounts {
-    /// Tasks run again after a worker died with them.
+    /// Spans run again after a worker died with them.
     pub(crate) retries: u64,
-    /// Suspect tasks split in halves.
+    /// Suspect spans split in halves.
     pub(crate) splits: u64,
-    /// Copies of a running task sent to an idle worker.
+    /// Copies of a running span sent to an idle worker.
     pub(crate) speculative: u64,
 }
 
-/// What became of a task's result.
+/// What became of a span's result.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Finished {
-    /// Another copy finished first (or the task was split): dropped.
+    /// Another copy finished first (or the span was split): dropped.
     Stale,
-    /// The outcomes do not match the task's items; it is queued again
+    /// The outcomes do not match the span's items; it is queued again
     /// unless another worker still runs it.
     Bad(String),
-    /// Recorded; its chunk still waits for other tasks.
+    /// Recorded; its chunk still waits for other spans.
     Recorded {
-        /// The task's items.
+        /// The span's items.
         images: u64,
     },
     /// Recorded, and its chunk is complete: commit these, sorted by index.
     Complete {
-        /// The task's items.
+        /// The span's items.
         images: u64,
         /// The chunk.
         chunk: u64,
@@ -94,7 +94,7 @@ pub(crate) enum Finished {
     },
 }
 
-/// How a worker died, for what its tasks become.
+/// How a worker died, for what its spans become.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Death {
     /// Out of device memory or device lost: the batch, not the images.
@@ -103,30 +103,30 @@ pub(crate) enum Death {
     Crashed,
 }
 
-/// The task book.
+/// The span book.
 #[derive(Debug)]
-pub(crate) struct TaskBook {
-    tasks: Vec<Task>,
+pub(crate) struct SpanBook {
+    spans: Vec<Span>,
     chunks: HashMap<u64, ChunkState>,
-    /// Tasks to hand out, in order.
-    queue: VecDeque<TaskId>,
-    /// Tasks that were in flight when a worker died: each runs alone.
-    suspects: VecDeque<TaskId>,
+    /// Spans to hand out, in order.
+    queue: VecDeque<SpanId>,
+    /// Spans that were in flight when a worker died: each runs alone.
+    suspects: VecDeque<SpanId>,
     sends: u64,
     counts: BookCounts,
 }
 
-impl TaskBook {
-    /// One task per chunk of `chunks` not in `committed`, queued in order.
+impl SpanBook {
+    /// One span per chunk of `chunks` not in `committed`, queued in order.
     pub(crate) fn new(chunks: &[Chunk], committed: &HashSet<u64>) -> Self {
         let open: Vec<&Chunk> = chunks
             .iter()
             .filter(|c| !committed.contains(&c.id))
             .collect();
         Self {
-            tasks: open
+            spans: open
                 .iter()
-                .map(|c| Task {
+                .map(|c| Span {
                     chunk: c.id,
                     items: c.start..c.end,
                     done: false,
@@ -150,13 +150,13 @@ impl TaskBook {
         }
     }
 
-    /// The items of `task`.
-    pub(crate) fn items(&self, task: TaskId) -> Range<u64> {
-        self.tasks[task as usize].items.clone()
+    /// The items of `span`.
+    pub(crate) fn items(&self, span: SpanId) -> Range<u64> {
+        self.spans[span as usize].items.clone()
     }
 
     /// The suspect to run alone next, if any waits.
-    pub(crate) fn next_suspect(&self) -> Option<TaskId> {
+    pub(crate) fn next_suspect(&self) -> Option<SpanId> {
         self.suspects.front().copied()
     }
 
@@ -165,31 +165,31 @@ impl TaskBook {
         self.suspects.pop_front();
     }
 
-    /// The next task for `worker`: the queue's first unfinished one, or,
+    /// The next span for `worker`: the queue's first unfinished one, or,
     /// when the queue is empty and the worker is `idle`, a copy of the
-    /// oldest task running on exactly one other worker (suspects excepted).
-    pub(crate) fn next_for(&mut self, worker: WorkerId, idle: bool) -> Option<TaskId> {
-        while let Some(task) = self.queue.pop_front() {
-            if !self.tasks[task as usize].done {
-                return Some(task);
+    /// oldest span running on exactly one other worker (suspects excepted).
+    pub(crate) fn next_for(&mut self, worker: WorkerId, idle: bool) -> Option<SpanId> {
+        while let Some(span) = self.queue.pop_front() {
+            if !self.spans[span as usize].done {
+                return Some(span);
             }
         }
         if !idle {
             return None;
         }
-        self.tasks
+        self.spans
             .iter()
             .enumerate()
             .filter(|(_, t)| {
                 !t.done && !t.suspect && t.running_on.len() == 1 && !t.running_on.contains(&worker)
             })
             .min_by_key(|(_, t)| t.first_sent)
-            .map(|(i, _)| i as TaskId)
+            .map(|(i, _)| i as SpanId)
     }
 
-    /// `task` went to `worker`.
-    pub(crate) fn sent(&mut self, task: TaskId, worker: WorkerId) {
-        let t = &mut self.tasks[task as usize];
+    /// `span` went to `worker`.
+    pub(crate) fn sent(&mut self, span: SpanId, worker: WorkerId) {
+        let t = &mut self.spans[span as usize];
         if !t.running_on.is_empty() {
             self.counts.speculative += 1;
         }
@@ -198,22 +198,22 @@ impl TaskBook {
         t.first_sent.get_or_insert(self.sends);
     }
 
-    /// `task` could not be sent after all: back to the front of the queue,
+    /// `span` could not be sent after all: back to the front of the queue,
     /// unless another worker runs it.
-    pub(crate) fn unsent(&mut self, task: TaskId) {
-        if self.tasks[task as usize].running_on.is_empty() {
-            self.queue.push_front(task);
+    pub(crate) fn unsent(&mut self, span: SpanId) {
+        if self.spans[span as usize].running_on.is_empty() {
+            self.queue.push_front(span);
         }
     }
 
-    /// `worker` returned `outcomes` for `task`.
+    /// `worker` returned `outcomes` for `span`.
     pub(crate) fn finished(
         &mut self,
-        task: TaskId,
+        span: SpanId,
         worker: WorkerId,
         outcomes: Vec<ItemOutcome>,
     ) -> Finished {
-        let Some(t) = self.tasks.get_mut(task as usize) else {
+        let Some(t) = self.spans.get_mut(span as usize) else {
             return Finished::Stale;
         };
         t.running_on.retain(|&w| w != worker);
@@ -222,16 +222,16 @@ impl TaskBook {
         }
         if let Err(problem) = check_outcomes(t.items.clone(), &outcomes) {
             if t.running_on.is_empty() {
-                self.queue.push_front(task);
+                self.queue.push_front(span);
             }
             return Finished::Bad(problem);
         }
-        self.record(task, outcomes)
+        self.record(span, outcomes)
     }
 
-    /// Marks `task` done with `outcomes`; completes its chunk if it can.
-    fn record(&mut self, task: TaskId, outcomes: Vec<ItemOutcome>) -> Finished {
-        let t = &mut self.tasks[task as usize];
+    /// Marks `span` done with `outcomes`; completes its chunk if it can.
+    fn record(&mut self, span: SpanId, outcomes: Vec<ItemOutcome>) -> Finished {
+        let t = &mut self.spans[span as usize];
         t.done = true;
         let images = outcomes.len() as u64;
         let Some(state) = self.chunks.get_mut(&t.chunk) else {
@@ -251,20 +251,20 @@ impl TaskBook {
     }
 
     /// `worker` died holding `lost`; it ran `isolated` alone, if any. A
-    /// device loss requeues its tasks; a crash makes them suspects, and
+    /// device loss requeues its spans; a crash makes them suspects, and
     /// blames the one it ran alone (split, retry, or fail the image, whose
-    /// error says `why`). Returns the tasks that a failed image finished.
+    /// error says `why`). Returns the spans that a failed image finished.
     pub(crate) fn worker_died(
         &mut self,
         worker: WorkerId,
-        lost: &[TaskId],
-        isolated: Option<TaskId>,
+        lost: &[SpanId],
+        isolated: Option<SpanId>,
         death: Death,
         why: &str,
-    ) -> Vec<(TaskId, Finished)> {
+    ) -> Vec<(SpanId, Finished)> {
         let mut completed = Vec::new();
-        for &task in lost {
-            let t = &mut self.tasks[task as usize];
+        for &span in lost {
+            let t = &mut self.spans[span as usize];
             t.running_on.retain(|&w| w != worker);
             if t.done || !t.running_on.is_empty() {
                 continue;
@@ -272,32 +272,32 @@ impl TaskBook {
             match death {
                 Death::DeviceLost => {
                     self.counts.retries += 1;
-                    self.queue.push_front(task);
+                    self.queue.push_front(span);
                 }
-                Death::Crashed if isolated == Some(task) => {
-                    if let Some(done) = self.blame(task, why) {
-                        completed.push((task, done));
+                Death::Crashed if isolated == Some(span) => {
+                    if let Some(done) = self.blame(span, why) {
+                        completed.push((span, done));
                     }
                 }
                 Death::Crashed => {
                     t.suspect = true;
                     self.counts.retries += 1;
-                    self.suspects.push_back(task);
+                    self.suspects.push_back(span);
                 }
             }
         }
         completed
     }
 
-    /// A task killed the worker that ran it alone: split it, or after
+    /// A span killed the worker that ran it alone: split it, or after
     /// [`ISOLATED_FAILURES`] deaths on one image, fail that image.
-    fn blame(&mut self, task: TaskId, why: &str) -> Option<Finished> {
-        let t = &mut self.tasks[task as usize];
+    fn blame(&mut self, span: SpanId, why: &str) -> Option<Finished> {
+        let t = &mut self.spans[span as usize];
         if t.items.end - t.items.start == 1 {
             t.isolated_failures += 1;
             if t.isolated_failures < ISOLATED_FAILURES {
                 self.counts.retries += 1;
-                self.suspects.push_front(task);
+                self.suspects.push_front(span);
                 return None;
             }
             let error = ItemError::new(
@@ -308,14 +308,14 @@ impl TaskBook {
                 index: t.items.start,
                 result: Err(error),
             };
-            return Some(self.record(task, vec![outcome]));
+            return Some(self.record(span, vec![outcome]));
         }
         t.done = true;
         let (chunk, Range { start, end }) = (t.chunk, t.items.clone());
         let middle = start + (end - start) / 2;
-        let first = self.tasks.len() as TaskId;
+        let first = self.spans.len() as SpanId;
         for items in [start..middle, middle..end] {
-            self.tasks.push(Task {
+            self.spans.push(Span {
                 chunk,
                 items,
                 done: false,
@@ -348,7 +348,7 @@ impl TaskBook {
     }
 }
 
-/// A task's outcomes must be exactly its items, in order.
+/// A span's outcomes must be exactly its items, in order.
 pub fn check_outcomes(items: Range<u64>, outcomes: &[ItemOutcome]) -> Result<(), String> {
     let expected = items.end - items.start;
     if outcomes.len() as u64 != expected {
@@ -382,14 +382,14 @@ mod tests {
             .collect()
     }
 
-    fn book(items: u64, chunk: u64) -> TaskBook {
-        TaskBook::new(&plan_chunks(items, chunk), &HashSet::new())
+    fn book(items: u64, chunk: u64) -> SpanBook {
+        SpanBook::new(&plan_chunks(items, chunk), &HashSet::new())
     }
 
     #[test]
     fn chunks_go_out_in_order_and_come_back_sorted_and_whole() {
         let committed: HashSet<u64> = [1].into();
-        let mut book = TaskBook::new(&plan_chunks(10, 4), &committed);
+        let mut book = SpanBook::new(&plan_chunks(10, 4), &committed);
         let first = book.next_for(7, true).expect("chunk 0");
         let second = book.next_for(7, false).expect("chunk 2");
         assert_eq!((book.items(first), book.items(second)), (0..4, 8..10));
@@ -437,15 +437,15 @@ mod tests {
         let mut deaths_alone = 0;
         loop {
             worker += 1;
-            let Some(task) = book.next_suspect() else {
+            let Some(span) = book.next_suspect() else {
                 break;
             };
             book.took_suspect();
-            book.sent(task, worker);
-            let items = book.items(task);
+            book.sent(span, worker);
+            let items = book.items(span);
             if items.contains(&poison) {
                 deaths_alone += 1;
-                for (_, f) in book.worker_died(worker, &[task], Some(task), Death::Crashed, "died")
+                for (_, f) in book.worker_died(worker, &[span], Some(span), Death::Crashed, "died")
                 {
                     match f {
                         Finished::Recorded { images: 1 } => {}
@@ -454,7 +454,7 @@ mod tests {
                     }
                 }
             } else {
-                match book.finished(task, worker, ok(items)) {
+                match book.finished(span, worker, ok(items)) {
                     Finished::Recorded { .. } => {}
                     Finished::Complete { outcomes, .. } => done = outcomes,
                     other => panic!("{other:?}"),
@@ -484,7 +484,7 @@ mod tests {
     }
 
     #[test]
-    fn the_first_copy_of_a_speculative_task_wins() {
+    fn the_first_copy_of_a_speculative_span_wins() {
         let mut book = book(4, 2);
         let (a, b) = (1, 2);
         let first = book.next_for(a, true).expect("chunk 0");
@@ -492,7 +492,7 @@ mod tests {
         let second = book.next_for(b, true).expect("chunk 1");
         book.sent(second, b);
         assert!(book.finished(second, b, ok(2..4)) != Finished::Stale);
-        // B is idle, nothing is queued: it copies A's task.
+        // B is idle, nothing is queued: it copies A's span.
         assert_eq!(book.next_for(b, false), None, "only an idle worker copies");
         assert_eq!(book.next_for(b, true), Some(first));
         book.sent(first, b);
@@ -514,11 +514,11 @@ mod tests {
     #[test]
     fn a_lost_device_requeues_without_blame_and_a_stop_hands_out_nothing() {
         let mut book = book(6, 2);
-        let task = book.next_for(0, true).expect("chunk 0");
-        book.sent(task, 0);
-        book.worker_died(0, &[task], None, Death::DeviceLost, "oom");
+        let span = book.next_for(0, true).expect("chunk 0");
+        book.sent(span, 0);
+        book.worker_died(0, &[span], None, Death::DeviceLost, "oom");
         assert_eq!(book.next_suspect(), None, "memory blames no image");
-        assert_eq!(book.next_for(1, false), Some(task), "first in line again");
+        assert_eq!(book.next_for(1, false), Some(span), "first in line again");
         assert_eq!(book.counts().retries, 1);
         book.stop();
         assert_eq!(book.next_for(1, false), None);
@@ -526,16 +526,16 @@ mod tests {
     }
 
     #[test]
-    fn a_task_another_worker_still_runs_is_not_requeued_when_one_dies() {
+    fn a_span_another_worker_still_runs_is_not_requeued_when_one_dies() {
         let mut book = book(2, 2);
-        let task = book.next_for(0, true).expect("chunk 0");
-        book.sent(task, 0);
-        assert_eq!(book.next_for(1, true), Some(task));
-        book.sent(task, 1);
-        book.worker_died(0, &[task], None, Death::Crashed, "x");
+        let span = book.next_for(0, true).expect("chunk 0");
+        book.sent(span, 0);
+        assert_eq!(book.next_for(1, true), Some(span));
+        book.sent(span, 1);
+        book.worker_died(0, &[span], None, Death::Crashed, "x");
         assert_eq!(book.next_suspect(), None, "worker 1 still runs it");
         assert!(matches!(
-            book.finished(task, 1, ok(0..2)),
+            book.finished(span, 1, ok(0..2)),
             Finished::Complete { .. }
         ));
     }

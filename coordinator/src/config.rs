@@ -54,13 +54,13 @@ pub enum Existing {
 /// How long workers get, and how often they may die.
 #[derive(Debug, Clone)]
 pub struct Patience {
-    /// Deaths in a row (without a finished task between them, and not
+    /// Deaths in a row (without a finished span between them, and not
     /// explained by an isolated suspect) before a worker slot is given up.
     pub max_restarts: u32,
     /// A worker with work in flight and no message for this long is killed
     /// as hung; `None`: 120 s + 2 s per image of its batch.
     pub hang_timeout: Option<Duration>,
-    /// After SIGINT/SIGTERM, how long tasks in flight may take to finish.
+    /// After SIGINT/SIGTERM, how long spans in flight may take to finish.
     pub grace: Duration,
 }
 
@@ -101,7 +101,7 @@ impl Default for Sharding {
 /// slot is given up.
 pub const MAX_RESTARTS: u32 = 3;
 
-/// After SIGINT/SIGTERM, how long tasks in flight may take by default.
+/// After SIGINT/SIGTERM, how long spans in flight may take by default.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(20);
 
 impl RunConfig {

@@ -3,24 +3,24 @@
 //! workers, commit every finished chunk as a part file, and assemble the
 //! output in input order.
 //!
-//! Scheduling is pull-based: a worker's `Ready` says how many tasks it
-//! wants queued and each `ChunkDone` asks for one more, so a fast device is
-//! never held back by a slow one. A task is a chunk or, after failures, a
+//! Scheduling is pull-based: a worker's `Ready` says how many spans it
+//! wants queued and each `SpanDone` asks for one more, so a fast device is
+//! never held back by a slow one. A *span* is a chunk or, after failures, a
 //! piece of one. When the queue is empty, an idle worker re-runs the oldest
-//! task still running elsewhere (speculative execution); the first result
+//! span still running elsewhere (speculative execution); the first result
 //! wins, which is safe because a record does not depend on who computed it.
 //!
 //! Failures, and what each costs:
 //! - a worker that dies (crash, signal, `kill -9`) or makes no progress
-//!   for the hang timeout (then it is killed) costs its tasks in flight:
+//!   for the hang timeout (then it is killed) costs its spans in flight:
 //!   they become *suspects* and run again alone on one worker, so the next
 //!   death has a certain cause. A suspect that kills its worker is split in
 //!   halves, down to single images; an image that kills a worker
 //!   [`crate::ISOLATED_FAILURES`] times becomes a `worker_crash` record;
 //! - a worker that exits with [`pipeline_core::WORKER_EXIT_DEVICE_LOST`] (device memory
-//!   exhausted, device lost) is respawned with half its batch, and its tasks
+//!   exhausted, device lost) is respawned with half its batch, and its spans
 //!   are simply queued again;
-//! - SIGINT/SIGTERM stop the hand-out; tasks in flight get the grace period
+//! - SIGINT/SIGTERM stop the hand-out; spans in flight get the grace period
 //!   to finish and be committed, then the run exits resumable.
 
 use std::collections::HashSet;

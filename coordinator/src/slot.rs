@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use pipeline_core::DeviceSpec;
 
-use crate::book::{TaskId, WorkerId};
+use crate::book::{SpanId, WorkerId};
 use crate::summary::WorkerReport;
 use crate::workers::WorkerHandle;
 
@@ -36,12 +36,12 @@ pub(crate) enum Phase {
 pub(crate) struct Process {
     pub(crate) handle: WorkerHandle,
     pub(crate) phase: Phase,
-    /// Tasks it may still be sent (its prefetch, less what it holds).
+    /// Spans it may still be sent (its prefetch, less what it holds).
     credit: usize,
-    /// Tasks sent and not returned.
-    pub(crate) inflight: Vec<TaskId>,
-    /// The suspect task it runs alone.
-    pub(crate) isolated: Option<TaskId>,
+    /// Spans sent and not returned.
+    pub(crate) inflight: Vec<SpanId>,
+    /// The suspect span it runs alone.
+    pub(crate) isolated: Option<SpanId>,
     spawned: Instant,
     last_heard: Instant,
     first_batch_done: bool,
@@ -52,10 +52,10 @@ pub(crate) struct Process {
 /// What a closed process leaves behind for the scheduler.
 pub(crate) struct Closed {
     pub(crate) handle: WorkerHandle,
-    /// Tasks it held.
-    pub(crate) lost: Vec<TaskId>,
+    /// Spans it held.
+    pub(crate) lost: Vec<SpanId>,
     /// The suspect it ran alone, if any.
-    pub(crate) isolated: Option<TaskId>,
+    pub(crate) isolated: Option<SpanId>,
     pub(crate) phase: Phase,
 }
 
@@ -74,7 +74,7 @@ pub(crate) enum Restart {
 /// (`--hang-timeout`), else 120 s + 2 s per image of its batch, and five
 /// times that before its first batch (model load, kernel compilation,
 /// autotuning). `None` while it has nothing to hang on: ready and holding
-/// no task, or already killed.
+/// no span, or already killed.
 pub(crate) fn hang_timeout(
     phase: Phase,
     holds_work: bool,
@@ -98,7 +98,7 @@ pub(crate) fn hang_timeout(
 pub(crate) struct Slot {
     pub(crate) device: DeviceSpec,
     process: Option<Process>,
-    /// Deaths since it last finished a task.
+    /// Deaths since it last finished a span.
     deaths_in_a_row: u32,
     /// Batch size to start the next process with (after a memory death).
     pub(crate) batch_override: Option<usize>,
@@ -148,7 +148,7 @@ impl Slot {
         });
     }
 
-    /// The process said `Ready`, wanting `prefetch` tasks queued; returns
+    /// The process said `Ready`, wanting `prefetch` spans queued; returns
     /// its start-up seconds.
     pub(crate) fn ready(&mut self, prefetch: usize) -> f64 {
         let Some(p) = self.process.as_mut() else {
@@ -204,23 +204,23 @@ impl Slot {
             .is_some_and(|p| p.phase == Phase::Ready && p.isolated.is_none())
     }
 
-    /// Whether it holds no task.
+    /// Whether it holds no span.
     pub(crate) fn idle(&self) -> bool {
         self.process.as_ref().is_none_or(|p| p.inflight.is_empty())
     }
 
-    /// Whether it has credit for another task.
+    /// Whether it has credit for another span.
     pub(crate) fn has_credit(&self) -> bool {
         self.process.as_ref().is_some_and(|p| p.credit > 0)
     }
 
-    /// `task` was sent to it.
-    pub(crate) fn sent(&mut self, task: TaskId) {
+    /// `span` was sent to it.
+    pub(crate) fn sent(&mut self, span: SpanId) {
         let Some(p) = self.process.as_mut() else {
             return;
         };
         p.credit = p.credit.saturating_sub(1);
-        p.inflight.push(task);
+        p.inflight.push(span);
         if p.inflight.len() == 1 {
             // The clock of a worker idle until now starts here.
             p.last_heard = Instant::now();
@@ -234,22 +234,22 @@ impl Slot {
         }
     }
 
-    /// It runs `task` alone.
-    pub(crate) fn isolate(&mut self, task: TaskId) {
+    /// It runs `span` alone.
+    pub(crate) fn isolate(&mut self, span: SpanId) {
         if let Some(p) = self.process.as_mut() {
-            p.isolated = Some(task);
+            p.isolated = Some(span);
         }
     }
 
-    /// It returned `task` (needed or not): its credit comes back, and its
+    /// It returned `span` (needed or not): its credit comes back, and its
     /// run of deaths ends.
-    pub(crate) fn returned(&mut self, task: TaskId) {
+    pub(crate) fn returned(&mut self, span: SpanId) {
         self.deaths_in_a_row = 0;
         let Some(p) = self.process.as_mut() else {
             return;
         };
-        p.inflight.retain(|&t| t != task);
-        if p.isolated == Some(task) {
+        p.inflight.retain(|&t| t != span);
+        if p.isolated == Some(span) {
             p.isolated = None;
         }
         p.credit += 1;
@@ -317,7 +317,7 @@ impl Slot {
     pub(crate) fn restart(
         &mut self,
         phase: Phase,
-        isolated: Option<TaskId>,
+        isolated: Option<SpanId>,
         device_lost: bool,
         max_restarts: u32,
     ) -> Restart {
@@ -397,7 +397,7 @@ mod tests {
             slot.restart(Phase::Ready, None, false, 2),
             Restart::GaveUp(3)
         );
-        // A finished task ends the run of deaths.
+        // A finished span ends the run of deaths.
         slot.returned(0);
         assert_eq!(
             slot.restart(Phase::Ready, None, false, 2),

@@ -3,13 +3,13 @@
 //!
 //! The steady window starts when every worker has finished its first batch
 //! (kernel compilation, autotune and the first decode are behind it) and
-//! ends when the last task is handed out (from then on workers start to run
+//! ends when the last span is handed out (from then on workers start to run
 //! dry). Images finished inside it, over its length, are the rate a longer
 //! run would hold.
 
 use std::time::Instant;
 
-use pipeline_core::ChunkTimes;
+use pipeline_core::SpanTimes;
 use serde::Serialize;
 
 /// Seconds per stage over the whole run. The loader's stages are
@@ -36,7 +36,7 @@ pub struct Stages {
 
 impl Stages {
     /// The worker-side stages of `times`; `write_s` is left at zero.
-    pub fn from_worker(times: &ChunkTimes) -> Self {
+    pub fn from_worker(times: &SpanTimes) -> Self {
         Self {
             read_s: times.read_s,
             decode_s: times.decode_s,
@@ -111,7 +111,7 @@ impl Timeline {
         self.warm.get_or_insert_with(Instant::now);
     }
 
-    /// The last task was handed out (the first call counts).
+    /// The last span was handed out (the first call counts).
     pub(crate) fn drained(&mut self) {
         self.drained.get_or_insert_with(Instant::now);
     }

@@ -16,7 +16,7 @@ pub struct WorkerReport {
     pub device: String,
     /// Tasks it finished first.
     pub chunks: u64,
-    /// Images in those tasks.
+    /// Images in those spans.
     pub images: u64,
     /// Batch size at the end.
     pub batch_size: usize,
@@ -143,7 +143,7 @@ pub struct Recovery {
     pub retries: u64,
     /// Tasks split in halves to find an image that kills workers.
     pub splits: u64,
-    /// Speculative duplicate runs of slow tasks.
+    /// Speculative duplicate runs of slow spans.
     pub speculative: u64,
     /// Worker processes restarted.
     pub restarts: u64,

@@ -4,7 +4,7 @@
 //! instead of looping. Every change of batch size is reported.
 
 use loader::Batch;
-use pipeline_core::{ChunkTimes, ItemError, ItemErrorKind, ItemIndex, ModelKind, Prediction};
+use pipeline_core::{ItemError, ItemErrorKind, ItemIndex, ModelKind, Prediction, SpanTimes};
 
 use crate::engine::{Engine, EngineError};
 
@@ -126,7 +126,7 @@ impl OomBackoff {
         &mut self,
         engine: &Engine,
         batch: &Batch,
-        times: &mut ChunkTimes,
+        times: &mut SpanTimes,
         on_change: &mut dyn FnMut(&BatchSizeChange),
     ) -> Result<Vec<ItemResult>, EngineError> {
         let rows = batch.indices.len();

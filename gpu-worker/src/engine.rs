@@ -13,7 +13,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
 use burn::tensor::{DType, Device, Int, Tensor, TensorData};
-use pipeline_core::{ChunkTimes, ClassScore, DeviceSpec, Normalize, Prediction, Task};
+use pipeline_core::{ClassScore, DeviceSpec, Normalize, Prediction, SpanTimes, Task};
 
 use crate::model::Model;
 
@@ -102,7 +102,7 @@ impl Engine {
         side: usize,
         normalize: &Normalize,
     ) -> Result<Vec<Prediction>, EngineError> {
-        let mut times = ChunkTimes::default();
+        let mut times = SpanTimes::default();
         self.infer_timed(pixels, rows, padded_rows, side, normalize, &mut times)
     }
 
@@ -116,7 +116,7 @@ impl Engine {
         padded_rows: usize,
         side: usize,
         normalize: &Normalize,
-        times: &mut ChunkTimes,
+        times: &mut SpanTimes,
     ) -> Result<Vec<Prediction>, EngineError> {
         let image_len = 3 * side * side;
         assert_eq!(
@@ -142,7 +142,7 @@ impl Engine {
         padded_rows: usize,
         side: usize,
         normalize: &Normalize,
-        times: &mut ChunkTimes,
+        times: &mut SpanTimes,
     ) -> Result<Vec<Prediction>, String> {
         crate::failpoints::inject_oom(padded_rows)?;
         let started = Instant::now();

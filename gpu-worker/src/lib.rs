@@ -28,4 +28,4 @@ pub use model::vit::{Activation, Pooling, PosInterpolation, VitConfig};
 pub use model::{Architecture, Model, NUM_CLASSES, checkpoint_layouts};
 pub use model_only::{ModelOnlyRun, model_only};
 pub use weights::WeightsError;
-pub use worker::{PREFETCH_CHUNKS, WorkerError, ignore_stop_signals, serve};
+pub use worker::{PREFETCH_SPANS, WorkerError, ignore_stop_signals, serve};

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use pipeline_core::{ChunkTimes, WorkerConfig};
+use pipeline_core::{SpanTimes, WorkerConfig};
 
 use crate::worker::open_engine;
 
@@ -19,7 +19,7 @@ pub struct ModelOnlyRun {
     /// Images in the measured passes.
     pub images: u64,
     /// Stage times of the measured passes.
-    pub times: ChunkTimes,
+    pub times: SpanTimes,
 }
 
 /// Opens `config`'s device and model, runs one warm-up pass (kernel
@@ -30,7 +30,7 @@ pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun,
     let spec = &config.preprocess;
     let side = spec.crop as usize;
     let pixels = pixels(batch_size * 3 * side * side);
-    let run = |times: &mut ChunkTimes| {
+    let run = |times: &mut SpanTimes| {
         engine
             .infer_timed(
                 &pixels,
@@ -42,8 +42,8 @@ pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun,
             )
             .map_err(|e| format!("{}: {e}", config.name))
     };
-    run(&mut ChunkTimes::default())?;
-    let mut times = ChunkTimes::default();
+    run(&mut SpanTimes::default())?;
+    let mut times = SpanTimes::default();
     let started = Instant::now();
     for _ in 0..batches.max(1) {
         run(&mut times)?;

@@ -1,10 +1,10 @@
 //! The worker process's main loop (`pipeline worker`): handshake, open the
-//! device, load the model, then run chunks as the coordinator sends them.
+//! device, load the model, then run spans as the coordinator sends them.
 //!
-//! Threads: one reads frames from stdin and feeds chunks to the loader
-//! through a bounded channel ([`CHUNK_QUEUE_CAPACITY`]); the loader's rayon
-//! pool decodes the current and next chunk; the calling thread runs the
-//! device and is the only writer of stdout. Dropping the chunk sender (on
+//! Threads: one reads frames from stdin and feeds spans to the loader
+//! through a bounded channel ([`SPAN_QUEUE_CAPACITY`]); the loader's rayon
+//! pool decodes the current and next span; the calling thread runs the
+//! device and is the only writer of stdout. Dropping the span sender (on
 //! `Finish`) drains the loader and ends the loop; the end of stdin without
 //! `Finish` means the coordinator died: the device loop stops at its next
 //! batch and `main` exits with `WORKER_EXIT_ORPHANED`.
@@ -26,7 +26,7 @@ use std::time::Instant;
 use crossbeam_channel::bounded;
 use loader::{Loader, LoaderConfig, WorkGroup, WorkItem};
 use pipeline_core::{
-    ChunkTimes, DeviceSpec, FromWorker, ItemOutcome, ModelKind, PROTOCOL_VERSION, ToWorker,
+    DeviceSpec, FromWorker, ItemOutcome, ModelKind, PROTOCOL_VERSION, SpanTimes, ToWorker,
     WorkerConfig, read_frame, write_frame,
 };
 
@@ -36,11 +36,11 @@ use crate::engine::Engine;
 use crate::model::Model;
 
 /// Chunks a worker asks to have queued: one running, one being decoded.
-pub const PREFETCH_CHUNKS: usize = 2;
+pub const PREFETCH_SPANS: usize = 2;
 
 /// Chunks between the stdin reader and the loader. The coordinator never
-/// sends more than [`PREFETCH_CHUNKS`] ahead, so this never fills.
-const CHUNK_QUEUE_CAPACITY: usize = PREFETCH_CHUNKS + 2;
+/// sends more than [`PREFETCH_SPANS`] ahead, so this never fills.
+const SPAN_QUEUE_CAPACITY: usize = PREFETCH_SPANS + 2;
 
 /// Why a worker stopped early.
 #[derive(Debug, thiserror::Error)]
@@ -110,24 +110,24 @@ where
             version: PROTOCOL_VERSION,
             device: engine_device_name(&config.device),
             batch_size,
-            prefetch: PREFETCH_CHUNKS,
+            prefetch: PREFETCH_SPANS,
         },
     )
     .map_err(proto)?;
 
-    let (chunk_tx, chunk_rx) = bounded::<WorkGroup>(CHUNK_QUEUE_CAPACITY);
+    let (span_tx, span_rx) = bounded::<WorkGroup>(SPAN_QUEUE_CAPACITY);
     let orphaned = Arc::new(AtomicBool::new(false));
     let reader_orphaned = Arc::clone(&orphaned);
     let reader = thread::Builder::new()
         .name("worker-stdin".into())
-        .spawn(move || read_chunks(input, &chunk_tx, &reader_orphaned))
+        .spawn(move || read_spans(input, &span_tx, &reader_orphaned))
         .map_err(|e| WorkerError::Failed(format!("cannot start the stdin thread: {e}")))?;
     let mut stream = loader
-        .stream(chunk_rx)
+        .stream(span_rx)
         .map_err(|e| WorkerError::Failed(e.to_string()))?;
 
     let mut backoff = OomBackoff::new(batch_size);
-    let mut open_chunks: HashMap<u64, (Vec<ItemOutcome>, ChunkTimes)> = HashMap::new();
+    let mut open_spans: HashMap<u64, (Vec<ItemOutcome>, SpanTimes)> = HashMap::new();
     let mut waited = Instant::now();
     while let Some(batch) = stream.next() {
         if orphaned.load(Ordering::SeqCst) {
@@ -138,11 +138,11 @@ where
         let wait_loader_s = waited.elapsed().as_secs_f64();
         let started = Instant::now();
         let mut changes = Vec::new();
-        let mut times = ChunkTimes {
+        let mut times = SpanTimes {
             wait_loader_s,
             read_s: batch.read_s,
             decode_s: batch.decode_s,
-            ..ChunkTimes::default()
+            ..SpanTimes::default()
         };
         let results = backoff.run(&engine, &batch, &mut times, &mut |change| {
             changes.push(change.clone())
@@ -171,8 +171,8 @@ where
                 });
             }
         };
-        let (outcomes, chunk_times) = open_chunks.entry(batch.group).or_default();
-        chunk_times.add(&times);
+        let (outcomes, span_times) = open_spans.entry(batch.group).or_default();
+        span_times.add(&times);
         let done = results.len() + batch.failures.len();
         outcomes.extend(
             results
@@ -183,21 +183,21 @@ where
             index: *index,
             result: Err(error.clone()),
         }));
-        let (chunk, group_done) = (batch.group, batch.group_done);
+        let (span, group_done) = (batch.group, batch.group_done);
         stream.recycle(batch);
         let message = if group_done {
             crate::failpoints::crash_once();
             crate::failpoints::hang_once();
-            let (mut outcomes, times) = open_chunks.remove(&chunk).unwrap_or_default();
+            let (mut outcomes, times) = open_spans.remove(&span).unwrap_or_default();
             outcomes.sort_unstable_by_key(|o| o.index);
-            FromWorker::ChunkDone {
-                chunk,
+            FromWorker::SpanDone {
+                span,
                 outcomes,
                 times,
             }
         } else {
             FromWorker::Progress {
-                chunk,
+                span,
                 items: done as u64,
             }
         };
@@ -295,18 +295,18 @@ pub fn ignore_stop_signals() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Feeds chunks to the loader until `Finish`. If stdin ends without it
+/// Feeds spans to the loader until `Finish`. If stdin ends without it
 /// (the coordinator is gone, nobody reads the results), it raises
 /// `orphaned`, which stops the device loop at its next batch, and returns
 /// [`WorkerError::Orphaned`].
-fn read_chunks<R: Read>(
+fn read_spans<R: Read>(
     mut input: R,
-    chunks: &crossbeam_channel::Sender<WorkGroup>,
+    spans: &crossbeam_channel::Sender<WorkGroup>,
     orphaned: &AtomicBool,
 ) -> Result<(), WorkerError> {
     loop {
         match read_frame::<_, ToWorker>(&mut input) {
-            Ok(Some(ToWorker::Chunk { id, items })) => {
+            Ok(Some(ToWorker::Span { id, items })) => {
                 crate::failpoints::crash_on(&items);
                 let items = items
                     .into_iter()
@@ -315,7 +315,7 @@ fn read_chunks<R: Read>(
                         path: PathBuf::from(OsString::from_vec(item.path)),
                     })
                     .collect();
-                if chunks.send(WorkGroup { id, items }).is_err() {
+                if spans.send(WorkGroup { id, items }).is_err() {
                     return Ok(()); // the device loop ended first
                 }
             }

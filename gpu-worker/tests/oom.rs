@@ -8,7 +8,7 @@ use fixtures::{DatasetSpec, generate};
 use gpu_worker::{BatchSizeChange, Engine, ItemResult, Model, OomBackoff};
 use loader::{Batch, Loader, LoaderConfig, WorkItem};
 use pipeline_core::{
-    ChunkTimes, DecodeLimits, DeviceSpec, ItemErrorKind, ModelKind, PreprocessSpec, Task,
+    DecodeLimits, DeviceSpec, ItemErrorKind, ModelKind, PreprocessSpec, SpanTimes, Task,
 };
 
 fn batch_of_64(dir: &std::path::Path) -> Batch {
@@ -55,7 +55,7 @@ fn run(
 ) -> (Vec<ItemResult>, Vec<BatchSizeChange>, usize) {
     let mut backoff = OomBackoff::new(start);
     let mut changes = Vec::new();
-    let mut times = ChunkTimes::default();
+    let mut times = SpanTimes::default();
     let results = backoff
         .run(engine, batch, &mut times, &mut |c| changes.push(c.clone()))
         .expect("no device error");

@@ -13,7 +13,7 @@ pub struct WorkItem {
     pub path: PathBuf,
 }
 
-/// A unit of work (a chunk, for the worker). Batches never span two groups,
+/// A unit of work (a span, for the worker). Batches never span two groups,
 /// so the consumer knows when a group is complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkGroup {

@@ -28,7 +28,7 @@ pub use model::{ClassScore, EmbedPooling, Family, ModelKind, Prediction, Task, U
 pub use panic::panic_message;
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};
 pub use protocol::{
-    ChunkTimes, Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker,
+    Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, SpanTimes, ToWorker,
     WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,
     write_frame,
 };

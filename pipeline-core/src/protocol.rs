@@ -2,7 +2,7 @@
 //! are framed on the worker's stdin and stdout.
 //!
 //! A frame is a little-endian `u32` byte length followed by that many bytes
-//! of body: JSON for every message but [`FromWorker::ChunkDone`], whose
+//! of body: JSON for every message but [`FromWorker::SpanDone`], whose
 //! results are the bulk of the traffic and go in a compact binary layout
 //! (see [`Frame`]): decoding JSON floats cost the coordinator more than
 //! everything else it does per record. The first frame each way is the handshake — [`ToWorker::Hello`]
@@ -10,11 +10,11 @@
 //! [`PROTOCOL_VERSION`], so a coordinator and a worker from different builds
 //! refuse each other with a clear message instead of misreading frames.
 //!
-//! Work is pulled: the worker states in `Ready` how many chunks it wants
-//! queued (`prefetch`), and every `ChunkDone` asks for one more. A "chunk"
-//! on the wire is the coordinator's unit of work: a whole chunk, or a piece
-//! of one it split to find an image that kills workers; its id is the
-//! coordinator's to interpret.
+//! Work is pulled: the worker states in `Ready` how many spans it wants
+//! queued (`prefetch`), and every `SpanDone` asks for one more. A *span* is
+//! the coordinator's unit of work: a whole chunk, or a piece of one it
+//! split to find an image that kills workers; its id is the coordinator's
+//! to interpret.
 //!
 //! Besides the messages, the worker's exit code speaks:
 //! [`WORKER_EXIT_DEVICE_LOST`] says its device ran out of memory or was lost.
@@ -32,7 +32,7 @@ use crate::model::{ClassScore, EmbedPooling, ModelKind, Prediction, Task};
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -100,14 +100,14 @@ pub enum ToWorker {
         /// The worker's setup.
         config: Box<WorkerConfig>,
     },
-    /// A chunk to run; results come back in one `ChunkDone`.
-    Chunk {
-        /// Stable chunk id.
+    /// A span to run; results come back in one `SpanDone`.
+    Span {
+        /// The coordinator's span id.
         id: u64,
         /// Its items, in index order.
         items: Vec<WorkItemSpec>,
     },
-    /// No more work: finish queued chunks and exit.
+    /// No more work: finish queued spans and exit.
     Finish,
 }
 
@@ -120,14 +120,14 @@ pub struct ItemOutcome {
     pub result: Result<Prediction, ItemError>,
 }
 
-/// Where a chunk's time went inside the worker, stage by stage.
+/// Where a span's time went inside the worker, stage by stage.
 ///
 /// The loader's stages are thread-seconds summed over its decoder threads;
 /// the device's stages are seconds of the device thread, and each is closed
 /// by a device sync, so they do not overlap.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
-pub struct ChunkTimes {
+pub struct SpanTimes {
     /// Seconds the device thread waited for the loader.
     pub wait_loader_s: f64,
     /// Seconds in forward passes, including upload and read-back.
@@ -146,9 +146,9 @@ pub struct ChunkTimes {
     pub batch_s: Vec<f64>,
 }
 
-impl ChunkTimes {
+impl SpanTimes {
     /// Adds `other`'s times to these.
-    pub fn add(&mut self, other: &ChunkTimes) {
+    pub fn add(&mut self, other: &SpanTimes) {
         self.wait_loader_s += other.wait_loader_s;
         self.infer_s += other.infer_s;
         self.read_s += other.read_s;
@@ -194,21 +194,21 @@ pub enum FromWorker {
         /// What the device said.
         reason: String,
     },
-    /// Items of a chunk finished so far (for progress bars).
+    /// Items of a span finished so far (for progress bars).
     Progress {
-        /// Chunk id.
-        chunk: u64,
-        /// Items finished in this chunk since the last `Progress`.
+        /// Span id.
+        span: u64,
+        /// Items finished in this span since the last `Progress`.
         items: u64,
     },
-    /// A chunk is complete: one outcome per item, in index order.
-    ChunkDone {
-        /// Chunk id.
-        chunk: u64,
-        /// Every item of the chunk.
+    /// A span is complete: one outcome per item, in index order.
+    SpanDone {
+        /// Span id.
+        span: u64,
+        /// Every item of the span.
         outcomes: Vec<ItemOutcome>,
         /// Where the time went.
-        times: ChunkTimes,
+        times: SpanTimes,
     },
 }
 
@@ -230,27 +230,27 @@ impl Frame for ToWorker {
     }
 }
 
-/// First body byte of a binary `ChunkDone` (a JSON body starts with `{` or
+/// First body byte of a binary `SpanDone` (a JSON body starts with `{` or
 /// `"`).
-const BINARY_CHUNK_DONE: u8 = 0;
+const BINARY_SPAN_DONE: u8 = 0;
 
 impl Frame for FromWorker {
-    /// `ChunkDone` is binary, little-endian: the tag byte `0`, `chunk: u64`,
+    /// `SpanDone` is binary, little-endian: the tag byte `0`, `span: u64`,
     /// the times as length-prefixed (`u32`) JSON, `n: u32` outcomes, then per
     /// outcome `index: u64` and one of: `0`, `k: u32`, k × (`class: u32`,
     /// `prob: f32`); `1`, `d: u32`, d × `f32`; `2`, the error as
     /// length-prefixed JSON. Floats travel as their bits, exactly.
     fn encode(&self, out: &mut Vec<u8>) -> io::Result<()> {
-        let FromWorker::ChunkDone {
-            chunk,
+        let FromWorker::SpanDone {
+            span,
             outcomes,
             times,
         } = self
         else {
             return serde_json::to_writer(out, self).map_err(io::Error::other);
         };
-        out.push(BINARY_CHUNK_DONE);
-        out.extend_from_slice(&chunk.to_le_bytes());
+        out.push(BINARY_SPAN_DONE);
+        out.extend_from_slice(&span.to_le_bytes());
         put_json(out, times)?;
         put_len(out, outcomes.len())?;
         for outcome in outcomes {
@@ -281,11 +281,11 @@ impl Frame for FromWorker {
     }
 
     fn decode(body: &[u8]) -> io::Result<Self> {
-        if body.first() != Some(&BINARY_CHUNK_DONE) {
+        if body.first() != Some(&BINARY_SPAN_DONE) {
             return serde_json::from_slice(body).map_err(invalid);
         }
         let mut r = Reader(&body[1..]);
-        let chunk = r.u64()?;
+        let span = r.u64()?;
         let times = r.json()?;
         // Each outcome takes at least 9 bytes: a corrupt count cannot make
         // this allocate more than the frame's own size.
@@ -320,8 +320,8 @@ impl Frame for FromWorker {
         if !r.0.is_empty() {
             return Err(invalid(format!("{} bytes after the outcomes", r.0.len())));
         }
-        Ok(FromWorker::ChunkDone {
-            chunk,
+        Ok(FromWorker::SpanDone {
+            span,
             outcomes,
             times,
         })
@@ -444,8 +444,8 @@ mod tests {
                 batch_size: 8,
                 prefetch: 2,
             },
-            FromWorker::ChunkDone {
-                chunk: 3,
+            FromWorker::SpanDone {
+                span: 3,
                 outcomes: vec![
                     ItemOutcome {
                         index: 7,
@@ -459,7 +459,7 @@ mod tests {
                         result: Err(ItemError::new(ItemErrorKind::Decode, "bad")),
                     },
                 ],
-                times: ChunkTimes::default(),
+                times: SpanTimes::default(),
             },
         ];
         let mut wire = Vec::new();
@@ -474,9 +474,9 @@ mod tests {
         assert_eq!(back, messages);
     }
 
-    fn chunk_done() -> FromWorker {
-        FromWorker::ChunkDone {
-            chunk: u64::MAX - 1,
+    fn span_done() -> FromWorker {
+        FromWorker::SpanDone {
+            span: u64::MAX - 1,
             outcomes: vec![
                 ItemOutcome {
                     index: 1 << 40,
@@ -504,28 +504,28 @@ mod tests {
                     result: Ok(Prediction::TopK(Vec::new())),
                 },
             ],
-            times: ChunkTimes {
+            times: SpanTimes {
                 read_s: 0.25,
                 batch_s: vec![0.5, 1.5],
-                ..ChunkTimes::default()
+                ..SpanTimes::default()
             },
         }
     }
 
     #[test]
     fn results_travel_binary_and_every_float_bit_survives() {
-        let message = chunk_done();
+        let message = span_done();
         let mut wire = Vec::new();
         write_frame(&mut wire, &message).expect("write to a Vec");
-        assert_eq!(wire[4], BINARY_CHUNK_DONE, "not the binary layout");
+        assert_eq!(wire[4], BINARY_SPAN_DONE, "not the binary layout");
         let back: FromWorker = read_frame(&mut wire.as_slice())
             .expect("valid")
             .expect("one frame");
         assert_eq!(back, message);
-        let (FromWorker::ChunkDone { outcomes: a, .. }, FromWorker::ChunkDone { outcomes: b, .. }) =
+        let (FromWorker::SpanDone { outcomes: a, .. }, FromWorker::SpanDone { outcomes: b, .. }) =
             (&back, &message)
         else {
-            unreachable!("both are ChunkDone");
+            unreachable!("both are SpanDone");
         };
         let bits = |o: &[ItemOutcome]| -> Vec<u32> {
             o.iter()
@@ -542,7 +542,7 @@ mod tests {
     #[test]
     fn a_damaged_binary_frame_is_refused_whatever_the_damage() {
         let mut body = Vec::new();
-        chunk_done().encode(&mut body).expect("encode");
+        span_done().encode(&mut body).expect("encode");
         // Cut anywhere: refused, never a panic or a short result.
         for cut in 1..body.len() {
             let err = FromWorker::decode(&body[..cut]).expect_err("a cut body");

@@ -1,4 +1,4 @@
-//! The coordinator's work per result, from a worker's `ChunkDone` frame to
+//! The coordinator's work per result, from a worker's `SpanDone` frame to
 //! a part file's bytes: decode the frame (binary results), check the
 //! outcomes, attach each item's path, encode the JSONL records — the code
 //! the scheduler runs (`coordinator::check_outcomes`, `encode_part`), on one
@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group};
 use pipeline_core::{
-    ChunkTimes, ClassLabels, ClassScore, FromWorker, ItemOutcome, Manifest, ManifestEntry,
-    Prediction, read_frame, write_frame,
+    ClassLabels, ClassScore, FromWorker, ItemOutcome, Manifest, ManifestEntry, Prediction,
+    SpanTimes, read_frame, write_frame,
 };
 
 /// A manifest of `n` paths shaped like an ImageNet folder.
@@ -33,7 +33,7 @@ fn manifest(n: u64) -> Manifest {
     }
 }
 
-/// One `ChunkDone` frame of `size` top-5 results, as a worker sends it.
+/// One `SpanDone` frame of `size` top-5 results, as a worker sends it.
 fn frame(start: u64, size: u64) -> Vec<u8> {
     let outcomes = (start..start + size)
         .map(|index| ItemOutcome {
@@ -48,10 +48,10 @@ fn frame(start: u64, size: u64) -> Vec<u8> {
             )),
         })
         .collect();
-    let message = FromWorker::ChunkDone {
-        chunk: 0,
+    let message = FromWorker::SpanDone {
+        span: 0,
         outcomes,
-        times: ChunkTimes::default(),
+        times: SpanTimes::default(),
     };
     let mut bytes = Vec::new();
     write_frame(&mut bytes, &message).expect("a frame encodes");
@@ -71,8 +71,8 @@ fn coordinator_path(c: &mut Criterion) {
                 b.iter(|| {
                     let message: Option<FromWorker> =
                         read_frame(&mut black_box(&bytes[..])).expect("the frame decodes");
-                    let Some(FromWorker::ChunkDone { outcomes, .. }) = message else {
-                        unreachable!("the bench frame is a ChunkDone");
+                    let Some(FromWorker::SpanDone { outcomes, .. }) = message else {
+                        unreachable!("the bench frame is a SpanDone");
                     };
                     coordinator::check_outcomes(0..size, &outcomes).expect("whole and in order");
                     black_box(coordinator::encode_part(
@@ -91,10 +91,10 @@ fn coordinator_path(c: &mut Criterion) {
                 black_box(message)
             });
         });
-        let Some(FromWorker::ChunkDone { outcomes, .. }) =
+        let Some(FromWorker::SpanDone { outcomes, .. }) =
             read_frame(&mut &bytes[..]).expect("the frame decodes")
         else {
-            unreachable!("the bench frame is a ChunkDone");
+            unreachable!("the bench frame is a SpanDone");
         };
         group.bench_with_input(
             BenchmarkId::new("encode_only", size),
@@ -123,10 +123,10 @@ fn part_commit(c: &mut Criterion) {
     group.sample_size(10);
     group.throughput(Throughput::Elements(PARTS * SIZE));
     let manifest = manifest(SIZE);
-    let Some(FromWorker::ChunkDone { outcomes, .. }) =
+    let Some(FromWorker::SpanDone { outcomes, .. }) =
         read_frame(&mut &frame(0, SIZE)[..]).expect("the frame decodes")
     else {
-        unreachable!("the bench frame is a ChunkDone");
+        unreachable!("the bench frame is a SpanDone");
     };
     let bytes = coordinator::encode_part(&manifest, &ClassLabels::Imagenet, outcomes);
     // On the disk the results go to: the working directory's, not /tmp

@@ -1,7 +1,7 @@
 //! `pipeline bench`: throughput you can prove.
 //!
 //! Each configuration runs the real pipeline — the coordinator, one worker
-//! process per device slot, the loader, the device, part files — `--repeat`
+//! process per device, the loader, the device, part files — `--repeat`
 //! times over `--data` or a generated dataset, and reports the median
 //! steady-state rate (warm-up and run-out excluded, see
 //! `coordinator::SteadyWindow`), its spread, the time per stage, the device
@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use coordinator::{OutputFormat, RunConfig, RunSummary, Stages};
-use pipeline_core::{ChunkTimes, DeviceSpec, WorkerConfig};
+use pipeline_core::{DeviceSpec, SpanTimes, WorkerConfig};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -89,7 +89,7 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
             eprintln!("{notice}");
         }
     }
-    let slots = &planned.slots;
+    let devices = &planned.devices;
     let base = Point {
         batch: planned.worker.batch_size,
         workers: args.run.workers_per_gpu as usize,
@@ -103,7 +103,7 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let load = load_average();
         for p in &mut points {
-            p.loader_threads = default_loader_threads(cores, slots.len() * p.workers, load);
+            p.loader_threads = default_loader_threads(cores, devices.len() * p.workers, load);
         }
     }
     let scratch = tempfile::Builder::new()
@@ -122,11 +122,11 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
         for repeat in 0..args.repeat {
             let sample = match (mode, &dataset) {
                 (Mode::ModelOnly, _) | (_, None) => {
-                    model_only(&planned.worker, slots, point, args.batches as usize)?
+                    model_only(&planned.worker, devices, point, args.batches as usize)?
                 }
                 (Mode::LoaderOnly, Some(data)) => loader_only(&planned.worker, point, data)?,
                 (Mode::EndToEnd, Some(data)) => {
-                    pipeline(args, &planned.worker, slots, point, data, scratch.path())?
+                    pipeline(args, &planned.worker, devices, point, data, scratch.path())?
                 }
             };
             if !args.quiet {
@@ -147,7 +147,7 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
         }
         results.push(Measured {
             point: *point,
-            devices: slots.len(),
+            devices: devices.len(),
             samples,
         });
     }
@@ -162,7 +162,7 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
             best,
             args,
             &planned.worker,
-            slots,
+            devices,
             dataset.as_ref(),
         );
         let bytes = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string())?;

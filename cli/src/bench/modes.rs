@@ -25,23 +25,23 @@ pub(super) fn default_chunk(images: u64, workers: u64, batch: u64) -> u64 {
 pub(super) fn pipeline(
     args: &BenchArgs,
     worker: &WorkerConfig,
-    slots: &[DeviceSpec],
+    devices: &[DeviceSpec],
     point: &Point,
     data: &Dataset,
     scratch: &Path,
 ) -> Result<Sample, String> {
-    let devices = per_worker(slots, point.workers);
+    let worker_devices = per_worker(devices, point.workers);
     let images = data.manifest.entries.len() as u64;
     let batch = point.batch.map_or(AUTO_BATCH_GUESS, |b| b as u64);
     let chunk_size = args
         .chunk_size
-        .unwrap_or_else(|| default_chunk(images, devices.len() as u64, batch));
+        .unwrap_or_else(|| default_chunk(images, worker_devices.len() as u64, batch));
     let out = scratch.join("bench.jsonl");
     let config = RunConfig {
         existing: coordinator::Existing::Overwrite,
         ..RunConfig::new(
             data.manifest.root.clone(),
-            devices,
+            worker_devices,
             worker_at(worker, point),
             chunk_size,
             out.clone(),
@@ -74,15 +74,15 @@ pub(super) fn pipeline(
     })
 }
 
-/// One run of the model alone on every worker slot at once (threads of
+/// One run of the model alone on every worker's device at once (threads of
 /// this process, one engine each).
 pub(super) fn model_only(
     worker: &WorkerConfig,
-    slots: &[DeviceSpec],
+    devices: &[DeviceSpec],
     point: &Point,
     batches: usize,
 ) -> Result<Sample, String> {
-    let configs: Vec<WorkerConfig> = per_worker(slots, point.workers)
+    let configs: Vec<WorkerConfig> = per_worker(devices, point.workers)
         .into_iter()
         .enumerate()
         .map(|(i, device)| WorkerConfig {
@@ -105,7 +105,7 @@ pub(super) fn model_only(
             .collect()
     });
     let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
-    let mut times = ChunkTimes::default();
+    let mut times = SpanTimes::default();
     for run in &runs {
         times.add(&run.times);
     }
@@ -149,7 +149,7 @@ pub(super) fn loader_only(
     let cpu_before = process_cpu_seconds();
     let started = Instant::now();
     let mut stream = loader.load_all(items).map_err(|e| e.to_string())?;
-    let mut times = ChunkTimes::default();
+    let mut times = SpanTimes::default();
     let mut images = 0;
     while let Some(batch) = stream.next() {
         times.read_s += batch.read_s;

@@ -103,7 +103,7 @@ pub(super) fn report_json<'a>(
     best: &Measured,
     args: &BenchArgs,
     worker: &'a WorkerConfig,
-    slots: &[DeviceSpec],
+    devices: &[DeviceSpec],
     dataset: Option<&'a Dataset>,
 ) -> BenchReport<'a> {
     let mode = Mode::of(args);
@@ -122,7 +122,7 @@ pub(super) fn report_json<'a>(
             weights: &worker.weights,
             task: worker.task,
             preprocess: &worker.preprocess,
-            devices: slots.iter().map(ToString::to_string).collect(),
+            devices: devices.iter().map(ToString::to_string).collect(),
             repeat: args.repeat,
             dataset: dataset.map(|d| &d.source),
             model_only_batches: args.model_only.then_some(args.batches),

@@ -1,6 +1,6 @@
 //! Worker processes' lives, seen from the scheduler: starting one in a
-//! slot, killing it when it hangs, what its death costs (the task book
-//! decides what its tasks become, the slot whether it starts again), and
+//! slot, killing it when it hangs, what its death costs (the span book
+//! decides what its spans become, the slot whether it starts again), and
 //! ending them all when the run is over.
 
 use super::*;
@@ -101,8 +101,8 @@ impl Scheduler<'_> {
                 Death::Crashed
             };
             let failed = self.book.worker_died(id, &lost, isolated, death, &why);
-            for (task, failed) in failed {
-                self.finish_task(task, failed)?;
+            for (span, failed) in failed {
+                self.finish_span(span, failed)?;
             }
         }
         if self.stopping.is_some() || !self.work_left() {

@@ -1,4 +1,4 @@
-//! The event loop of one run: spawns the workers, hands out what the task
+//! The event loop of one run: spawns the workers, hands out what the span
 //! book says, reacts to their messages and deaths, and feeds finished chunks
 //! to the committer threads. See `run.rs` for the failure model.
 
@@ -13,7 +13,7 @@ use pipeline_core::{
     Chunk, FromWorker, ItemOutcome, Manifest, ToWorker, WORKER_EXIT_DEVICE_LOST, WorkItemSpec,
 };
 
-use crate::book::{Death, Finished, TaskBook, TaskId};
+use crate::book::{Death, Finished, SpanBook, SpanId};
 use crate::config::{RunConfig, RunError};
 use crate::parts::PartStore;
 use crate::report::Report;
@@ -36,13 +36,13 @@ pub(crate) struct Scheduler<'a> {
     config: &'a RunConfig,
     manifest: &'a Manifest,
     store: &'a PartStore,
-    /// Tasks, suspects and chunks: what to run next (see `book.rs`).
-    book: TaskBook,
+    /// Spans, suspects and chunks: what to run next (see `book.rs`).
+    book: SpanBook,
     /// The worker slots and the events their processes send.
     pub(crate) workers: Workers,
     /// Chunks owned, not yet committed, and on their way to the committers.
     pub(crate) commits: Commits,
-    /// What the progress bar has shown of unfinished tasks.
+    /// What the progress bar has shown of unfinished spans.
     seen: Seen,
     /// What the run's summary will say.
     pub(crate) tally: Tally,
@@ -61,7 +61,7 @@ pub(crate) struct Workers {
     pub(crate) events_tx: crossbeam_channel::Sender<Event>,
 }
 
-/// Chunks between the task book and the disk.
+/// Chunks between the span book and the disk.
 pub(crate) struct Commits {
     /// Whole chunks for the committer threads; `None` outside `drive`.
     pub(crate) sender: Option<crossbeam_channel::Sender<(u64, Vec<ItemOutcome>)>>,
@@ -73,12 +73,12 @@ pub(crate) struct Commits {
     remaining: usize,
 }
 
-/// Items of unfinished tasks already counted on the progress bar.
+/// Items of unfinished spans already counted on the progress bar.
 #[derive(Default)]
 struct Seen {
-    /// Items of each unfinished task a worker reported done, per worker.
+    /// Items of each unfinished span a worker reported done, per worker.
     partial: HashMap<(usize, u64), u64>,
-    /// Items of each task already shown (the most any one worker reported,
+    /// Items of each span already shown (the most any one worker reported,
     /// so a speculative copy does not count twice).
     shown: HashMap<u64, u64>,
 }
@@ -93,7 +93,7 @@ pub(crate) struct Tally {
     /// Images this run computed (not resumed).
     pub(crate) computed_images: u64,
     /// Stage times the workers reported.
-    times: pipeline_core::ChunkTimes,
+    times: pipeline_core::SpanTimes,
     /// Batch completions, for the steady-state rate.
     timeline: Timeline,
 }
@@ -114,7 +114,7 @@ impl<'a> Scheduler<'a> {
             config,
             manifest,
             store,
-            book: TaskBook::new(chunks, committed),
+            book: SpanBook::new(chunks, committed),
             workers: Workers {
                 slots,
                 by_id: HashMap::new(),
@@ -134,7 +134,7 @@ impl<'a> Scheduler<'a> {
                 first_failure: None,
                 unreported: Vec::new(),
                 computed_images: 0,
-                times: pipeline_core::ChunkTimes::default(),
+                times: pipeline_core::SpanTimes::default(),
                 timeline: Timeline::new(now),
             },
             report,
@@ -224,7 +224,7 @@ impl<'a> Scheduler<'a> {
             .map(|p| p.inflight.len())
             .sum();
         self.report.warn(&format!(
-            "pipeline: {}: no new work; waiting up to {:.0} s for {running} task(s) in flight \
+            "pipeline: {}: no new work; waiting up to {:.0} s for {running} span(s) in flight \
              (again to stop at once)",
             signal_name(signal),
             grace.as_secs_f64()
@@ -279,27 +279,27 @@ impl<'a> Scheduler<'a> {
                     s.report.name
                 ));
             }
-            FromWorker::Progress { chunk: task, items } => {
+            FromWorker::Progress { span, items } => {
                 self.workers.slots[slot].batch_done();
                 let Some(id) = self.workers.slots[slot].worker() else {
                     return Ok(());
                 };
                 self.tally.timeline.batch_done(items);
                 self.note_warm();
-                let done = self.seen.partial.entry((id, task)).or_default();
+                let done = self.seen.partial.entry((id, span)).or_default();
                 *done += items;
                 let done = *done;
-                let shown = self.seen.shown.entry(task).or_default();
+                let shown = self.seen.shown.entry(span).or_default();
                 if done > *shown {
                     self.report.advance(done - *shown);
                     *shown = done;
                 }
             }
-            FromWorker::ChunkDone {
-                chunk: task,
+            FromWorker::SpanDone {
+                span,
                 outcomes,
                 times,
-            } => self.on_done(slot, task, outcomes, times)?,
+            } => self.on_done(slot, span, outcomes, times)?,
         }
         Ok(())
     }
@@ -307,30 +307,30 @@ impl<'a> Scheduler<'a> {
     fn on_done(
         &mut self,
         slot: usize,
-        task: u64,
+        span: u64,
         outcomes: Vec<ItemOutcome>,
-        times: pipeline_core::ChunkTimes,
+        times: pipeline_core::SpanTimes,
     ) -> Result<(), RunError> {
         let s = &mut self.workers.slots[slot];
-        s.returned(task);
+        s.returned(span);
         s.report.wait_loader_s += times.wait_loader_s;
         s.report.infer_s += times.infer_s;
         self.tally.times.add(&times);
         let id = s.worker().unwrap_or(usize::MAX);
         let name = s.report.name.clone();
         let returned = outcomes.len() as u64;
-        let finished = self.book.finished(task, id, outcomes);
+        let finished = self.book.finished(span, id, outcomes);
         let images = match &finished {
             Finished::Stale => return Ok(()), // a speculative copy lost the race
             Finished::Bad(problem) => {
                 self.report.warn(&format!(
-                    "pipeline: {name} returned a bad task {task} ({problem}); running it again"
+                    "pipeline: {name} returned a bad span {span} ({problem}); running it again"
                 ));
                 return Ok(());
             }
             Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
         };
-        let earlier = self.seen.partial.get(&(id, task)).copied().unwrap_or(0);
+        let earlier = self.seen.partial.get(&(id, span)).copied().unwrap_or(0);
         self.tally
             .timeline
             .batch_done(returned.saturating_sub(earlier));
@@ -342,19 +342,19 @@ impl<'a> Scheduler<'a> {
             s.report.device, s.report.batch_size
         );
         self.report.worker(slot, &format!("{name}: {line}"));
-        self.finish_task(task, finished)
+        self.finish_span(span, finished)
     }
 
-    /// Counts a task the book recorded; sends its chunk to the committers
+    /// Counts a span the book recorded; sends its chunk to the committers
     /// once the book says it is complete.
-    fn finish_task(&mut self, task: TaskId, finished: Finished) -> Result<(), RunError> {
+    fn finish_span(&mut self, span: SpanId, finished: Finished) -> Result<(), RunError> {
         let images = match &finished {
             Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
             Finished::Stale | Finished::Bad(_) => return Ok(()),
         };
-        let shown = self.seen.shown.remove(&task).unwrap_or(0);
+        let shown = self.seen.shown.remove(&span).unwrap_or(0);
         self.report.advance(images.saturating_sub(shown));
-        self.seen.partial.retain(|&(_, t), _| t != task);
+        self.seen.partial.retain(|&(_, t), _| t != span);
         self.tally.computed_images += images;
         let Finished::Complete {
             chunk, outcomes, ..
@@ -393,9 +393,9 @@ impl<'a> Scheduler<'a> {
         self.commits.remaining > self.commits.pending
     }
 
-    /// Hands out tasks to workers with credit. While suspects wait, workers
+    /// Hands out spans to workers with credit. While suspects wait, workers
     /// take no other work until one is idle and runs a suspect alone; idle
-    /// workers with an empty queue take a copy of the oldest running task.
+    /// workers with an empty queue take a copy of the oldest running span.
     fn dispatch(&mut self) {
         if self.stopping.is_some() {
             return;
@@ -417,11 +417,11 @@ impl<'a> Scheduler<'a> {
                 let Some(id) = s.worker() else {
                     break;
                 };
-                let Some(task) = self.book.next_for(id, s.idle()) else {
+                let Some(span) = self.book.next_for(id, s.idle()) else {
                     break;
                 };
-                if !self.send(slot, task) {
-                    self.book.unsent(task);
+                if !self.send(slot, span) {
+                    self.book.unsent(span);
                     break;
                 }
             }
@@ -431,26 +431,26 @@ impl<'a> Scheduler<'a> {
         }
     }
 
-    /// Sends `task` to `slot`'s worker; false if the worker is gone (its
+    /// Sends `span` to `slot`'s worker; false if the worker is gone (its
     /// `Closed` event will requeue what it held).
-    fn send(&mut self, slot: usize, task: TaskId) -> bool {
-        let items = self.items(task);
+    fn send(&mut self, slot: usize, span: SpanId) -> bool {
+        let items = self.items(span);
         let s = &mut self.workers.slots[slot];
         let Some(p) = s.process_mut() else {
             return false;
         };
         let id = p.handle.id;
-        if p.handle.send(&ToWorker::Chunk { id: task, items }).is_err() {
+        if p.handle.send(&ToWorker::Span { id: span, items }).is_err() {
             s.unreachable();
             return false;
         }
-        s.sent(task);
-        self.book.sent(task, id);
+        s.sent(span);
+        self.book.sent(span, id);
         true
     }
 
-    fn items(&self, task: TaskId) -> Vec<WorkItemSpec> {
-        let items = self.book.items(task);
+    fn items(&self, span: SpanId) -> Vec<WorkItemSpec> {
+        let items = self.book.items(span);
         self.manifest.entries[items.start as usize..items.end as usize]
             .iter()
             .map(|e| WorkItemSpec {

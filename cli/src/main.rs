@@ -23,6 +23,9 @@ use crate::exit::Outcome;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Bench(_)) {
+        runtime_dir_for_bench();
+    }
     // Test builds only (cargo feature `failpoints`): `FAILPOINTS=…`.
     gpu_worker::failpoints::setup_from_env();
     let outcome = match cli.command {
@@ -35,6 +38,28 @@ fn main() -> ExitCode {
         Command::ProbeDevices => probe::print(),
     };
     outcome.report()
+}
+
+/// `bench --model-only` and `--loader-only` open devices in this process,
+/// not in a child given a runtime folder (`coordinator/src/workers.rs`).
+/// Without a usable `XDG_RUNTIME_DIR`, this process is replaced by itself
+/// with the same private folder set, so Mesa's "XDG_RUNTIME_DIR is
+/// invalid" lines stay away here too. (`exec` keeps the pid, so signals and
+/// the exit code are the bench's own.)
+fn runtime_dir_for_bench() {
+    use std::os::unix::process::CommandExt;
+    let Some(dir) = pipeline_core::runtime_dir_for_children() else {
+        return;
+    };
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let error = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env("XDG_RUNTIME_DIR", dir)
+        .exec();
+    // Only reached when exec failed: run here, chatter and all.
+    eprintln!("pipeline: warning: cannot set XDG_RUNTIME_DIR for the bench: {error}");
 }
 
 /// The worker process: the protocol on stdin/stdout, logs on stderr, and

@@ -968,4 +968,22 @@ fn software_without_lavapipe_is_one_line_and_driver_chatter_stays_hidden() {
         .expect("the pipeline binary runs");
     assert!(!stderr(&devices).contains("XDG_RUNTIME_DIR"));
     assert!(String::from_utf8_lossy(&devices.stdout).contains("software"));
+    // `bench --model-only` opens the device in its own process.
+    let bench = common::pipeline(dir.path())
+        .args([
+            "bench",
+            "--model-only",
+            "--gpus",
+            "software",
+            "--model",
+            "tiny",
+        ])
+        .args(["--batch-size", "2", "--batches", "1", "--repeat", "1", "-q"])
+        .current_dir(dir.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .expect("the pipeline binary runs");
+    let err = stderr(&bench);
+    assert_eq!(bench.status.code(), Some(0), "{err}");
+    assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
 }

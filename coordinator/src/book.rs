@@ -77,7 +77,7 @@ pub(crate) enum Finished {
     Stale,
     /// The outcomes do not match the span's items; it is queued again
     /// unless another worker still runs it.
-    Bad(String),
+    Bad(BadOutcomes),
     /// Recorded; its chunk still waits for other spans.
     Recorded {
         /// The span's items.
@@ -348,18 +348,45 @@ impl SpanBook {
     }
 }
 
+/// How a worker's outcomes for a span were not its items.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadOutcomes {
+    /// Too many or too few.
+    #[error("{got} outcomes for {expected} items")]
+    Count {
+        /// Outcomes returned.
+        got: u64,
+        /// Items in the span.
+        expected: u64,
+    },
+    /// Not in index order, or not the span's items.
+    #[error("item {got} where {expected} was expected")]
+    Order {
+        /// The index returned.
+        got: u64,
+        /// The index due there.
+        expected: u64,
+    },
+}
+
 /// A span's outcomes must be exactly its items, in order.
-pub fn check_outcomes(items: Range<u64>, outcomes: &[ItemOutcome]) -> Result<(), String> {
+pub fn check_outcomes(items: Range<u64>, outcomes: &[ItemOutcome]) -> Result<(), BadOutcomes> {
     let expected = items.end - items.start;
     if outcomes.len() as u64 != expected {
-        return Err(format!("{} outcomes for {expected} items", outcomes.len()));
+        return Err(BadOutcomes::Count {
+            got: outcomes.len() as u64,
+            expected,
+        });
     }
     match outcomes
         .iter()
         .zip(items)
         .find(|(o, index)| o.index != *index)
     {
-        Some((o, index)) => Err(format!("item {} where {index} was expected", o.index)),
+        Some((o, index)) => Err(BadOutcomes::Order {
+            got: o.index,
+            expected: index,
+        }),
         None => Ok(()),
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pipeline_core::{DeviceSpec, Shard, WorkerConfig};
 
-use crate::output::OutputFormat;
+use crate::output::{OutputFormat, UnknownFormat};
 use crate::parts::PartsError;
 use crate::signals::signal_name;
 
@@ -224,7 +224,7 @@ pub enum RunError {
 }
 
 /// The output format implied by `--format`, else the file extension, else JSONL.
-pub fn choose_format(flag: Option<&str>, out: &Path) -> Result<OutputFormat, String> {
+pub fn choose_format(flag: Option<&str>, out: &Path) -> Result<OutputFormat, UnknownFormat> {
     match flag {
         Some(f) => f.parse(),
         None => Ok(OutputFormat::from_path(out).unwrap_or(OutputFormat::Jsonl)),

@@ -28,13 +28,13 @@ mod stats;
 mod summary;
 mod workers;
 
-pub use book::{ISOLATED_FAILURES, check_outcomes};
+pub use book::{BadOutcomes, ISOLATED_FAILURES, check_outcomes};
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
 pub use config::{
     DEFAULT_GRACE, Existing, MAX_RESTARTS, Patience, RunConfig, RunError, Sharding, choose_format,
 };
 pub use identity::{ClassFile, Inputs, PARTS_LAYOUT, RunIdentity, Weights};
-pub use output::{OutputFormat, Record};
+pub use output::{OutputFormat, Record, UnknownFormat};
 pub use part_file::encode_part;
 pub use parts::{PartStore, PartsError, failures_path, parts_dir};
 pub use report::{Report, Silent};

@@ -50,17 +50,20 @@ impl OutputFormat {
     }
 }
 
+/// A `--format` value that names no format.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown format `{0}`; expected jsonl, csv or parquet")]
+pub struct UnknownFormat(pub String);
+
 impl FromStr for OutputFormat {
-    type Err = String;
+    type Err = UnknownFormat;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "jsonl" | "ndjson" => Ok(Self::Jsonl),
             "csv" => Ok(Self::Csv),
             "parquet" | "pq" => Ok(Self::Parquet),
-            _ => Err(format!(
-                "unknown format `{s}`; expected jsonl, csv or parquet"
-            )),
+            _ => Err(UnknownFormat(s.to_owned())),
         }
     }
 }

@@ -265,8 +265,8 @@ fn zero_shot_classes(
     weights: Option<&Path>,
 ) -> Result<ZeroShotClasses, String> {
     let matrix = ClassMatrix::open(path).map_err(|e| format!("--classes: {e}"))?;
-    gpu_worker::zero_shot::check(model, weights, &matrix, path)
-        .map_err(|e| format!("--classes: {e}"))?;
+    gpu_worker::zero_shot::check(model, weights, &matrix)
+        .map_err(|e| format!("--classes {}: {e}", path.display()))?;
     let path =
         std::fs::canonicalize(path).map_err(|e| format!("--classes {}: {e}", path.display()))?;
     Ok(ZeroShotClasses {

@@ -26,6 +26,6 @@ pub use engine::{Engine, EngineError, top_k_of};
 pub use model::convnext::ConvNextConfig;
 pub use model::vit::{Activation, Pooling, PosInterpolation, VitConfig};
 pub use model::{Architecture, Model, NUM_CLASSES, checkpoint_layouts};
-pub use model_only::{ModelOnlyRun, model_only};
+pub use model_only::{ModelOnlyError, ModelOnlyRun, model_only};
 pub use weights::WeightsError;
-pub use worker::{PREFETCH_SPANS, WorkerError, ignore_stop_signals, serve};
+pub use worker::{PREFETCH_SPANS, SetupError, WorkerError, ignore_stop_signals, serve};

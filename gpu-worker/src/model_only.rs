@@ -6,7 +6,8 @@ use std::time::Instant;
 
 use pipeline_core::{SpanTimes, WorkerConfig};
 
-use crate::worker::open_engine;
+use crate::engine::EngineError;
+use crate::worker::{SetupError, open_engine};
 
 /// One measured run of the model alone.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,10 +23,26 @@ pub struct ModelOnlyRun {
     pub times: SpanTimes,
 }
 
+/// Why a model-only run stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelOnlyError {
+    /// The device or model did not open.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+    /// A forward pass failed.
+    #[error("{worker}: {error}")]
+    Pass {
+        /// The worker's name.
+        worker: String,
+        /// What the engine said.
+        error: EngineError,
+    },
+}
+
 /// Opens `config`'s device and model, runs one warm-up pass (kernel
 /// compilation, autotune), then `batches` passes of full batches of
 /// deterministic pixels, timed.
-pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun, String> {
+pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun, ModelOnlyError> {
     let (engine, batch_size) = open_engine(config)?;
     let spec = &config.preprocess;
     let side = spec.crop as usize;
@@ -40,7 +57,10 @@ pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun,
                 &spec.normalize,
                 times,
             )
-            .map_err(|e| format!("{}: {e}", config.name))
+            .map_err(|error| ModelOnlyError::Pass {
+                worker: config.name.clone(),
+                error,
+            })
     };
     run(&mut SpanTimes::default())?;
     let mut times = SpanTimes::default();

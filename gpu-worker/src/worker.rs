@@ -102,7 +102,7 @@ where
     };
     let (engine, loader, batch_size) = match setup(&config) {
         Ok(ready) => ready,
-        Err(message) => return fail(output, message),
+        Err(error) => return fail(output, error.to_string()),
     };
     write_frame(
         output,
@@ -212,37 +212,65 @@ where
         .map_err(|p| WorkerError::Protocol(pipeline_core::panic_message(p.as_ref())))?
 }
 
-fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), String> {
+/// Why a worker could not start. Its text is what the coordinator shows
+/// (`FromWorker::Failed`), one line.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The device did not open.
+    #[error(transparent)]
+    Device(#[from] crate::device::DeviceError),
+    /// The weight file did not load.
+    #[error(transparent)]
+    Weights(#[from] crate::weights::WeightsError),
+    /// The class file did not load.
+    #[error(transparent)]
+    Classes(#[from] crate::zero_shot::ClassesError),
+    /// The model cannot classify zero-shot against it.
+    #[error(transparent)]
+    ZeroShot(#[from] crate::zero_shot::ZeroShotError),
+    /// The class file changed after the coordinator checked it.
+    #[error("class file {} changed since the run started (its labels differ)", .0.display())]
+    ClassesChanged(std::path::PathBuf),
+    /// `--task classify` for a model without a classifier.
+    #[error("{0} has no classifier head; use --task embed")]
+    NoClassifier(pipeline_core::ModelKind),
+    /// The loader's pool did not start.
+    #[error(transparent)]
+    Loader(#[from] loader::LoaderError),
+    /// The `worker-setup` failpoint (test builds).
+    #[error("{0}")]
+    Injected(String),
+}
+
+fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), SetupError> {
     let (engine, batch_size) = open_engine(config)?;
     let loader = Loader::new(LoaderConfig {
         threads: config.loader_threads.max(1),
         batch_size,
         spec: config.preprocess.clone(),
         limits: config.limits,
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     Ok((engine, loader, batch_size))
 }
 
 /// Opens the device, loads the model and picks the starting batch size.
-pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), String> {
-    crate::failpoints::setup_fails()?;
-    let device = open(&config.device).map_err(|e| e.to_string())?;
+pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), SetupError> {
+    crate::failpoints::setup_fails().map_err(SetupError::Injected)?;
+    let device = open(&config.device)?;
     let mut model = match &config.weights {
-        Some(path) => Model::load(config.model, path, &device).map_err(|e| e.to_string())?,
+        Some(path) => Model::load(config.model, path, &device)?,
         None => Model::random(config.model, config.seed, &device),
     }
     .with_pooling(config.pooling);
     if let Some(classes) = &config.classes {
-        let rule = crate::zero_shot::ZeroShotRule::of(config.model.family())
-            .ok_or_else(|| format!("{} does not classify zero-shot (--classes)", config.model))?;
-        let matrix =
-            crate::zero_shot::ClassMatrix::open(&classes.path).map_err(|e| e.to_string())?;
+        let rule = crate::zero_shot::ZeroShotRule::of(config.model.family()).ok_or_else(|| {
+            crate::zero_shot::ZeroShotError::NotZeroShot {
+                model: config.model.name().to_owned(),
+            }
+        })?;
+        let matrix = crate::zero_shot::ClassMatrix::open(&classes.path)?;
         if matrix.labels() != classes.labels.as_slice() {
-            return Err(format!(
-                "class file {} changed since the run started (its labels differ)",
-                classes.path.display()
-            ));
+            return Err(SetupError::ClassesChanged(classes.path.clone()));
         }
         model = model.with_zero_shot(
             &matrix,
@@ -253,10 +281,7 @@ pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), Stri
         )?;
     }
     if matches!(config.task, pipeline_core::Task::Classify { .. }) && !model.classifies() {
-        return Err(format!(
-            "{} has no classifier head; use --task embed",
-            config.model
-        ));
+        return Err(SetupError::NoClassifier(config.model));
     }
     let batch_size = config
         .batch_size

@@ -41,6 +41,48 @@ pub struct ClassesError {
     pub problem: String,
 }
 
+/// Why a model cannot classify zero-shot against a class matrix.
+#[derive(Debug, thiserror::Error)]
+pub enum ZeroShotError {
+    /// Not a CLIP or SigLIP model.
+    #[error("--classes needs a CLIP or SigLIP model; {model} classifies with its own head")]
+    NotZeroShot {
+        /// The model's name.
+        model: String,
+    },
+    /// The network has no normalised image embedding.
+    #[error("{model} has no normalised image embedding to classify zero-shot")]
+    NoEmbedding {
+        /// The model's name.
+        model: String,
+    },
+    /// The class rows are not as wide as the image embedding.
+    #[error("the class rows are {rows} wide, but {model}'s image embedding is {dim}")]
+    Width {
+        /// The rows' width.
+        rows: usize,
+        /// The model's name.
+        model: String,
+        /// The embedding's width.
+        dim: usize,
+    },
+    /// The weight file lacks the scale (and bias) the family needs.
+    #[error(
+        "weight file {} has no logit_scale and logit_bias, which {model}'s zero-shot \
+         scores need: use the full model's checkpoint (SiglipModel), not the vision tower",
+        weights.display()
+    )]
+    NoLogitParams {
+        /// The model's name.
+        model: String,
+        /// The weight file.
+        weights: PathBuf,
+    },
+    /// The weight file cannot be read.
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+}
+
 /// The class text embeddings, one row per class, and their labels.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClassMatrix {
@@ -233,26 +275,23 @@ pub fn check(
     kind: ModelKind,
     weights: Option<&Path>,
     classes: &ClassMatrix,
-    path: &Path,
-) -> Result<(), String> {
+) -> Result<(), ZeroShotError> {
     let Some(rule) = ZeroShotRule::of(kind.family()) else {
-        return Err(format!(
-            "--classes needs a CLIP or SigLIP model; {} classifies with its own head",
-            kind.name()
-        ));
+        return Err(ZeroShotError::NotZeroShot {
+            model: kind.name().to_owned(),
+        });
     };
     let want = kind.feature_dim();
     if classes.dim() != want {
-        return Err(format!(
-            "class file {}: rows are {} wide, but {}'s image embedding is {want}",
-            path.display(),
-            classes.dim(),
-            kind.name()
-        ));
+        return Err(ZeroShotError::Width {
+            rows: classes.dim(),
+            model: kind.name().to_owned(),
+            dim: want,
+        });
     }
     if let Some(weights) = weights {
-        let checkpoint = Checkpoint::open(weights).map_err(|e| e.to_string())?;
-        let params = logit_params(&checkpoint).map_err(|e| e.to_string())?;
+        let checkpoint = Checkpoint::open(weights)?;
+        let params = logit_params(&checkpoint)?;
         resolve(kind.name(), params, &rule, weights)?;
     }
     Ok(())
@@ -264,14 +303,13 @@ pub(crate) fn resolve(
     found: Option<LogitParams>,
     rule: &ZeroShotRule,
     weights: &Path,
-) -> Result<LogitParams, String> {
-    found.or(rule.fallback).ok_or_else(|| {
-        format!(
-            "weight file {} has no logit_scale and logit_bias, which {model}'s zero-shot \
-             scores need: use the full model's checkpoint (SiglipModel), not the vision tower",
-            weights.display()
-        )
-    })
+) -> Result<LogitParams, ZeroShotError> {
+    found
+        .or(rule.fallback)
+        .ok_or_else(|| ZeroShotError::NoLogitParams {
+            model: model.to_owned(),
+            weights: weights.to_owned(),
+        })
 }
 
 fn read_npy(path: &Path) -> Result<(Vec<usize>, Vec<f32>), String> {
@@ -464,15 +502,21 @@ mod tests {
     #[test]
     fn only_clip_and_siglip_classify_zero_shot() {
         let m = ClassMatrix::new(vec!["a".into()], 512, vec![1.0; 512]);
-        let path = Path::new("classes.npy");
-        assert!(check(ModelKind::ClipVitB32, None, &m, path).is_ok());
-        let wrong = check(ModelKind::ClipVitL14, None, &m, path).expect_err("768 wide");
+        assert!(check(ModelKind::ClipVitB32, None, &m).is_ok());
+        let wrong = check(ModelKind::ClipVitL14, None, &m).expect_err("768 wide");
         assert!(
-            wrong.contains("512 wide") && wrong.contains("768"),
+            matches!(
+                wrong,
+                ZeroShotError::Width {
+                    rows: 512,
+                    dim: 768,
+                    ..
+                }
+            ),
             "{wrong}"
         );
-        let head = check(ModelKind::Resnet50, None, &m, path).expect_err("resnet");
-        assert!(head.contains("CLIP or SigLIP"), "{head}");
+        let head = check(ModelKind::Resnet50, None, &m).expect_err("resnet");
+        assert!(head.to_string().contains("CLIP or SigLIP"), "{head}");
         assert_eq!(
             ZeroShotRule::of(Family::Siglip).map(|r| r.activation),
             Some(Probabilities::Sigmoid)

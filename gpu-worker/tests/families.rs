@@ -320,7 +320,8 @@ fn a_siglip_vision_tower_alone_cannot_classify_zero_shot() {
     let model = Model::load_architecture(&arch, "siglip", &weights, &device).expect("loads");
     let error = model
         .with_zero_shot(&classes, &rule, "siglip", Some(&weights), &device)
-        .expect_err("no logit_scale or logit_bias");
+        .expect_err("no logit_scale or logit_bias")
+        .to_string();
     assert!(
         error.contains("no logit_scale and logit_bias") && !error.contains('\n'),
         "{error}"
@@ -331,7 +332,8 @@ fn a_siglip_vision_tower_alone_cannot_classify_zero_shot() {
     let model = Model::load_architecture(&arch, "siglip", &full, &device).expect("loads");
     let error = model
         .with_zero_shot(&clip_classes, &rule, "siglip", Some(&full), &device)
-        .expect_err("16 wide rows for a 32 wide embedding");
+        .expect_err("16 wide rows for a 32 wide embedding")
+        .to_string();
     assert!(error.contains("16 wide") && error.contains("32"), "{error}");
 }
 

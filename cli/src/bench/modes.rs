@@ -98,9 +98,9 @@ pub(super) fn model_only(
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("the model panicked".into()))
+            .map(|h| match h.join() {
+                Ok(run) => run.map_err(|e| e.to_string()),
+                Err(_) => Err("the model panicked".to_owned()),
             })
             .collect()
     });

@@ -33,7 +33,7 @@ use self::resnet::{ResNet, ResNetDepth};
 use self::tiny::Tiny;
 use self::vit::Vit;
 use crate::weights::{self, WeightsError};
-use crate::zero_shot::{ClassMatrix, LogitParams, Probabilities, ZeroShotRule};
+use crate::zero_shot::{ClassMatrix, LogitParams, Probabilities, ZeroShotError, ZeroShotRule};
 
 /// ImageNet classes of every built-in model.
 pub const NUM_CLASSES: usize = 1000;
@@ -223,20 +223,21 @@ impl Model {
         name: &str,
         weights: Option<&Path>,
         device: &Device,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ZeroShotError> {
         let Some(dim) = (match &self.network {
             Network::Vit(vit) => vit.normalised_embedding(),
             _ => None,
         }) else {
-            return Err(format!(
-                "{name} has no normalised image embedding to classify zero-shot"
-            ));
+            return Err(ZeroShotError::NoEmbedding {
+                model: name.to_owned(),
+            });
         };
         if classes.dim() != dim {
-            return Err(format!(
-                "the class rows are {} wide, but {name}'s image embedding is {dim}",
-                classes.dim()
-            ));
+            return Err(ZeroShotError::Width {
+                rows: classes.dim(),
+                model: name.to_owned(),
+                dim,
+            });
         }
         let params = match weights {
             Some(path) => crate::zero_shot::resolve(name, self.logit_params, rule, path)?,

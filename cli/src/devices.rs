@@ -10,6 +10,10 @@ use crate::exit::Outcome;
 struct Listing {
     adapters: Vec<crate::probe::Adapter>,
     cpu: Cpu,
+    /// NVIDIA GPUs as NVML names them.
+    nvidia: Vec<String>,
+    /// Why NVML's GPUs are not usable through Vulkan, and the fix.
+    unusable_gpus: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -31,10 +35,13 @@ pub(crate) fn run(json: bool) -> Outcome {
         Ok(probe) => probe,
         Err(e) => return Outcome::Failed(e),
     };
+    let facts = crate::diagnose::Facts::of_this_machine(probe.nvidia.len(), probe.gpus.len());
     let mut adapters = probe.gpus;
     adapters.extend(probe.others);
     let listing = Listing {
         adapters,
+        nvidia: probe.nvidia,
+        unusable_gpus: crate::diagnose::explain(&facts),
         cpu: Cpu {
             spec: "cpu",
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -96,6 +103,9 @@ fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
         .all(|a| a.kind == "cpu" || a.kind == "other")
     {
         writeln!(text, "no GPU found: `--gpus all` runs on the CPU")?;
+    }
+    if let Some(why) = &listing.unusable_gpus {
+        writeln!(text, "{why}")?;
     }
 
     Ok(text)

@@ -7,6 +7,7 @@
 mod args;
 mod bench;
 mod devices;
+mod diagnose;
 mod exit;
 mod infer;
 mod models;

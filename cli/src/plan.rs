@@ -49,8 +49,8 @@ fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), Strin
     if flag.eq_ignore_ascii_case("all") {
         // A driver that crashes while enumerating costs the probe's
         // process; the run goes on on the CPU and says why.
-        let gpus = match crate::probe::probe() {
-            Ok(probe) => probe.gpus,
+        let (gpus, nvidia) = match crate::probe::probe() {
+            Ok(probe) => (probe.gpus, probe.nvidia.len()),
             Err(e) => {
                 let notice = format!("pipeline: warning: {e}; running on the CPU (burn flex)");
                 return Ok((vec![DeviceSpec::Cpu], Some(notice)));
@@ -73,7 +73,13 @@ fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), Strin
                 "pipeline: {source} names no Vulkan GPU of this machine; running on the CPU \
                  (burn flex)"
             ),
-            (None, true) => "pipeline: no GPU found; running on the CPU (burn flex)".to_owned(),
+            (None, true) => {
+                let facts = crate::diagnose::Facts::of_this_machine(nvidia, 0);
+                match crate::diagnose::explain(&facts) {
+                    Some(why) => format!("pipeline: {why}; running on the CPU (burn flex)"),
+                    None => "pipeline: no GPU found; running on the CPU (burn flex)".to_owned(),
+                }
+            }
             (Some((_, source)), false) => {
                 format!("pipeline: devices {} (from {source})", names.join(", "))
             }

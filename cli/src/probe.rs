@@ -35,6 +35,9 @@ pub(crate) struct Adapter {
 pub(crate) struct Probe {
     pub(crate) gpus: Vec<Adapter>,
     pub(crate) others: Vec<Adapter>,
+    /// NVIDIA GPUs as NVML names them (none without the NVIDIA driver).
+    #[serde(default)]
+    pub(crate) nvidia: Vec<String>,
 }
 
 impl Probe {
@@ -74,6 +77,7 @@ pub(crate) fn print() -> Outcome {
             .filter(|a| !matches!(a.kind, "discrete" | "integrated" | "virtual"))
             .map(adapter)
             .collect(),
+        nvidia: gpu_worker::nvml_gpu_names(),
     };
     match serde_json::to_string(&probe) {
         Ok(json) => crate::exit::print(&(json + "\n")),

@@ -173,6 +173,22 @@ fn pci_key(id: &str) -> Option<u64> {
     Some((domain << 24) | (bus << 16) | (device << 8) | function)
 }
 
+/// The NVIDIA GPUs NVML sees, by name; empty without NVML (no NVIDIA
+/// driver, or a container without it). Set beside the Vulkan adapters, a
+/// GPU here and none there means Vulkan cannot reach the driver.
+pub fn nvml_gpu_names() -> Vec<String> {
+    let Ok(nvml) = nvml_wrapper::Nvml::init() else {
+        return Vec::new();
+    };
+    (0..nvml.device_count().unwrap_or(0))
+        .map(|i| {
+            nvml.device_by_index(i)
+                .and_then(|d| d.name())
+                .unwrap_or_else(|_| format!("NVIDIA GPU {i}"))
+        })
+        .collect()
+}
+
 /// Total and free memory of each NVIDIA GPU by PCI key; empty without NVML.
 fn nvml_memory() -> std::collections::HashMap<u64, (u64, u64)> {
     let mut found = std::collections::HashMap::new();

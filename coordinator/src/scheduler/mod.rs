@@ -36,7 +36,7 @@ pub(crate) struct Scheduler<'a> {
     config: &'a RunConfig,
     manifest: &'a Manifest,
     store: &'a PartStore,
-    /// Spans, suspects and chunks: what to run next (see `book.rs`).
+    /// Spans, suspects and chunks: what to run next (see `book/`).
     book: SpanBook,
     /// The worker slots and the events their processes send.
     pub(crate) workers: Workers,

@@ -15,8 +15,10 @@ use crate::config::{RunConfig, RunError};
 
 /// Version of the part-folder layout and of what its records mean: parts
 /// from another version are refused, never mixed in. 2: JPEGs decoded and
-/// resized as Pillow does (exact preprocessing).
-pub const PARTS_LAYOUT: u64 = 2;
+/// resized as Pillow does (exact preprocessing). 3: the CNNs' BatchNorms
+/// folded into their convolutions (the same values up to rounding, so not
+/// the same bytes).
+pub const PARTS_LAYOUT: u64 = 3;
 
 /// Everything the records of a run depend on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,6 +9,8 @@
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
+
+use super::fold::{fold, norm};
 use burn::tensor::activation::relu6;
 use burn::tensor::{Device, Tensor};
 
@@ -66,9 +68,9 @@ pub(crate) struct MbConv {
     _expand_conv: Option<Conv2d>,
     _bn0: Option<BatchNorm>,
     _depthwise_conv: Conv2d,
-    _bn1: BatchNorm,
+    _bn1: Option<BatchNorm>,
     _project_conv: Conv2d,
-    _bn2: BatchNorm,
+    _bn2: Option<BatchNorm>,
     skip: bool,
 }
 
@@ -87,20 +89,20 @@ impl MbConv {
             _expand_conv: (expand != 1).then(|| conv(cin, mid, 1, 1, 1, input, device)),
             _bn0: (expand != 1).then(|| bn(mid, device)),
             _depthwise_conv: conv(mid, mid, kernel, stride, mid, input, device),
-            _bn1: bn(mid, device),
+            _bn1: Some(bn(mid, device)),
             _project_conv: conv(mid, cout, 1, 1, 1, input.div_ceil(stride), device),
-            _bn2: bn(cout, device),
+            _bn2: Some(bn(cout, device)),
             skip: stride == 1 && cin == cout,
         }
     }
 
     fn forward(&self, input: Tensor<4>) -> Tensor<4> {
         let mut x = input.clone();
-        if let (Some(conv), Some(bn)) = (&self._expand_conv, &self._bn0) {
-            x = relu6(bn.forward(conv.forward(x)));
+        if let Some(conv) = &self._expand_conv {
+            x = relu6(norm(&self._bn0, conv.forward(x)));
         }
-        x = relu6(self._bn1.forward(self._depthwise_conv.forward(x)));
-        x = self._bn2.forward(self._project_conv.forward(x));
+        x = relu6(norm(&self._bn1, self._depthwise_conv.forward(x)));
+        x = norm(&self._bn2, self._project_conv.forward(x));
         if self.skip { x + input } else { x }
     }
 }
@@ -109,10 +111,10 @@ impl MbConv {
 #[derive(Module, Debug)]
 pub(crate) struct EfficientNetLite {
     _conv_stem: Conv2d,
-    _bn0: BatchNorm,
+    _bn0: Option<BatchNorm>,
     _blocks: Vec<MbConv>,
     _conv_head: Conv2d,
-    _bn1: BatchNorm,
+    _bn1: Option<BatchNorm>,
     _fc: Linear,
 }
 
@@ -131,12 +133,25 @@ impl EfficientNetLite {
         }
         Self {
             _conv_stem: stem,
-            _bn0: bn(32, device),
+            _bn0: Some(bn(32, device)),
             _blocks: blocks,
             _conv_head: conv(320, 1280, 1, 1, 1, size, device),
-            _bn1: bn(1280, device),
+            _bn1: Some(bn(1280, device)),
             _fc: LinearConfig::new(1280, classes).init(device),
         }
+    }
+
+    /// Folds every BatchNorm into its convolution (see `fold.rs`).
+    pub(crate) fn fold_batch_norms(&mut self) {
+        fold(&mut self._conv_stem, &mut self._bn0);
+        for block in &mut self._blocks {
+            if let Some(conv) = &mut block._expand_conv {
+                fold(conv, &mut block._bn0);
+            }
+            fold(&mut block._depthwise_conv, &mut block._bn1);
+            fold(&mut block._project_conv, &mut block._bn2);
+        }
+        fold(&mut self._conv_head, &mut self._bn1);
     }
 
     /// Every convolution, for rewriting at construction.
@@ -152,11 +167,11 @@ impl EfficientNetLite {
     }
 
     pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
-        let mut x = relu6(self._bn0.forward(self._conv_stem.forward(x)));
+        let mut x = relu6(norm(&self._bn0, self._conv_stem.forward(x)));
         for block in &self._blocks {
             x = block.forward(x);
         }
-        x = relu6(self._bn1.forward(self._conv_head.forward(x)));
+        x = relu6(norm(&self._bn1, self._conv_head.forward(x)));
         global_avg_pool(x)
     }
 

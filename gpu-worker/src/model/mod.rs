@@ -7,6 +7,7 @@
 pub(crate) mod convnext;
 mod efficientnet_lite;
 mod families;
+mod fold;
 pub(crate) mod layers;
 pub(crate) mod layout;
 mod pos_embed;
@@ -82,6 +83,12 @@ impl Model {
     /// Seeded random weights (for benchmarks). They are drawn on the host
     /// (the flex backend) and then moved, so every device gets the same ones.
     pub fn random(kind: ModelKind, seed: u64, device: &Device) -> Self {
+        Self::random_unfolded(kind, seed, device).with_folded_batch_norms()
+    }
+
+    /// [`Model::random`] with each BatchNorm still a module of its own: the
+    /// shape a checkpoint loads into.
+    pub(crate) fn random_unfolded(kind: ModelKind, seed: u64, device: &Device) -> Self {
         let host = Device::flex();
         host.seed(seed);
         let resnet =
@@ -131,7 +138,7 @@ impl Model {
         if let Some(arch) = Architecture::of(kind) {
             return Self::load_architecture(&arch, kind.name(), path, device);
         }
-        let mut model = Self::random(kind, 0, device);
+        let mut model = Self::random_unfolded(kind, 0, device);
         let name = kind.name();
         match &mut model.network {
             Network::Tiny(m) => weights::load(m.as_mut(), path, name, &[])?,
@@ -141,7 +148,19 @@ impl Model {
                 unreachable!("transformer and ConvNeXt models have an architecture")
             }
         }
-        Ok(model)
+        Ok(model.with_folded_batch_norms())
+    }
+
+    /// Folds every eval-mode BatchNorm of the CNNs into the convolution
+    /// before it (`fold.rs`); the transformers and ConvNeXt have none.
+    fn with_folded_batch_norms(mut self) -> Self {
+        match &mut self.network {
+            Network::Tiny(m) => m.fold_batch_norms(),
+            Network::ResNet(m) => m.fold_batch_norms(),
+            Network::Lite(m) => m.fold_batch_norms(),
+            Network::Vit(_) | Network::ConvNext(_) => {}
+        }
+        self
     }
 
     /// [`Model::load`] for an architecture of any size (tests use small ones).

@@ -7,6 +7,8 @@ use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::pool::{MaxPool2d, MaxPool2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
+
+use super::fold::{fold, norm};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
@@ -57,16 +59,16 @@ fn bn(features: usize, device: &Device) -> BatchNorm {
 #[derive(Module, Debug)]
 pub(crate) struct Downsample {
     conv: Conv2d,
-    bn: BatchNorm,
+    bn: Option<BatchNorm>,
 }
 
 /// A `BasicBlock` (conv3 = None) or a `Bottleneck` (conv3 = Some).
 #[derive(Module, Debug)]
 pub(crate) struct Block {
     conv1: Conv2d,
-    bn1: BatchNorm,
+    bn1: Option<BatchNorm>,
     conv2: Conv2d,
-    bn2: BatchNorm,
+    bn2: Option<BatchNorm>,
     conv3: Option<Conv2d>,
     bn3: Option<BatchNorm>,
     downsample: Option<Downsample>,
@@ -78,15 +80,15 @@ impl Block {
         let cout = planes * expansion;
         let downsample = (stride != 1 || cin != cout).then(|| Downsample {
             conv: conv(cin, cout, 1, stride, device),
-            bn: bn(cout, device),
+            bn: Some(bn(cout, device)),
         });
         if bottleneck {
             // torchvision (v1.5) puts the stride on the 3x3 convolution.
             Self {
                 conv1: conv(cin, planes, 1, 1, device),
-                bn1: bn(planes, device),
+                bn1: Some(bn(planes, device)),
                 conv2: conv(planes, planes, 3, stride, device),
-                bn2: bn(planes, device),
+                bn2: Some(bn(planes, device)),
                 conv3: Some(conv(planes, cout, 1, 1, device)),
                 bn3: Some(bn(cout, device)),
                 downsample,
@@ -94,9 +96,9 @@ impl Block {
         } else {
             Self {
                 conv1: conv(cin, planes, 3, stride, device),
-                bn1: bn(planes, device),
+                bn1: Some(bn(planes, device)),
                 conv2: conv(planes, planes, 3, 1, device),
-                bn2: bn(planes, device),
+                bn2: Some(bn(planes, device)),
                 conv3: None,
                 bn3: None,
                 downsample,
@@ -106,13 +108,13 @@ impl Block {
 
     fn forward(&self, x: Tensor<4>) -> Tensor<4> {
         let identity = match &self.downsample {
-            Some(d) => d.bn.forward(d.conv.forward(x.clone())),
+            Some(d) => norm(&d.bn, d.conv.forward(x.clone())),
             None => x.clone(),
         };
-        let mut out = relu(self.bn1.forward(self.conv1.forward(x)));
-        out = self.bn2.forward(self.conv2.forward(out));
-        if let (Some(conv3), Some(bn3)) = (&self.conv3, &self.bn3) {
-            out = bn3.forward(conv3.forward(relu(out)));
+        let mut out = relu(norm(&self.bn1, self.conv1.forward(x)));
+        out = norm(&self.bn2, self.conv2.forward(out));
+        if let Some(conv3) = &self.conv3 {
+            out = norm(&self.bn3, conv3.forward(relu(out)));
         }
         relu(out + identity)
     }
@@ -122,7 +124,7 @@ impl Block {
 #[derive(Module, Debug)]
 pub(crate) struct ResNet {
     conv1: Conv2d,
-    bn1: BatchNorm,
+    bn1: Option<BatchNorm>,
     maxpool: MaxPool2d,
     layer1: Vec<Block>,
     layer2: Vec<Block>,
@@ -160,7 +162,7 @@ impl ResNet {
                 .with_padding(PaddingConfig2d::Explicit(3, 3, 3, 3))
                 .with_bias(false)
                 .init(device),
-            bn1: bn(64, device),
+            bn1: Some(bn(64, device)),
             maxpool: MaxPool2dConfig::new([3, 3])
                 .with_strides([2, 2])
                 .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
@@ -177,7 +179,7 @@ impl ResNet {
     pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
         let mut x = self
             .maxpool
-            .forward(relu(self.bn1.forward(self.conv1.forward(x))));
+            .forward(relu(norm(&self.bn1, self.conv1.forward(x))));
         for block in self
             .layer1
             .iter()
@@ -193,6 +195,27 @@ impl ResNet {
     /// Class logits from pooled features.
     pub(crate) fn classifier(&self) -> &Linear {
         &self.fc
+    }
+
+    /// Folds every BatchNorm into its convolution (see `fold.rs`).
+    pub(crate) fn fold_batch_norms(&mut self) {
+        fold(&mut self.conv1, &mut self.bn1);
+        for block in self
+            .layer1
+            .iter_mut()
+            .chain(&mut self.layer2)
+            .chain(&mut self.layer3)
+            .chain(&mut self.layer4)
+        {
+            fold(&mut block.conv1, &mut block.bn1);
+            fold(&mut block.conv2, &mut block.bn2);
+            if let Some(conv3) = &mut block.conv3 {
+                fold(conv3, &mut block.bn3);
+            }
+            if let Some(d) = &mut block.downsample {
+                fold(&mut d.conv, &mut d.bn);
+            }
+        }
     }
 
     /// Every convolution, for rewriting at construction.

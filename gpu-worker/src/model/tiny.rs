@@ -8,13 +8,14 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
+use super::fold::{fold, norm};
 use super::resnet::global_avg_pool;
 
 /// Conv → BatchNorm → ReLU.
 #[derive(Module, Debug)]
 pub(crate) struct ConvBn {
     conv: Conv2d,
-    bn: BatchNorm,
+    bn: Option<BatchNorm>,
 }
 
 /// The tiny model.
@@ -38,7 +39,7 @@ impl Tiny {
                         .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
                         .with_bias(false)
                         .init(device),
-                    bn: BatchNormConfig::new(cout).init(device),
+                    bn: Some(BatchNormConfig::new(cout).init(device)),
                 };
                 cin = cout;
                 layer
@@ -50,6 +51,13 @@ impl Tiny {
         }
     }
 
+    /// Folds every BatchNorm into its convolution (see `fold.rs`).
+    pub(crate) fn fold_batch_norms(&mut self) {
+        for layer in &mut self.features {
+            fold(&mut layer.conv, &mut layer.bn);
+        }
+    }
+
     /// Every convolution, for rewriting at construction.
     pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
         self.features.iter_mut().map(|l| &mut l.conv).collect()
@@ -57,7 +65,7 @@ impl Tiny {
 
     pub(crate) fn features(&self, mut x: Tensor<4>) -> Tensor<2> {
         for layer in &self.features {
-            x = relu(layer.bn.forward(layer.conv.forward(x)));
+            x = relu(norm(&layer.bn, layer.conv.forward(x)));
         }
         global_avg_pool(x)
     }

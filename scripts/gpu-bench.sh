@@ -10,11 +10,11 @@
 # with torch, torchvision and transformers for the PyTorch side.
 # Settings (environment): MODELS (default resnet50,vit_b_16,clip_vit_b_32),
 # BATCHES (default 32,128), SYNTHETIC (images for end to end, default 2048;
-# 0 skips it), REPEAT (default 3).
+# 0 skips it), REPEAT (default 3), PRECISIONS (default f32,f16).
 #
-# Precision: the tool runs f32 only (`--precision` is not built yet), so
-# its rows compare with PyTorch's strict f32 row; PyTorch's f16 autocast row
-# is what users of PyTorch on GPUs get.
+# Precision: each `pipeline` row names its `--precision`; compare its f32
+# rows with PyTorch's strict f32 row and its f16 rows with PyTorch's f16
+# autocast row (what users of PyTorch on GPUs run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-bench}
@@ -23,6 +23,7 @@ models=${MODELS:-resnet50,vit_b_16,clip_vit_b_32}
 batches=${BATCHES:-32,128}
 synthetic=${SYNTHETIC:-2048}
 repeat=${REPEAT:-3}
+precisions=${PRECISIONS:-f32,f16}
 mkdir -p "$out"
 
 "$pipeline" devices | tee "$out/devices.txt"
@@ -32,36 +33,40 @@ if ! awk '$1 ~ /^(gpu:)?0$/ { found = 1 } END { exit !found }' "$out/devices.txt
 fi
 
 for model in ${models//,/ }; do
-    echo "gpu-bench.sh: $model, model only" >&2
-    "$pipeline" bench --model-only --gpus 0 --model "$model" --batches 20 --repeat "$repeat" \
-        --sweep "batch=$batches" --json "$out/$model-model-only.json" --quiet \
-        > "$out/$model-model-only.md"
-    if ((synthetic > 0)); then
-        echo "gpu-bench.sh: $model, end to end on $synthetic generated photos" >&2
-        "$pipeline" bench --synthetic "$synthetic" --gpus 0 --model "$model" --repeat "$repeat" \
-            --sweep "batch=$batches" --json "$out/$model-end-to-end.json" --quiet \
-            > "$out/$model-end-to-end.md"
-    fi
+    for precision in ${precisions//,/ }; do
+        echo "gpu-bench.sh: $model $precision, model only" >&2
+        "$pipeline" bench --model-only --gpus 0 --model "$model" --precision "$precision" \
+            --batches 20 --repeat "$repeat" --sweep "batch=$batches" \
+            --json "$out/$model-$precision-model-only.json" --quiet \
+            > "$out/$model-$precision-model-only.md"
+        if ((synthetic > 0)); then
+            echo "gpu-bench.sh: $model $precision, end to end on $synthetic generated photos" >&2
+            "$pipeline" bench --synthetic "$synthetic" --gpus 0 --model "$model" \
+                --precision "$precision" --repeat "$repeat" --sweep "batch=$batches" \
+                --json "$out/$model-$precision-end-to-end.json" --quiet \
+                > "$out/$model-$precision-end-to-end.md"
+        fi
+    done
 done
 
 echo "gpu-bench.sh: PyTorch" >&2
 python3 scripts/bench_pytorch_gpu.py --models "$models" --batches "$batches" | tee "$out/pytorch.md"
 
-python3 - "$out" "$models" <<'EOF' | tee "$out/rows.md"
+python3 - "$out" "$models" "$precisions" <<'EOF' | tee "$out/rows.md"
 import json, os, sys
-out, models = sys.argv[1], sys.argv[2].split(",")
-gpu = open(os.path.join(out, "devices.txt")).read()
-print("| model | batch | mode | pipeline f32 img/s (median, min–max) |")
-print("|---|---|---|---|")
+out, models, precisions = sys.argv[1], sys.argv[2].split(","), sys.argv[3].split(",")
+print("| model | precision | batch | mode | pipeline img/s (median, min–max) |")
+print("|---|---|---|---|---|")
 for model in models:
-    for mode in ("model-only", "end-to-end"):
-        path = os.path.join(out, f"{model}-{mode}.json")
-        if not os.path.exists(path):
-            continue
-        report = json.load(open(path))
-        for point in report["sweep"]:
-            spread = point["spread"]
-            print(f"| {model} | {point['batch']} | {mode} | {point['images_per_s']:.1f} "
-                  f"({spread['min']:.1f}–{spread['max']:.1f}) |")
+    for precision in precisions:
+        for mode in ("model-only", "end-to-end"):
+            path = os.path.join(out, f"{model}-{precision}-{mode}.json")
+            if not os.path.exists(path):
+                continue
+            report = json.load(open(path))
+            for point in report["sweep"]:
+                spread = point["spread"]
+                print(f"| {model} | {precision} | {point['batch']} | {mode} | "
+                      f"{point['images_per_s']:.1f} ({spread['min']:.1f}–{spread['max']:.1f}) |")
 EOF
 echo "gpu-bench.sh: rows in $out/rows.md and $out/pytorch.md" >&2

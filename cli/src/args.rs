@@ -126,6 +126,11 @@ pub(crate) struct RunArgs {
     /// mean (`mean`) or both concatenated (`cls+mean`).
     #[arg(long, value_name = "cls|mean|cls+mean")]
     pub(crate) pooling: Option<String>,
+    /// The float type the model computes in: `auto` (f16 on a GPU whose
+    /// Vulkan driver computes in it, f32 on the CPU and lavapipe), `f32`,
+    /// `f16` or `bf16`. Softmax and the read-back stay f32.
+    #[arg(long, default_value = "auto", value_name = "auto|f32|f16|bf16")]
+    pub(crate) precision: String,
     /// Zero-shot classification for CLIP and SigLIP: a .npy or .safetensors
     /// matrix of class text embeddings (one row per class), labels one per
     /// line in the .txt of the same name beside it (or, in a .safetensors,

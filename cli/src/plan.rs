@@ -249,6 +249,10 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             task,
             pooling,
             classes,
+            precision: args
+                .precision
+                .parse()
+                .map_err(|e| format!("--precision: {e}"))?,
             batch_size,
             loader_threads,
             preprocess: PreprocessSpec {

@@ -462,6 +462,13 @@ fn bad_flags_paths_and_weights_are_one_line_errors_with_exit_2() {
             "vision_model.embeddings.patch_embedding.weight is [32, 3, 8, 8], expected [768, 3, 32, 32]",
         ),
     ];
+    // Its own output: a failed setup leaves a part folder behind.
+    let f16_out = dir
+        .path()
+        .join("f16.jsonl")
+        .to_str()
+        .expect("utf-8 path")
+        .to_owned();
     let mut cases: Vec<(Vec<&str>, &str)> = owned
         .iter()
         .map(|(args, needle)| (args.iter().map(String::as_str).collect(), *needle))
@@ -502,6 +509,26 @@ fn bad_flags_paths_and_weights_are_one_line_errors_with_exit_2() {
                 "max",
             ],
             "cls, mean or cls+mean",
+        ),
+        (
+            vec!["infer", "--data", root, "--precision", "f8"],
+            "expected auto, f32, f16 or bf16",
+        ),
+        (
+            vec![
+                "infer",
+                "--data",
+                root,
+                "--gpus",
+                "software",
+                "--model",
+                "tiny",
+                "--precision",
+                "f16",
+                "--out",
+                &f16_out,
+            ],
+            "lavapipe crashes compiling f16 kernels",
         ),
     ]);
     let narrow = class_matrix(dir.path(), "narrow", &["a", "b"], 16);

@@ -7,7 +7,8 @@
 use std::path::Path;
 
 use pipeline_core::{
-    ClassLabels, DecodeLimits, EmbedPooling, Fnv64, Manifest, ModelKind, PreprocessSpec, Task,
+    ClassLabels, DecodeLimits, EmbedPooling, Fnv64, Manifest, ModelKind, Precision, PreprocessSpec,
+    Task,
 };
 use serde::{Deserialize, Serialize};
 
@@ -45,6 +46,10 @@ pub struct RunIdentity {
     /// A zero-shot run's class file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<ClassFile>,
+    /// `--precision` as given (`auto` resolves per device, as the backend
+    /// does: resume may change devices, not the flag).
+    #[serde(default)]
+    pub precision: Precision,
     /// [`PARTS_LAYOUT`] of the build that wrote it.
     pub layout: u64,
 }
@@ -133,6 +138,7 @@ impl RunIdentity {
             limits: worker.limits,
             pooling: worker.pooling,
             classes,
+            precision: worker.precision,
             layout: PARTS_LAYOUT,
         })
     }
@@ -154,6 +160,7 @@ impl RunIdentity {
             limits: DecodeLimits::default(),
             pooling: None,
             classes: None,
+            precision: Precision::Auto,
             layout: PARTS_LAYOUT,
         }
     }
@@ -207,6 +214,11 @@ impl RunIdentity {
             "another --classes file",
             self.classes.as_ref().and_then(json),
             now.classes.as_ref().and_then(json),
+        );
+        field(
+            "another --precision",
+            json(&self.precision),
+            json(&now.precision),
         );
         field(
             "an older version of pipeline",
@@ -292,6 +304,15 @@ mod tests {
             message.starts_with("another --pooling (was nothing"),
             "{message}"
         );
+        let mut half = old.clone();
+        half.precision = Precision::F16;
+        let message = old.difference(&half).expect("precision");
+        assert_eq!(message, "another --precision (was \"auto\", now \"f16\")");
+        // A run.json from before the field reads as `auto`.
+        let mut text = serde_json::to_value(&old).expect("encoded");
+        text.as_object_mut().expect("object").remove("precision");
+        let back: RunIdentity = serde_json::from_value(text).expect("decoded");
+        assert_eq!(back, old);
     }
 
     #[test]

@@ -14,8 +14,8 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-use burn::tensor::{Device, DeviceKind, Tensor};
-use pipeline_core::DeviceSpec;
+use burn::tensor::{Device, DeviceKind, FloatDType, Tensor};
+use pipeline_core::{DeviceSpec, Precision};
 
 /// A device that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -210,10 +210,70 @@ fn nvml_memory() -> std::collections::HashMap<u64, (u64, u64)> {
 
 /// Opens `spec` and checks that it computes: `[1, 2, 3] * 2` read back.
 pub fn open(spec: &DeviceSpec) -> Result<Device, DeviceError> {
-    let device = device_for(spec)?;
+    open_with(spec, Precision::F32).map(|(device, _)| device)
+}
+
+/// The float type `precision` means on `device` (`spec`): `auto` is f16 on
+/// a GPU whose driver computes in it, else f32; f16 and bf16 must be
+/// supported by the device.
+pub fn resolve_precision(
+    spec: &DeviceSpec,
+    device: &Device,
+    precision: Precision,
+) -> Result<FloatDType, DeviceError> {
+    let supported = |dtype: FloatDType| device.supports_dtype(dtype);
+    let wanted = match precision {
+        Precision::F32 => return Ok(FloatDType::F32),
+        Precision::Auto => {
+            let gpu = matches!(spec, DeviceSpec::Gpu(_));
+            return Ok(if gpu && supported(FloatDType::F16) {
+                FloatDType::F16
+            } else {
+                FloatDType::F32
+            });
+        }
+        Precision::F16 => FloatDType::F16,
+        Precision::Bf16 => FloatDType::BF16,
+    };
+    if *spec == DeviceSpec::Software {
+        // lavapipe says it computes in f16, then segfaults compiling the
+        // model's f16 kernels.
+        return Err(DeviceError {
+            spec: spec.clone(),
+            message: format!(
+                "Mesa's lavapipe crashes compiling {precision} kernels; use --precision f32 (or auto)"
+            ),
+        });
+    }
+    if supported(wanted) {
+        Ok(wanted)
+    } else {
+        Err(DeviceError {
+            spec: spec.clone(),
+            message: format!("this device does not compute in {precision} (--precision)"),
+        })
+    }
+}
+
+/// [`open`] with every float tensor of this process on it in the type
+/// `precision` resolves to ([`resolve_precision`]), which it returns. The
+/// device's default float type is set before anything is created on it.
+pub fn open_with(
+    spec: &DeviceSpec,
+    precision: Precision,
+) -> Result<(Device, FloatDType), DeviceError> {
+    let mut device = device_for(spec)?;
+    let dtype = resolve_precision(spec, &device, precision)?;
+    if dtype != FloatDType::F32 {
+        device.configure(dtype).map_err(|e| DeviceError {
+            spec: spec.clone(),
+            message: format!("cannot compute in {precision}: {e:?}"),
+        })?;
+    }
     let probe = catch_unwind(AssertUnwindSafe(|| {
         let x = Tensor::<1>::from_floats([1.0, 2.0, 3.0], &device) * 2.0;
-        x.try_into_data()
+        x.cast(FloatDType::F32)
+            .try_into_data()
             .map_err(|e| e.to_string())
             .and_then(|d| d.try_to_vec::<f32>().map_err(|e| format!("{e:?}")))
     }));
@@ -222,7 +282,7 @@ pub fn open(spec: &DeviceSpec) -> Result<Device, DeviceError> {
         message,
     };
     match probe {
-        Ok(Ok(values)) if values == [2.0, 4.0, 6.0] => Ok(device),
+        Ok(Ok(values)) if values == [2.0, 4.0, 6.0] => Ok((device, dtype)),
         Ok(Ok(values)) => Err(error(format!(
             "probe computed {values:?} instead of [2, 4, 6]"
         ))),

@@ -12,7 +12,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
 
-use burn::tensor::{DType, Device, Int, Tensor, TensorData};
+use burn::tensor::{DType, Device, FloatDType, Int, Tensor, TensorData};
 use pipeline_core::{ClassScore, DeviceSpec, Normalize, Prediction, SpanTimes, Task};
 
 use crate::model::Model;
@@ -52,6 +52,9 @@ pub struct Engine {
     model: Model,
     task: Task,
     matmul_free_head: bool,
+    /// What the model computes in; the input is normalised in f32 and
+    /// cast to it, the outputs are cast back to f32.
+    dtype: FloatDType,
 }
 
 impl Engine {
@@ -62,7 +65,22 @@ impl Engine {
             model,
             task,
             matmul_free_head: false,
+            dtype: FloatDType::F32,
         }
+    }
+
+    /// The model computes in `dtype`: its parameters are cast to it (see
+    /// [`Model::with_float_dtype`]); the device must have been opened in it
+    /// ([`crate::open_with`]). Softmax and the read-back stay f32.
+    pub fn with_float_dtype(mut self, dtype: FloatDType) -> Self {
+        self.model = self.model.with_float_dtype(dtype);
+        self.dtype = dtype;
+        self
+    }
+
+    /// What the model computes in.
+    pub fn float_dtype(&self) -> FloatDType {
+        self.dtype
     }
 
     /// An engine for `model` on the device `spec` names, with that device's
@@ -153,10 +171,14 @@ impl Engine {
             TensorData::new(data, [padded_rows, 3, side, side]),
             (&self.device, DType::U8),
         )
-        .float();
-        let mean = Tensor::<1>::from_floats(normalize.mean, &self.device).reshape([1, 3, 1, 1]);
-        let std = Tensor::<1>::from_floats(normalize.std, &self.device).reshape([1, 3, 1, 1]);
-        let input = (input - mean) / std;
+        .float()
+        .cast(FloatDType::F32);
+        let f32_vector = |values: [f32; 3]| {
+            Tensor::<1>::from_data(TensorData::from(values), (&self.device, DType::F32))
+                .reshape([1, 3, 1, 1])
+        };
+        let (mean, std) = (f32_vector(normalize.mean), f32_vector(normalize.std));
+        let input = ((input - mean) / std).cast(self.dtype);
         let uploaded = self.sync(started, &mut times.upload_s)?;
         let features = self.model.features(input);
         let predictions = match self.task {
@@ -183,7 +205,7 @@ impl Engine {
                 } else {
                     self.model.head(features)
                 };
-                let probs = self.model.probabilities(logits);
+                let probs = self.model.probabilities(logits.cast(FloatDType::F32));
                 let classes = probs.dims()[1];
                 let computed = self.sync(uploaded, &mut times.compute_s)?;
                 let values = read_back(probs)?;
@@ -223,6 +245,7 @@ impl Engine {
 
 fn read_back(tensor: Tensor<2>) -> Result<Vec<f32>, String> {
     tensor
+        .cast(FloatDType::F32)
         .try_into_data()
         .map_err(|e| e.to_string())?
         .try_to_vec::<f32>()

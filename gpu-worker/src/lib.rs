@@ -21,7 +21,7 @@ pub mod zero_shot;
 pub use backoff::{BatchSizeChange, ItemResult, MAX_START_BATCH, OomBackoff, start_batch};
 pub use device::{
     AdapterSummary, DeviceError, adapters, device_for, gpu_index_by_pci, gpus, nvml_gpu_names,
-    open, same_pci_bus,
+    open, open_with, resolve_precision, same_pci_bus,
 };
 pub use engine::{Engine, EngineError, top_k_of};
 pub use model::convnext::ConvNextConfig;

@@ -31,7 +31,7 @@ use pipeline_core::{
 };
 
 use crate::backoff::{OomBackoff, start_batch};
-use crate::device::open;
+use crate::device::open_with;
 use crate::engine::Engine;
 use crate::model::Model;
 
@@ -256,7 +256,7 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), SetupError> {
 /// Opens the device, loads the model and picks the starting batch size.
 pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), SetupError> {
     crate::failpoints::setup_fails().map_err(SetupError::Injected)?;
-    let device = open(&config.device)?;
+    let (device, dtype) = open_with(&config.device, config.precision)?;
     let mut model = match &config.weights {
         Some(path) => Model::load(config.model, path, &device)?,
         None => Model::random(config.model, config.seed, &device),
@@ -286,7 +286,8 @@ pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), Setu
     let batch_size = config
         .batch_size
         .unwrap_or_else(|| default_batch(&config.device, config.model));
-    let engine = Engine::for_device(&config.device, device, model, config.task);
+    let engine =
+        Engine::for_device(&config.device, device, model, config.task).with_float_dtype(dtype);
     Ok((engine, batch_size))
 }
 

@@ -313,3 +313,59 @@ fn real_efficientnet_lite0_weights_classify_photographs() {
         );
     }
 }
+
+/// `--precision f16` and `bf16` on the CPU (flex computes in both): the
+/// same checkpoints as above, in a child process because a device's float
+/// type is set once per process. Probabilities stay within `HALF_TOLERANCE`
+/// of PyTorch's f32 ones, with the same top-1. (`auto` keeps f32 on the
+/// CPU; on GPUs f16 is what it picks.)
+#[test]
+fn half_precision_on_the_cpu_stays_close_to_pytorch() {
+    const HALF_TOLERANCE: f32 = 5e-3;
+    let signal = common::in_child("half_precision_on_the_cpu_stays_close_to_pytorch", || {
+        use pipeline_core::Precision;
+        let reference = reference();
+        let spec = DeviceSpec::Cpu;
+        let (device, dtype) = gpu_worker::open_with(&spec, Precision::F16).expect("cpu in f16");
+        assert_eq!(dtype, burn::tensor::FloatDType::F16);
+        let dir = tempfile::tempdir().expect("temp dir");
+        let weights = dir.path().join("resnet50.safetensors");
+        write_formula_weights(&reference.cases["resnet50"].keys, &weights);
+        let cases = [
+            (ModelKind::Resnet50, weights, Normalize::imagenet()),
+            (
+                ModelKind::EfficientnetLite0,
+                lite0_weights(),
+                Normalize::efficientnet_lite(),
+            ),
+        ];
+        for (kind, weights, normalize) in cases {
+            let model = Model::load(kind, &weights, &device).expect("weights load");
+            let engine =
+                Engine::for_device(&spec, device.clone(), model, Task::Classify { top_k: 1000 })
+                    .with_float_dtype(dtype);
+            let got = probabilities(&engine, &images(), &normalize);
+            for (row, (g, w)) in got
+                .iter()
+                .zip(&reference.cases[kind.name()].probs)
+                .enumerate()
+            {
+                let max = g
+                    .iter()
+                    .zip(w)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0f32, f32::max);
+                let top = |v: &[f32]| {
+                    v.iter()
+                        .enumerate()
+                        .max_by(|a, b| a.1.total_cmp(b.1))
+                        .map(|(i, _)| i)
+                };
+                println!("{kind} in f16, image {row}: max |Δp| = {max:.2e}");
+                assert!(max <= HALF_TOLERANCE, "{kind} f16 image {row}: {max:e}");
+                assert_eq!(top(g), top(w), "{kind} f16 image {row}: top-1 differs");
+            }
+        }
+    });
+    assert_eq!(signal, None, "the f16 run died of a signal");
+}

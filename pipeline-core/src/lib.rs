@@ -24,7 +24,9 @@ pub use manifest::{
     BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ManifestEntry, ScanError, ScanProblem,
     Shard, plan_chunks,
 };
-pub use model::{ClassScore, EmbedPooling, Family, ModelKind, Prediction, Task, UnknownModel};
+pub use model::{
+    ClassScore, EmbedPooling, Family, ModelKind, Precision, Prediction, Task, UnknownModel,
+};
 pub use panic::panic_message;
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};
 pub use protocol::{

@@ -361,3 +361,46 @@ mod tests {
         );
     }
 }
+
+/// The float type a model computes in (`--precision`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Precision {
+    /// f16 on a GPU whose Vulkan driver computes in it (tensor cores where
+    /// offered), f32 on the CPU and on Mesa's lavapipe.
+    #[default]
+    Auto,
+    /// f32 everywhere.
+    F32,
+    /// f16 weights and activations; softmax and the read-back in f32.
+    F16,
+    /// bf16 weights and activations; softmax and the read-back in f32.
+    Bf16,
+}
+
+impl FromStr for Precision {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "auto" => Ok(Self::Auto),
+            "f32" | "fp32" | "float32" => Ok(Self::F32),
+            "f16" | "fp16" | "float16" | "half" => Ok(Self::F16),
+            "bf16" | "bfloat16" => Ok(Self::Bf16),
+            other => Err(format!(
+                "unknown precision `{other}`; expected auto, f32, f16 or bf16"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Precision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+        })
+    }
+}

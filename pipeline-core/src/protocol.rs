@@ -28,11 +28,11 @@ use serde::{Deserialize, Serialize};
 use crate::device::DeviceSpec;
 use crate::item::{ItemError, ItemIndex};
 use crate::labels::ZeroShotClasses;
-use crate::model::{ClassScore, EmbedPooling, ModelKind, Prediction, Task};
+use crate::model::{ClassScore, EmbedPooling, ModelKind, Precision, Prediction, Task};
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -69,6 +69,9 @@ pub struct WorkerConfig {
     /// Zero-shot classification's class matrix and labels (CLIP, SigLIP).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<ZeroShotClasses>,
+    /// The float type to compute in.
+    #[serde(default)]
+    pub precision: Precision,
     /// Images per forward pass; `None` lets the worker choose.
     pub batch_size: Option<usize>,
     /// Decoder threads.

@@ -84,6 +84,8 @@ struct BenchConfig<'a> {
     model: &'a str,
     weights: &'a Option<std::path::PathBuf>,
     task: pipeline_core::Task,
+    /// `--precision` as given (`auto`: f16 on GPUs that compute in it).
+    precision: pipeline_core::Precision,
     preprocess: &'a pipeline_core::PreprocessSpec,
     devices: Vec<String>,
     repeat: u32,
@@ -121,6 +123,7 @@ pub(super) fn report_json<'a>(
             model: worker.model.name(),
             weights: &worker.weights,
             task: worker.task,
+            precision: worker.precision,
             preprocess: &worker.preprocess,
             devices: devices.iter().map(ToString::to_string).collect(),
             repeat: args.repeat,

@@ -12,7 +12,7 @@
 use burn::module::Param;
 use burn::nn::BatchNorm;
 use burn::nn::conv::Conv2d;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{FloatDType, Tensor, TensorData};
 
 /// `bn` of `x`, or `x` where `bn` was folded into the convolution before.
 pub(crate) fn norm(bn: &Option<BatchNorm>, x: Tensor<4>) -> Tensor<4> {
@@ -24,6 +24,7 @@ pub(crate) fn norm(bn: &Option<BatchNorm>, x: Tensor<4>) -> Tensor<4> {
 
 fn host(tensor: Tensor<1>) -> Vec<f32> {
     tensor
+        .cast(FloatDType::F32)
         .into_data()
         .try_to_vec::<f32>()
         .expect("batch norm parameters are f32")
@@ -36,9 +37,10 @@ pub(crate) fn fold(conv: &mut Conv2d, bn: &mut Option<BatchNorm>) {
         return;
     };
     let weight = conv.weight.val();
-    let device = weight.device();
+    let (device, dtype) = (weight.device(), weight.dtype());
     let shape = weight.dims();
     let mut w = weight
+        .cast(FloatDType::F32)
         .into_data()
         .try_to_vec::<f32>()
         .expect("convolution weights are f32");
@@ -64,10 +66,14 @@ pub(crate) fn fold(conv: &mut Conv2d, bn: &mut Option<BatchNorm>) {
     let folded_bias: Vec<f32> = (0..out)
         .map(|c| ((f64::from(bias[c]) - f64::from(mean[c])) * scale[c] + f64::from(beta[c])) as f32)
         .collect();
-    conv.weight = Param::from_tensor(Tensor::from_data(TensorData::new(w, shape), &device));
+    // Back in the weights' own type (f16 where the device computes in it).
+    conv.weight = Param::from_tensor(Tensor::from_data(
+        TensorData::new(w, shape),
+        (&device, dtype),
+    ));
     conv.bias = Some(Param::from_tensor(Tensor::from_data(
         TensorData::new(folded_bias, [out]),
-        &device,
+        (&device, dtype),
     )));
 }
 

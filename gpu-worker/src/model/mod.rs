@@ -151,6 +151,20 @@ impl Model {
         Ok(model.with_folded_batch_norms())
     }
 
+    /// Every parameter of the CNNs in `dtype` (they are drawn or loaded on
+    /// the host in f32). The transformers and ConvNeXt are built on their
+    /// device and so already carry its default float type.
+    pub fn with_float_dtype(mut self, dtype: burn::tensor::FloatDType) -> Self {
+        let mut cast = CastFloats(dtype);
+        self.network = match self.network {
+            Network::Tiny(m) => Network::Tiny(Box::new(m.map(&mut cast))),
+            Network::ResNet(m) => Network::ResNet(Box::new(m.map(&mut cast))),
+            Network::Lite(m) => Network::Lite(Box::new(m.map(&mut cast))),
+            other => other,
+        };
+        self
+    }
+
     /// Folds every eval-mode BatchNorm of the CNNs into the convolution
     /// before it (`fold.rs`); the transformers and ConvNeXt have none.
     fn with_folded_batch_norms(mut self) -> Self {
@@ -421,6 +435,16 @@ fn widen_pointwise(conv: &mut Conv2d) {
 /// weights identical everywhere.
 fn on_device<M: Module>(module: M, device: &Device) -> Box<M> {
     Box::new(module.map(&mut Materialize).to_device(device))
+}
+
+/// Casts every float parameter to one type.
+struct CastFloats(burn::tensor::FloatDType);
+
+impl ModuleMapper for CastFloats {
+    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        let dtype = self.0;
+        param.map(move |tensor| tensor.cast(dtype))
+    }
 }
 
 /// Forces every lazily initialised float parameter to exist.

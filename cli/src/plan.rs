@@ -32,14 +32,10 @@ fn cached_file_name(model: ModelKind) -> Option<&'static str> {
 /// `$PIPELINE_WEIGHTS_DIR`, else `$XDG_CACHE_HOME/pipeline/weights`, else
 /// `~/.cache/pipeline/weights` — where `scripts/fetch-weights.sh` puts files.
 pub(crate) fn weights_dir() -> Option<PathBuf> {
-    let env = |name| std::env::var_os(name).filter(|v| !v.is_empty());
-    if let Some(dir) = env("PIPELINE_WEIGHTS_DIR") {
-        return Some(PathBuf::from(dir));
+    match std::env::var_os("PIPELINE_WEIGHTS_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => Some(PathBuf::from(dir)),
+        None => pipeline_core::cache_dir().map(|c| c.join("weights")),
     }
-    let cache = env("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| env("HOME").map(|h| Path::new(&h).join(".cache")))?;
-    Some(cache.join("pipeline").join("weights"))
 }
 
 /// `--gpus` → the devices, each once (before `--workers-per-gpu`), and

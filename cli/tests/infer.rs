@@ -1013,4 +1013,26 @@ fn software_without_lavapipe_is_one_line_and_driver_chatter_stays_hidden() {
     let err = stderr(&bench);
     assert_eq!(bench.status.code(), Some(0), "{err}");
     assert!(!err.contains("XDG_RUNTIME_DIR"), "{err}");
+    // lavapipe autotunes; the results persist in PIPELINE_AUTOTUNE_DIR
+    // (the harness points it at `cwd/autotune`) for the next run.
+    let stored: u64 = walk(&dir.path().join("autotune"))
+        .iter()
+        .filter_map(|p| fs::metadata(p).ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(stored > 0, "no autotune results were persisted");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

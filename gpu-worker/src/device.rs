@@ -255,6 +255,31 @@ pub fn resolve_precision(
     }
 }
 
+/// Keeps cubecl's autotune results between runs, in
+/// [`pipeline_core::autotune_dir`] (`~/.cache/pipeline/autotune`, next to
+/// the weights) rather than under a build's `target/`: a second run, or a
+/// respawned worker, skips the tuning that otherwise takes its first batch
+/// tens of seconds on a GPU. Once per process, before any device opens;
+/// the rest of the settings still come from a `cubecl.toml` and `CUBECL_*`
+/// variables (`CUBECL_AUTOTUNE_CACHE=false` turns persistence off).
+fn persist_autotune() {
+    use cubecl_runtime::config::cache::CacheConfig;
+    use cubecl_runtime::config::{CubeClRuntimeConfig, RuntimeConfig};
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let Some(dir) = pipeline_core::autotune_dir() else {
+            return;
+        };
+        if std::fs::create_dir_all(&dir).is_err() {
+            return; // cubecl's own default then
+        }
+        let mut config = CubeClRuntimeConfig::from_current_dir().override_from_env();
+        config.environment.path = CacheConfig::Directory(dir);
+        // False when something read the settings first: they stand.
+        let _ = CubeClRuntimeConfig::try_set(config);
+    });
+}
+
 /// [`open`] with every float tensor of this process on it in the type
 /// `precision` resolves to ([`resolve_precision`]), which it returns. The
 /// device's default float type is set before anything is created on it.
@@ -262,6 +287,7 @@ pub fn open_with(
     spec: &DeviceSpec,
     precision: Precision,
 ) -> Result<(Device, FloatDType), DeviceError> {
+    persist_autotune();
     let mut device = device_for(spec)?;
     let dtype = resolve_precision(spec, &device, precision)?;
     if dtype != FloatDType::F32 {

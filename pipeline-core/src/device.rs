@@ -50,6 +50,25 @@ impl FromStr for DeviceSpec {
     }
 }
 
+/// The user's cache folder for pipeline: `$XDG_CACHE_HOME/pipeline`, else
+/// `~/.cache/pipeline`; `None` without either variable.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    let env = |name| std::env::var_os(name).filter(|v| !v.is_empty());
+    let cache = env("XDG_CACHE_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| env("HOME").map(|h| std::path::Path::new(&h).join(".cache")))?;
+    Some(cache.join("pipeline"))
+}
+
+/// Where autotune results persist between runs (next to the weights):
+/// `$PIPELINE_AUTOTUNE_DIR`, else [`cache_dir`]`/autotune`.
+pub fn autotune_dir() -> Option<std::path::PathBuf> {
+    match std::env::var_os("PIPELINE_AUTOTUNE_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => Some(dir.into()),
+        None => cache_dir().map(|c| c.join("autotune")),
+    }
+}
+
 /// `XDG_RUNTIME_DIR` for a child process that may load a Vulkan driver,
 /// when ours is unset or not absolute: a private folder under the temp
 /// folder. Mesa's Wayland support prints "XDG_RUNTIME_DIR is invalid or

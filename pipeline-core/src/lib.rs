@@ -17,7 +17,7 @@ mod panic;
 mod preprocess;
 mod protocol;
 
-pub use device::{DeviceSpec, UnknownDevice, runtime_dir_for_children};
+pub use device::{DeviceSpec, UnknownDevice, autotune_dir, cache_dir, runtime_dir_for_children};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use labels::{ClassLabels, IMAGENET_CLASSES, ZeroShotClasses, imagenet_label, imagenet_labels};
 pub use manifest::{

@@ -25,12 +25,14 @@ const KEPT: [&str; 9] = [
 
 /// `pipeline` run in `cwd`, with no weight cache (`cwd/no-weights`): the
 /// models run on seeded weights unless a test gives `--weights` or sets
-/// `PIPELINE_WEIGHTS_DIR` again.
+/// `PIPELINE_WEIGHTS_DIR` again. Autotune results go to `cwd/autotune`,
+/// not the user's cache.
 pub(crate) fn pipeline(cwd: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_pipeline"));
     cmd.env_clear()
         .current_dir(cwd)
-        .env("PIPELINE_WEIGHTS_DIR", cwd.join("no-weights"));
+        .env("PIPELINE_WEIGHTS_DIR", cwd.join("no-weights"))
+        .env("PIPELINE_AUTOTUNE_DIR", cwd.join("autotune"));
     for name in KEPT {
         if let Some(value) = std::env::var_os(name) {
             cmd.env(name, value);

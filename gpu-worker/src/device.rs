@@ -250,7 +250,9 @@ pub fn resolve_precision(
     } else {
         Err(DeviceError {
             spec: spec.clone(),
-            message: format!("this device does not compute in {precision} (--precision)"),
+            message: format!(
+                "this device does not compute in {precision}; use --precision f32 (or auto)"
+            ),
         })
     }
 }

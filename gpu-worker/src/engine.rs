@@ -78,11 +78,6 @@ impl Engine {
         self
     }
 
-    /// What the model computes in.
-    pub fn float_dtype(&self) -> FloatDType {
-        self.dtype
-    }
-
     /// An engine for `model` on the device `spec` names, with that device's
     /// workarounds: on Mesa's lavapipe, 1×1 convolutions run as 3×1 ones and
     /// the classifier without a matmul (see [`Model::with_pointwise_as_3x1`]

@@ -197,16 +197,28 @@ impl ResNet {
         &self.fc
     }
 
-    /// Folds every BatchNorm into its convolution (see `fold.rs`).
-    pub(crate) fn fold_batch_norms(&mut self) {
-        fold(&mut self.conv1, &mut self.bn1);
-        for block in self
+    /// The stem convolution with its norm, and every residual block in order.
+    fn layers_mut(
+        &mut self,
+    ) -> (
+        &mut Conv2d,
+        &mut Option<BatchNorm>,
+        impl Iterator<Item = &mut Block>,
+    ) {
+        let blocks = self
             .layer1
             .iter_mut()
             .chain(&mut self.layer2)
             .chain(&mut self.layer3)
-            .chain(&mut self.layer4)
-        {
+            .chain(&mut self.layer4);
+        (&mut self.conv1, &mut self.bn1, blocks)
+    }
+
+    /// Folds every BatchNorm into its convolution (see `fold.rs`).
+    pub(crate) fn fold_batch_norms(&mut self) {
+        let (conv1, bn1, blocks) = self.layers_mut();
+        fold(conv1, bn1);
+        for block in blocks {
             fold(&mut block.conv1, &mut block.bn1);
             fold(&mut block.conv2, &mut block.bn2);
             if let Some(conv3) = &mut block.conv3 {
@@ -220,14 +232,9 @@ impl ResNet {
 
     /// Every convolution, for rewriting at construction.
     pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
-        let mut all = vec![&mut self.conv1];
-        for block in self
-            .layer1
-            .iter_mut()
-            .chain(&mut self.layer2)
-            .chain(&mut self.layer3)
-            .chain(&mut self.layer4)
-        {
+        let (conv1, _, blocks) = self.layers_mut();
+        let mut all = vec![conv1];
+        for block in blocks {
             all.push(&mut block.conv1);
             all.push(&mut block.conv2);
             all.extend(block.conv3.as_mut());

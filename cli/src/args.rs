@@ -46,9 +46,15 @@ pub(crate) enum TaskArg {
 /// `pipeline infer`.
 #[derive(Debug, Args)]
 pub(crate) struct InferArgs {
-    /// Folder of images, scanned recursively in sorted order.
-    #[arg(long, value_name = "DIR")]
-    pub(crate) data: PathBuf,
+    /// The images: a folder (scanned recursively, sorted), a list file
+    /// (.txt), a table (.csv, .tsv, .jsonl, .parquet) of paths or URLs,
+    /// Parquet with the image bytes, WebDataset shards (a .tar, a folder of
+    /// them, `shards/{00000..00099}.tar`), or any of them at an `s3://` or
+    /// `http(s)://` URL (`s3://bucket/prefix/` is listed as a folder).
+    #[arg(long, value_name = "DIR|FILE|URL")]
+    pub(crate) data: String,
+    #[command(flatten)]
+    pub(crate) source: SourceArgs,
     #[command(flatten)]
     pub(crate) run: RunArgs,
     /// Images per chunk, the unit of dispatch and retry.
@@ -156,14 +162,44 @@ pub(crate) struct RunArgs {
     /// idle, by the 1-minute load average, shared among the workers).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) loader_threads: Option<u32>,
+    /// Remote reads (`s3://`, `http(s)://`) in flight per worker.
+    #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) io_concurrency: u32,
+    /// Seconds one remote request may take, body included.
+    #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
+    pub(crate) io_timeout: f64,
+    /// Retries of a remote request that timed out, was reset or got a 5xx
+    /// or 429, with exponential backoff and jitter.
+    #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
+    pub(crate) io_retries: u32,
+}
+
+/// How `--data` is read.
+#[derive(Debug, Args)]
+pub(crate) struct SourceArgs {
+    /// The layout of `--data`, when its name does not tell: folder, list,
+    /// csv, tsv, jsonl, parquet or webdataset.
+    #[arg(long, value_name = "FORMAT")]
+    pub(crate) input_format: Option<String>,
+    /// The table column with the image path or URL (default: the first of
+    /// `path`, `url`, `image_path`).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) path_column: Option<String>,
+    /// The Parquet column with the image bytes: binary, or Hugging Face's
+    /// `struct{bytes, path}` (default: `image` when there is no path column).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) image_column: Option<String>,
 }
 
 /// `pipeline bench`.
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
-    /// Folder of images to measure on (else `--synthetic`).
-    #[arg(long, value_name = "DIR", required_unless_present_any = ["synthetic", "model_only"], conflicts_with = "synthetic")]
-    pub(crate) data: Option<PathBuf>,
+    /// Images to measure on, in any layout `infer --data` reads (else
+    /// `--synthetic`).
+    #[arg(long, value_name = "DIR|FILE|URL", required_unless_present_any = ["synthetic", "model_only"], conflicts_with = "synthetic")]
+    pub(crate) data: Option<String>,
+    #[command(flatten)]
+    pub(crate) source: SourceArgs,
     /// Measure on N generated photo-like JPEGs of `--size` (written to a
     /// temporary folder and removed afterwards).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]

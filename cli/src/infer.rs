@@ -6,7 +6,7 @@ use pipeline_core::Shard;
 
 use crate::args::{InferArgs, MergeArgs};
 use crate::exit::Outcome;
-use crate::plan::{check_data, check_parent, current_exe, plan_workers};
+use crate::plan::{check_parent, current_exe, data_spec, plan_workers};
 use crate::progress::Progress;
 
 pub(crate) fn run(args: &InferArgs) -> Outcome {
@@ -25,7 +25,7 @@ pub(crate) fn run(args: &InferArgs) -> Outcome {
 }
 
 fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
-    check_data(&args.data)?;
+    let data = data_spec(&args.data, &args.source)?;
     let format =
         choose_format(args.format.as_deref(), &args.out).map_err(|e| format!("--format: {e}"))?;
     check_parent("--out", &args.out)?;
@@ -71,7 +71,7 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
             merge: args.merge,
         },
         ..RunConfig::new(
-            args.data.clone(),
+            data,
             planned.worker_devices,
             planned.worker,
             args.chunk_size,
@@ -137,7 +137,11 @@ struct ReportFile<'a> {
 /// The run's settings as the report names them.
 #[derive(serde::Serialize)]
 struct ConfigReport<'a> {
-    data: &'a std::path::Path,
+    data: &'a str,
+    /// The layout `--data` was read as.
+    input_format: Option<pipeline_core::InputFormat>,
+    /// How remote items were read.
+    remote: pipeline_core::RemoteSpec,
     devices: Vec<String>,
     model: &'a str,
     weights: &'a Option<std::path::PathBuf>,
@@ -158,7 +162,9 @@ impl<'a> ConfigReport<'a> {
     fn of(config: &'a RunConfig) -> Self {
         let worker = &config.worker;
         Self {
-            data: &config.data,
+            data: &config.data.data,
+            input_format: loader::source::detect(&config.data).ok(),
+            remote: worker.remote,
             devices: config.devices.iter().map(ToString::to_string).collect(),
             model: worker.model.name(),
             weights: &worker.weights,

@@ -7,11 +7,11 @@ use std::path::{Path, PathBuf};
 
 use gpu_worker::zero_shot::ClassMatrix;
 use pipeline_core::{
-    DecodeLimits, DeviceSpec, EmbedPooling, Family, ModelKind, PreprocessSpec, Task, WorkerConfig,
-    ZeroShotClasses,
+    DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, Family, InputFormat, ModelKind,
+    PreprocessSpec, RemoteSpec, Task, WorkerConfig, ZeroShotClasses,
 };
 
-use crate::args::{RunArgs, TaskArg};
+use crate::args::{RunArgs, SourceArgs, TaskArg};
 
 /// File name of each model's weights in the cache folder, as
 /// `scripts/fetch-weights.sh` writes them.
@@ -257,6 +257,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
                 ..model.default_preprocess()
             },
             limits: DecodeLimits::default(),
+            remote: remote_spec(args)?,
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],
     })
@@ -289,15 +290,45 @@ pub(crate) fn per_worker(devices: &[DeviceSpec], workers: usize) -> Vec<DeviceSp
         .collect()
 }
 
-/// `--data DIR` must be a folder.
-pub(crate) fn check_data(dir: &Path) -> Result<(), String> {
-    if dir.is_dir() {
-        return Ok(());
+/// `--io-concurrency`, `--io-timeout`, `--io-retries`.
+fn remote_spec(args: &RunArgs) -> Result<RemoteSpec, String> {
+    if !(args.io_timeout.is_finite() && args.io_timeout > 0.0) {
+        return Err(format!(
+            "--io-timeout {}: expected seconds above 0",
+            args.io_timeout
+        ));
     }
-    Err(format!(
-        "--data {}: not a folder (or it does not exist)",
-        dir.display()
-    ))
+    Ok(RemoteSpec {
+        concurrency: args.io_concurrency as usize,
+        timeout_s: args.io_timeout,
+        retries: args.io_retries,
+    })
+}
+
+/// `--data` and the flags that say how to read it, checked as far as can
+/// be without reading it: a local path must exist; the layout is detected.
+pub(crate) fn data_spec(data: &str, args: &SourceArgs) -> Result<DataSpec, String> {
+    let format = args
+        .input_format
+        .as_deref()
+        .map(str::parse::<InputFormat>)
+        .transpose()
+        .map_err(|e| format!("--input-format: {e}"))?;
+    let spec = DataSpec {
+        data: data.to_owned(),
+        format,
+        path_column: args.path_column.clone(),
+        image_column: args.image_column.clone(),
+    };
+    let local = Path::new(data);
+    if !spec.is_remote() && !data.contains('{') && !local.exists() {
+        return Err(format!("--data {data}: no such file or folder"));
+    }
+    if format == Some(InputFormat::Folder) && !spec.is_remote() && !local.is_dir() {
+        return Err(format!("--data {data}: not a folder"));
+    }
+    loader::source::detect(&spec).map_err(|e| e.to_string())?;
+    Ok(spec)
 }
 
 /// The folder an output file goes into must exist.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pipeline_core::{DeviceSpec, Shard, WorkerConfig};
+use pipeline_core::{DataSpec, DeviceSpec, Shard, WorkerConfig};
 
 use crate::output::{OutputFormat, UnknownFormat};
 use crate::parts::PartsError;
@@ -13,8 +13,8 @@ use crate::signals::signal_name;
 /// Everything one run needs, validated by the front end.
 #[derive(Debug, Clone)]
 pub struct RunConfig {
-    /// The dataset folder.
-    pub data: PathBuf,
+    /// The dataset: `--data` and the flags that say how to read it.
+    pub data: DataSpec,
     /// One entry per worker process: its device. The same device may appear
     /// several times (`--workers-per-gpu`).
     pub devices: Vec<DeviceSpec>,
@@ -111,7 +111,7 @@ impl RunConfig {
     /// what their flags change, so a new setting gets its default in one
     /// place.
     pub fn new(
-        data: PathBuf,
+        data: DataSpec,
         devices: Vec<DeviceSpec>,
         worker: WorkerConfig,
         chunk_size: u64,
@@ -144,7 +144,7 @@ impl RunConfig {
 pub enum RunError {
     /// `--data` is not usable.
     #[error(transparent)]
-    Scan(#[from] pipeline_core::ScanError),
+    Source(#[from] loader::source::SourceError),
     /// The output could not be written.
     #[error("cannot write {path}: {source}")]
     Output {

@@ -77,7 +77,7 @@ fn commit_parts(
 /// as it goes.
 pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, RunError> {
     let started = Instant::now();
-    let manifest = Manifest::scan(&config.data)?;
+    let manifest = loader::source::open(&config.data, config.worker.remote)?;
     let scan_s = started.elapsed().as_secs_f64();
     crate::failpoints::after_scan();
     let output_error = |path: &Path| {

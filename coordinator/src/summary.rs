@@ -149,4 +149,7 @@ pub struct Recovery {
     pub restarts: u64,
     /// Workers killed for making no progress.
     pub hangs: u64,
+    /// Remote requests (`s3://`, `http(s)://`) sent again after a timeout,
+    /// reset, 5xx or 429, over all workers.
+    pub remote_retries: u64,
 }

@@ -27,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             batch_size: 1,
             spec,
             limits: DecodeLimits::default(),
+            remote: Default::default(),
         })
     };
     let (full, draft) = (loader(false)?, loader(true)?);

@@ -83,7 +83,7 @@ pub(crate) fn crash_on(items: &[pipeline_core::WorkItemSpec]) {
         let hit = !text.is_empty()
             && items
                 .iter()
-                .any(|item| String::from_utf8_lossy(&item.path).contains(&text));
+                .any(|item| item.location.to_string().contains(&text));
         if hit {
             eprintln!("failpoint worker-crash-on: aborting");
             std::process::abort();

@@ -14,10 +14,9 @@
 //! grace period, and then kills them.
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+
 use std::io::{Read, Write};
-use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
@@ -128,6 +127,7 @@ where
 
     let mut backoff = OomBackoff::new(batch_size);
     let mut open_spans: HashMap<u64, (Vec<ItemOutcome>, SpanTimes)> = HashMap::new();
+    let mut retries_reported = 0;
     let mut waited = Instant::now();
     while let Some(batch) = stream.next() {
         if orphaned.load(Ordering::SeqCst) {
@@ -188,7 +188,12 @@ where
         let message = if group_done {
             crate::failpoints::crash_once();
             crate::failpoints::hang_once();
-            let (mut outcomes, times) = open_spans.remove(&span).unwrap_or_default();
+            let (mut outcomes, mut times) = open_spans.remove(&span).unwrap_or_default();
+            // The process's retries since the last span closed: exact in
+            // total, approximate per span (fetching runs ahead).
+            let retries = loader::remote::retries();
+            times.remote_retries = retries - retries_reported;
+            retries_reported = retries;
             outcomes.sort_unstable_by_key(|o| o.index);
             FromWorker::SpanDone {
                 span,
@@ -249,6 +254,7 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), SetupError> {
         batch_size,
         spec: config.preprocess.clone(),
         limits: config.limits,
+        remote: config.remote,
     })?;
     Ok((engine, loader, batch_size))
 }
@@ -338,7 +344,7 @@ fn read_spans<R: Read>(
                     .into_iter()
                     .map(|item| WorkItem {
                         index: item.index,
-                        path: PathBuf::from(OsString::from_vec(item.path)),
+                        location: item.location,
                     })
                     .collect();
                 if spans.send(WorkGroup { id, items }).is_err() {

@@ -25,10 +25,7 @@ fn batch_of_64(dir: &std::path::Path) -> Batch {
         .good
         .iter()
         .enumerate()
-        .map(|(i, p): (usize, &PathBuf)| WorkItem {
-            index: i as u64,
-            path: p.clone(),
-        })
+        .map(|(i, p): (usize, &PathBuf)| WorkItem::file(i as u64, p))
         .collect();
     let spec = PreprocessSpec {
         resize_shorter: 64,
@@ -40,6 +37,7 @@ fn batch_of_64(dir: &std::path::Path) -> Batch {
         batch_size: 64,
         spec,
         limits: DecodeLimits::default(),
+        remote: Default::default(),
     })
     .expect("loader");
     let mut stream = loader.load_all(items).expect("stream");

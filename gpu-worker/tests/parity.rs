@@ -285,6 +285,7 @@ fn real_efficientnet_lite0_weights_classify_photographs() {
         batch_size: 1,
         spec: spec.clone(),
         limits: pipeline_core::DecodeLimits::default(),
+        remote: Default::default(),
     })
     .expect("loader");
     let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");

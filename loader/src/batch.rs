@@ -1,16 +1,30 @@
 //! What goes into the loader (work items in groups) and what comes out (batches).
 
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 
-use pipeline_core::{ItemError, ItemIndex, Normalize};
+use pipeline_core::{ItemError, ItemIndex, Location, Normalize};
 
 /// One image to load: its stable index and where it lives.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkItem {
     /// Stable index in the manifest.
     pub index: ItemIndex,
-    /// Path to read.
-    pub path: PathBuf,
+    /// Where its bytes are.
+    pub location: Location,
+}
+
+impl WorkItem {
+    /// A whole local file.
+    pub fn file(index: ItemIndex, path: &Path) -> Self {
+        Self {
+            index,
+            location: Location::File {
+                path: path.as_os_str().as_bytes().to_vec(),
+                range: None,
+            },
+        }
+    }
 }
 
 /// A unit of work (a span, for the worker). Batches never span two groups,

@@ -329,6 +329,43 @@ pub(crate) fn read_file(path: &Path, limits: &DecodeLimits) -> Result<Vec<u8>, I
     Ok(bytes)
 }
 
+/// Reads `range` of a file (a tar member's body).
+pub(crate) fn read_range(
+    path: &Path,
+    range: pipeline_core::ByteRange,
+    limits: &DecodeLimits,
+) -> Result<Vec<u8>, ItemError> {
+    use std::os::unix::fs::FileExt;
+    check_size(range.len, limits)?;
+    let file = fs::File::open(path).map_err(map_io_error)?;
+    let mut bytes = vec![0; usize::try_from(range.len).unwrap_or(0)];
+    file.read_exact_at(&mut bytes, range.offset).map_err(|e| {
+        if e.kind() == io::ErrorKind::UnexpectedEof {
+            ItemError::new(
+                ItemErrorKind::Io,
+                "the file ends before this member does (truncated)",
+            )
+        } else {
+            map_io_error(e)
+        }
+    })?;
+    Ok(bytes)
+}
+
+/// Refuses items over `--max-file-bytes`.
+pub(crate) fn check_size(len: u64, limits: &DecodeLimits) -> Result<(), ItemError> {
+    if len > limits.max_file_bytes {
+        return Err(ItemError::new(
+            ItemErrorKind::TooLarge,
+            format!(
+                "item is {len} bytes, over the limit of {} (--max-file-bytes)",
+                limits.max_file_bytes
+            ),
+        ));
+    }
+    Ok(())
+}
+
 fn map_io_error(e: io::Error) -> ItemError {
     let kind = match e.kind() {
         io::ErrorKind::NotFound => ItemErrorKind::NotFound,

@@ -11,8 +11,11 @@
 
 mod batch;
 mod decode;
+mod fetch;
 mod preprocess;
+pub mod remote;
 mod resample;
+pub mod source;
 mod stream;
 pub mod synthetic;
 

@@ -1,6 +1,9 @@
-//! The loader's threads: a producer thread walks the work groups, a rayon
-//! pool of `threads` decodes each batch's items in parallel straight into the
-//! batch buffer, and finished batches wait in a bounded crossbeam channel.
+//! The loader's threads: a fetch thread walks the work groups and turns
+//! locations into bytes ahead of time (remote objects, Parquet cells; local
+//! files pass through), a producer thread cuts the fetched items into
+//! batches, a rayon pool of `threads` decodes each batch's items in parallel
+//! straight into the batch buffer, and finished batches wait in a bounded
+//! crossbeam channel.
 //!
 //! Backpressure: when [`BATCH_QUEUE_CAPACITY`] batches are waiting, the
 //! producer blocks on `send`, so decoding never runs ahead of the consumer by
@@ -16,11 +19,13 @@ use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, bounded};
 use pipeline_core::{
-    DecodeLimits, ItemError, ItemErrorKind, PreprocessSpec, SpecError, panic_message,
+    DecodeLimits, ItemError, ItemErrorKind, ItemIndex, Location, PreprocessSpec, RemoteSpec,
+    SpecError, panic_message,
 };
 use rayon::prelude::*;
 
 use crate::batch::{Batch, WorkGroup, WorkItem};
+use crate::fetch::{Pending, fetch_group};
 use crate::preprocess::Preprocessor;
 
 /// Finished batches that may wait for the consumer: one being consumed
@@ -41,6 +46,20 @@ pub struct LoaderConfig {
     pub spec: PreprocessSpec,
     /// Decompression-bomb guards.
     pub limits: DecodeLimits,
+    /// How remote items are fetched.
+    pub remote: RemoteSpec,
+}
+
+/// Fetched items that may wait for the producer, at least: enough to keep
+/// `--io-concurrency` requests in flight while a batch decodes.
+const FETCH_QUEUE_MIN: usize = 64;
+
+/// What the fetch thread hands the producer.
+enum Fetched {
+    /// A group starts; `len` items follow.
+    Group { id: u64, len: usize },
+    /// The next item of the group.
+    Item(ItemIndex, Pending),
 }
 
 /// The loader could not be set up.
@@ -97,11 +116,12 @@ impl Loader {
         &self.config
     }
 
-    /// Loads one image on the calling thread: the CHW `u8` crop.
+    /// Loads one local image on the calling thread: the CHW `u8` crop.
     pub fn load_one(&self, path: &Path) -> Result<Vec<u8>, ItemError> {
         let side = self.config.spec.crop as usize;
         let mut out = vec![0u8; 3 * side * side];
-        load_into(path, &self.config, &mut out).result?;
+        let item = WorkItem::file(0, path);
+        load_into(Pending::Read(item.location), &self.config, &mut out).result?;
         Ok(out)
     }
 
@@ -119,47 +139,67 @@ impl Loader {
     {
         let (tx, rx) = bounded(BATCH_QUEUE_CAPACITY);
         let (recycle_tx, recycle_rx) = bounded(RECYCLE_CAPACITY);
-        let loader = self.clone();
+        let queue = FETCH_QUEUE_MIN
+            .max(2 * self.config.batch_size)
+            .max(2 * self.config.remote.concurrency);
+        let (fetched_tx, fetched_rx) = bounded(queue);
+        let remote = self.config.remote;
         let groups = groups.into_iter();
+        let fetcher = thread::Builder::new()
+            .name("loader-fetch".into())
+            .spawn(move || fetch(groups, remote, &fetched_tx))
+            .map_err(|e| LoaderError::Threads(e.to_string()))?;
+        let loader = self.clone();
         let producer = thread::Builder::new()
             .name("loader-producer".into())
-            .spawn(move || loader.produce(groups, &tx, &recycle_rx))
+            .spawn(move || loader.produce(&fetched_rx, &tx, &recycle_rx))
             .map_err(|e| LoaderError::Threads(e.to_string()))?;
         Ok(BatchStream {
             rx,
             recycle_tx,
-            producer: Some(producer),
+            threads: vec![fetcher, producer],
         })
     }
 
     fn produce(
         &self,
-        groups: impl Iterator<Item = WorkGroup>,
+        fetched: &Receiver<Fetched>,
         tx: &Sender<Batch>,
         recycle: &Receiver<Vec<u8>>,
     ) {
         let side = self.config.spec.crop;
         let image_len = 3 * side as usize * side as usize;
-        for group in groups {
-            let batches = group.items.len().div_ceil(self.config.batch_size).max(1);
-            let mut chunks = group.items.chunks(self.config.batch_size);
+        while let Ok(Fetched::Group { id, len }) = fetched.recv() {
+            let batches = len.div_ceil(self.config.batch_size).max(1);
+            let mut left = len;
             for b in 0..batches {
-                let items = chunks.next().unwrap_or(&[]);
+                let take = left.min(self.config.batch_size);
+                left -= take;
+                let mut items = Vec::with_capacity(take);
+                for _ in 0..take {
+                    match fetched.recv() {
+                        Ok(Fetched::Item(index, pending)) => items.push((index, pending)),
+                        // The fetch thread died mid-group: the caller's
+                        // group iterator panicked; the stream ends.
+                        _ => return,
+                    }
+                }
                 let mut pixels = recycle.try_recv().unwrap_or_default();
                 // No clear(): every slot is overwritten by its crop or
                 // compacted away, so a recycled buffer need not be zeroed.
                 pixels.resize(items.len() * image_len, 0);
+                let indices: Vec<ItemIndex> = items.iter().map(|(i, _)| *i).collect();
                 let results: Vec<Loaded> = self.pool.install(|| {
                     pixels
                         .par_chunks_mut(image_len)
-                        .zip(items.par_iter())
-                        .map(|(out, item)| load_into(&item.path, &self.config, out))
+                        .zip(items.into_par_iter())
+                        .map(|(out, (_, pending))| load_into(pending, &self.config, out))
                         .collect()
                 });
                 let batch = pack(
-                    group.id,
+                    id,
                     b + 1 == batches,
-                    items,
+                    &indices,
                     results,
                     pixels,
                     image_len,
@@ -169,6 +209,29 @@ impl Loader {
                     return; // the consumer is gone
                 }
             }
+        }
+    }
+}
+
+/// The fetch thread: each group's start, then its items in order.
+fn fetch(groups: impl Iterator<Item = WorkGroup>, remote: RemoteSpec, tx: &Sender<Fetched>) {
+    for group in groups {
+        if tx
+            .send(Fetched::Group {
+                id: group.id,
+                len: group.items.len(),
+            })
+            .is_err()
+        {
+            return;
+        }
+        let mut alive = true;
+        fetch_group(group.items, remote, |index, pending| {
+            alive = tx.send(Fetched::Item(index, pending)).is_ok();
+            alive
+        });
+        if !alive {
+            return; // the producer is gone
         }
     }
 }
@@ -184,7 +247,7 @@ struct Loaded {
 fn pack(
     group: u64,
     group_done: bool,
-    items: &[WorkItem],
+    items: &[ItemIndex],
     results: Vec<Loaded>,
     mut pixels: Vec<u8>,
     image_len: usize,
@@ -193,7 +256,7 @@ fn pack(
     let mut indices = Vec::with_capacity(items.len());
     let mut failures = Vec::new();
     let (mut read_s, mut decode_s) = (0.0, 0.0);
-    for (row, (item, loaded)) in items.iter().zip(results).enumerate() {
+    for (row, (&index, loaded)) in items.iter().zip(results).enumerate() {
         read_s += loaded.read_s;
         decode_s += loaded.decode_s;
         match loaded.result {
@@ -202,9 +265,9 @@ fn pack(
                 if dst != row {
                     pixels.copy_within(row * image_len..(row + 1) * image_len, dst * image_len);
                 }
-                indices.push(item.index);
+                indices.push(index);
             }
-            Err(e) => failures.push((item.index, e)),
+            Err(e) => failures.push((index, e)),
         }
     }
     pixels.truncate(indices.len() * image_len);
@@ -239,11 +302,33 @@ pub fn load_bytes(
     PREPROCESSOR.with(|p| p.borrow_mut().run(&image, spec, out))
 }
 
-fn load_into(path: &Path, config: &LoaderConfig, out: &mut [u8]) -> Loaded {
+fn load_into(pending: Pending, config: &LoaderConfig, out: &mut [u8]) -> Loaded {
     let started = Instant::now();
     let mut read_s = 0.0;
+    let mut fetched_s = 0.0;
     let run = || {
-        let bytes = crate::decode::read_file(path, &config.limits)?;
+        let bytes = match pending {
+            Pending::Read(Location::File { path, range }) => {
+                use std::os::unix::ffi::OsStrExt;
+                let path = Path::new(std::ffi::OsStr::from_bytes(&path));
+                match range {
+                    None => crate::decode::read_file(path, &config.limits)?,
+                    Some(range) => crate::decode::read_range(path, range, &config.limits)?,
+                }
+            }
+            Pending::Read(other) => {
+                return Err(ItemError::new(
+                    ItemErrorKind::Io,
+                    format!("not a local file: {other:?}"),
+                ));
+            }
+            Pending::Ready(bytes, seconds) => {
+                fetched_s = seconds;
+                let bytes = bytes?;
+                crate::decode::check_size(bytes.len() as u64, &config.limits)?;
+                bytes
+            }
+        };
         read_s = started.elapsed().as_secs_f64();
         load_bytes(&bytes, &config.spec, &config.limits, out)
     };
@@ -258,7 +343,7 @@ fn load_into(path: &Path, config: &LoaderConfig, out: &mut [u8]) -> Loaded {
     let read_s = if read_s == 0.0 { total } else { read_s };
     Loaded {
         result,
-        read_s,
+        read_s: read_s + fetched_s,
         decode_s: total - read_s,
     }
 }
@@ -269,7 +354,8 @@ fn load_into(path: &Path, config: &LoaderConfig, out: &mut [u8]) -> Loaded {
 pub struct BatchStream {
     rx: Receiver<Batch>,
     recycle_tx: Sender<Vec<u8>>,
-    producer: Option<JoinHandle<()>>,
+    /// The fetch and producer threads.
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl BatchStream {
@@ -279,13 +365,16 @@ impl BatchStream {
         let _ = self.recycle_tx.try_send(batch.pixels);
     }
 
-    /// Waits for the producer to end and reports whether it died.
+    /// Waits for the loader's threads to end and reports whether one died.
     /// Call after the iterator is exhausted.
-    pub fn finish(mut self) -> Result<(), LoaderError> {
-        match self.producer.take().map(JoinHandle::join) {
-            Some(Err(payload)) => Err(LoaderError::Panicked(panic_message(payload.as_ref()))),
-            _ => Ok(()),
+    pub fn finish(self) -> Result<(), LoaderError> {
+        let mut died = Ok(());
+        for thread in self.threads {
+            if let Err(payload) = thread.join() {
+                died = Err(LoaderError::Panicked(panic_message(payload.as_ref())));
+            }
         }
+        died
     }
 }
 

@@ -17,6 +17,7 @@ fn loader(threads: usize, batch_size: usize, spec: PreprocessSpec) -> Loader {
         batch_size,
         spec,
         limits: DecodeLimits::default(),
+        remote: Default::default(),
     })
     .expect("valid loader config")
 }
@@ -211,10 +212,7 @@ fn every_item_comes_out_exactly_once_under_many_threads() {
     let items: Vec<WorkItem> = paths
         .iter()
         .enumerate()
-        .map(|(i, p)| WorkItem {
-            index: i as u64,
-            path: p.clone(),
-        })
+        .map(|(i, p)| WorkItem::file(i as u64, p))
         .collect();
     // Groups of uneven sizes, batches that do not divide them.
     let mut groups = Vec::new();
@@ -292,10 +290,7 @@ fn a_slow_consumer_holds_the_decoders_back() {
             counter.fetch_add(1, Ordering::SeqCst);
             WorkGroup {
                 id: i as u64,
-                items: vec![WorkItem {
-                    index: i as u64,
-                    path,
-                }],
+                items: vec![WorkItem::file(i as u64, &path)],
             }
         });
     let spec = PreprocessSpec {

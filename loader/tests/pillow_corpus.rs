@@ -54,6 +54,7 @@ fn every_pillow_test_image_is_a_crop_or_an_error_record_within_the_memory_limits
         batch_size: 1,
         spec: ModelKind::Resnet50.default_preprocess(),
         limits,
+        remote: Default::default(),
     })
     .expect("valid loader config");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -158,6 +159,7 @@ fn every_pillow_test_image_is_a_crop_or_an_error_record_within_the_memory_limits
             ..ModelKind::Resnet50.default_preprocess()
         },
         limits,
+        remote: Default::default(),
     })
     .expect("valid loader config");
     let jpegs: Vec<&PathBuf> = files

@@ -16,6 +16,7 @@ mod model;
 mod panic;
 mod preprocess;
 mod protocol;
+mod source;
 
 pub use device::{DeviceSpec, UnknownDevice, autotune_dir, cache_dir, runtime_dir_for_children};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
@@ -33,4 +34,7 @@ pub use protocol::{
     Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, SpanTimes, ToWorker,
     WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,
     write_frame,
+};
+pub use source::{
+    ByteRange, DataSpec, InputFormat, Location, RemoteSpec, UnknownInputFormat, is_url,
 };

@@ -1,17 +1,21 @@
-//! The dataset: every image file under a folder, in a deterministic order,
-//! each with a stable index, and the fixed-size chunks work is handed out in.
+//! The dataset: every item in a deterministic order, each with a stable
+//! index, a name for the output and a [`Location`] for its bytes; and the
+//! fixed-size chunks work is handed out in.
 //!
-//! Order is the byte order of the path relative to the root (so `a.b/x.jpg`
-//! comes before `a/y.jpg`, as `sort` would have it), independent of how the
-//! file system lists directories. An unreadable folder or a symlink loop is
-//! recorded as a problem and the scan goes on.
+//! [`Manifest::scan`] reads a local folder. Order is the byte order of the
+//! path relative to the root (so `a.b/x.jpg` comes before `a/y.jpg`, as
+//! `sort` would have it), independent of how the file system lists
+//! directories. An unreadable folder or a symlink loop is recorded as a
+//! problem and the scan goes on. The other layouts (lists, tables, shards,
+//! object storage) are read by `loader::source` into the same shape.
 
 use std::fmt;
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use crate::item::ItemIndex;
+use crate::source::Location;
 
 /// Extensions (lower-case) the scan picks up.
 pub const IMAGE_EXTENSIONS: [&str; 8] = ["jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff"];
@@ -21,8 +25,12 @@ pub const IMAGE_EXTENSIONS: [&str; 8] = ["jpg", "jpeg", "png", "webp", "bmp", "g
 pub struct ManifestEntry {
     /// Position in the manifest.
     pub index: ItemIndex,
-    /// Path relative to the root (as found on disk, possibly not UTF-8).
-    pub relative: PathBuf,
+    /// What the output's `path` says: the path relative to a folder (as
+    /// found on disk, possibly not UTF-8), a list's line, a table's cell,
+    /// `SHARD/KEY` of a WebDataset member.
+    pub name: PathBuf,
+    /// Where its bytes are.
+    pub location: Location,
 }
 
 /// Something the scan could not look into.
@@ -42,15 +50,18 @@ pub enum ScanError {
     NotAFolder(PathBuf),
 }
 
-/// Every image under a root, sorted, indexed.
+/// Every image of a dataset, in order, indexed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Manifest {
-    /// The scanned folder.
-    pub root: PathBuf,
+    /// What `--data` said.
+    pub source: String,
     /// The images, `entries[i].index == i`.
     pub entries: Vec<ManifestEntry>,
-    /// Folders or links that could not be followed.
+    /// Folders, links, shards or rows that could not be read.
     pub problems: Vec<ScanProblem>,
+    /// A hash of the listed objects' sizes and ETags (remote sources), so a
+    /// resumed run notices objects replaced under the same names.
+    pub revision: Option<u64>,
 }
 
 impl Manifest {
@@ -80,28 +91,39 @@ impl Manifest {
             }
         }
         relative.sort_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+        // Workers may run in another folder: give them absolute paths.
+        let absolute_root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
         let entries = relative
             .into_iter()
             .enumerate()
-            .map(|(i, relative)| ManifestEntry {
+            .map(|(i, name)| ManifestEntry {
                 index: i as ItemIndex,
-                relative,
+                location: Location::File {
+                    path: absolute_root.join(&name).into_os_string().into_vec(),
+                    range: None,
+                },
+                name,
             })
             .collect();
         Ok(Self {
-            root: root.to_path_buf(),
+            source: root.to_string_lossy().into_owned(),
             entries,
             problems,
+            revision: None,
         })
     }
 
-    /// A fingerprint of the input list (FNV-1a over the relative paths), so
-    /// a resumed run can tell that its inputs changed.
+    /// A fingerprint of the input list (FNV-1a over the names, then the
+    /// [`Manifest::revision`]), so a resumed run can tell that its inputs
+    /// changed.
     pub fn fingerprint(&self) -> u64 {
         let mut h = Fnv64::default();
         for entry in &self.entries {
-            h.write(entry.relative.as_os_str().as_bytes());
+            h.write(entry.name.as_os_str().as_bytes());
             h.write(&[0]);
+        }
+        if let Some(revision) = self.revision {
+            h.write(&revision.to_le_bytes());
         }
         h.0
     }
@@ -250,7 +272,7 @@ mod tests {
         let found: Vec<&str> = manifest
             .entries
             .iter()
-            .map(|e| e.relative.to_str().expect("utf-8"))
+            .map(|e| e.name.to_str().expect("utf-8"))
             .collect();
         assert_eq!(found, ["a.b/x.JPG", "a/y.jpg", "a/z/w.tiff", "b.png"]);
         assert!(

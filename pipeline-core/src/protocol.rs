@@ -30,9 +30,10 @@ use crate::item::{ItemError, ItemIndex};
 use crate::labels::ZeroShotClasses;
 use crate::model::{ClassScore, EmbedPooling, ModelKind, Precision, Prediction, Task};
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
+use crate::source::{Location, RemoteSpec};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -80,16 +81,18 @@ pub struct WorkerConfig {
     pub preprocess: PreprocessSpec,
     /// Decompression-bomb guards.
     pub limits: DecodeLimits,
+    /// How remote items are read.
+    #[serde(default)]
+    pub remote: RemoteSpec,
 }
 
-/// One image to process: its stable index and its path as raw bytes (paths
-/// need not be UTF-8).
+/// One image to process: its stable index and where its bytes are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkItemSpec {
     /// Index in the manifest.
     pub index: ItemIndex,
-    /// Absolute path, as OS bytes.
-    pub path: Vec<u8>,
+    /// A file, a URL, a range of either, or a Parquet cell.
+    pub location: Location,
 }
 
 /// Coordinator → worker.
@@ -147,6 +150,9 @@ pub struct SpanTimes {
     pub readback_s: f64,
     /// Each forward pass's seconds, upload to read-back (batch latency).
     pub batch_s: Vec<f64>,
+    /// Remote requests sent again after a timeout, reset, 5xx or 429 (a
+    /// count, not a time: it travels with the span's stage figures).
+    pub remote_retries: u64,
 }
 
 impl SpanTimes {
@@ -160,6 +166,7 @@ impl SpanTimes {
         self.compute_s += other.compute_s;
         self.readback_s += other.readback_s;
         self.batch_s.extend_from_slice(&other.batch_s);
+        self.remote_retries += other.remote_retries;
     }
 
     /// Device seconds: upload, compute and read-back.

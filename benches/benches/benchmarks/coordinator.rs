@@ -6,30 +6,42 @@
 //! (fsync) is not in it: see BENCHMARKS.md for that cost.
 
 use std::hint::black_box;
-use std::path::PathBuf;
+use std::os::unix::ffi::OsStringExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group};
 use pipeline_core::{
-    ClassLabels, ClassScore, FromWorker, ItemOutcome, Manifest, ManifestEntry, Prediction,
-    SpanTimes, read_frame, write_frame,
+    ClassLabels, ClassScore, FromWorker, ItemOutcome, Location, Manifest, ManifestEntry,
+    Prediction, SpanTimes, read_frame, write_frame,
 };
 
 /// A manifest of `n` paths shaped like an ImageNet folder.
 fn manifest(n: u64) -> Manifest {
     Manifest {
-        root: PathBuf::from("/data/imagenet/val"),
+        source: "/data/imagenet/val".to_owned(),
         entries: (0..n)
-            .map(|index| ManifestEntry {
-                index,
-                relative: PathBuf::from(format!(
+            .map(|index| {
+                let name = PathBuf::from(format!(
                     "n{:08}/ILSVRC2012_val_{:08}.JPEG",
                     1_440_764 + index % 1000,
                     index + 1
-                )),
+                ));
+                ManifestEntry {
+                    index,
+                    location: Location::File {
+                        path: Path::new("/data/imagenet/val")
+                            .join(&name)
+                            .into_os_string()
+                            .into_vec(),
+                        range: None,
+                    },
+                    name,
+                }
             })
             .collect(),
         problems: Vec::new(),
+        revision: None,
     }
 }
 

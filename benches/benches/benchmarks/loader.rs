@@ -53,6 +53,7 @@ fn loader(draft: bool) -> Loader {
             ..PreprocessSpec::default()
         },
         limits: DecodeLimits::default(),
+        remote: Default::default(),
     })
     .expect("valid loader config")
 }

@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::args::BenchArgs;
 use crate::exit::Outcome;
 use crate::plan::{
-    check_data, check_parent, current_exe, default_loader_threads, load_average, per_worker,
+    check_parent, current_exe, data_spec, default_loader_threads, load_average, per_worker,
     plan_workers,
 };
 use crate::progress::Progress;
@@ -45,8 +45,10 @@ pub(super) const AUTO_BATCH_GUESS: u64 = 16;
 
 /// Where the bench reads its images from.
 pub(super) struct Dataset {
-    /// Scanned once; every run of the bench reads the same list.
+    /// Read once; every run of the bench reads the same list.
     pub(super) manifest: pipeline_core::Manifest,
+    /// What end-to-end runs read.
+    pub(super) spec: pipeline_core::DataSpec,
     pub(super) source: DatasetSource,
 }
 
@@ -54,8 +56,8 @@ pub(super) struct Dataset {
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
 pub(super) enum DatasetSource {
-    /// A folder (`--data`).
-    Data(std::path::PathBuf),
+    /// `--data`: a folder, manifest, shards or URL.
+    Data(String),
     /// `--synthetic N` photo-like JPEGs.
     Synthetic {
         images: u64,
@@ -75,9 +77,11 @@ pub(crate) fn run(args: &BenchArgs) -> Outcome {
 pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
     let axes = parse_sweep(&args.sweep)?;
     let size = parse_size(&args.size)?;
-    if let Some(dir) = &args.data {
-        check_data(dir)?;
-    }
+    let spec = args
+        .data
+        .as_deref()
+        .map(|data| data_spec(data, &args.source))
+        .transpose()?;
     for (flag, path) in [("--json", &args.json), ("--plot", &args.plot)] {
         if let Some(path) = path {
             check_parent(flag, path)?;
@@ -114,7 +118,13 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
     let dataset = if mode == Mode::ModelOnly {
         None
     } else {
-        Some(dataset(args, size, scratch.path())?)
+        Some(dataset(
+            args,
+            spec.as_ref(),
+            planned.worker.remote,
+            size,
+            scratch.path(),
+        )?)
     };
     let mut results = Vec::new();
     for point in &points {
@@ -178,14 +188,19 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
 /// `--data`, or `--synthetic N` photo-like JPEGs written under `scratch`.
 pub(super) fn dataset(
     args: &BenchArgs,
+    spec: Option<&pipeline_core::DataSpec>,
+    remote: pipeline_core::RemoteSpec,
     (width, height): (u32, u32),
     scratch: &Path,
 ) -> Result<Dataset, String> {
-    let scan = |dir: &Path| pipeline_core::Manifest::scan(dir).map_err(|e| e.to_string());
-    if let Some(dir) = &args.data {
+    let open = |spec: &pipeline_core::DataSpec| {
+        loader::source::open(spec, remote).map_err(|e| e.to_string())
+    };
+    if let Some(spec) = spec {
         return Ok(Dataset {
-            manifest: scan(dir)?,
-            source: DatasetSource::Data(dir.clone()),
+            manifest: open(spec)?,
+            spec: spec.clone(),
+            source: DatasetSource::Data(spec.data.clone()),
         });
     }
     let count = args.synthetic.unwrap_or(0);
@@ -203,8 +218,10 @@ pub(super) fn dataset(
         let path = dir.join(format!("{i:08}.jpg"));
         std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))
     })?;
+    let spec = pipeline_core::DataSpec::new(dir.to_string_lossy());
     Ok(Dataset {
-        manifest: scan(&dir)?,
+        manifest: open(&spec)?,
+        spec,
         source: DatasetSource::Synthetic {
             images: count,
             width,

@@ -40,7 +40,7 @@ pub(super) fn pipeline(
     let config = RunConfig {
         existing: coordinator::Existing::Overwrite,
         ..RunConfig::new(
-            data.manifest.root.clone(),
+            data.spec.clone(),
             worker_devices,
             worker_at(worker, point),
             chunk_size,
@@ -135,7 +135,7 @@ pub(super) fn loader_only(
         .iter()
         .map(|e| loader::WorkItem {
             index: e.index,
-            path: manifest.root.join(&e.relative),
+            location: e.location.clone(),
         })
         .collect();
     let batch_size = point.batch.unwrap_or(AUTO_BATCH_GUESS as usize);
@@ -144,6 +144,7 @@ pub(super) fn loader_only(
         batch_size,
         spec: worker.preprocess.clone(),
         limits: worker.limits,
+        remote: worker.remote,
     })
     .map_err(|e| e.to_string())?;
     let cpu_before = process_cpu_seconds();

@@ -174,6 +174,7 @@ impl Scheduler<'_> {
             .map(|s| s.report.clone())
             .collect();
         summary.stages = Stages::from_worker(&self.tally.times);
+        summary.recovery.remote_retries = self.tally.times.remote_retries;
         summary.batch_latencies_s = std::mem::take(&mut self.tally.times.batch_s);
         summary.steady = self.tally.timeline.steady();
         summary

@@ -3,8 +3,6 @@
 //! to the committer threads. See `run.rs` for the failure model.
 
 use std::collections::{HashMap, HashSet};
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -455,22 +453,8 @@ impl<'a> Scheduler<'a> {
             .iter()
             .map(|e| WorkItemSpec {
                 index: e.index,
-                path: absolute(&self.manifest.root, &e.relative)
-                    .as_os_str()
-                    .as_bytes()
-                    .to_vec(),
+                location: e.location.clone(),
             })
             .collect()
-    }
-}
-
-fn absolute(root: &Path, relative: &Path) -> PathBuf {
-    let path = root.join(relative);
-    if path.is_absolute() {
-        path
-    } else {
-        std::env::current_dir()
-            .map(|cwd| cwd.join(&path))
-            .unwrap_or(path)
     }
 }

@@ -52,7 +52,7 @@ pub struct LoaderConfig {
 
 /// Fetched items that may wait for the producer, at least: enough to keep
 /// `--io-concurrency` requests in flight while a batch decodes.
-const FETCH_QUEUE_MIN: usize = 64;
+pub const FETCH_QUEUE_MIN: usize = 64;
 
 /// What the fetch thread hands the producer.
 enum Fetched {

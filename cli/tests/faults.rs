@@ -48,6 +48,33 @@ impl Case {
         Self { dir, data, common }
     }
 
+    /// As [`Case::new`], but `--data` is a list of URLs of the same files
+    /// on a real HTTP server on 127.0.0.1 that answers each request after
+    /// `latency_ms` (so that signals land mid-run).
+    fn remote(images: usize, model: &str, latency_ms: u32, extra: &[&str]) -> Self {
+        let mut case = Self::new(images, model, extra);
+        let root = case.data.root.clone();
+        let server = fixtures::fault_server::start(&root, 0).expect("server starts");
+        let mut files: Vec<String> = walk(&root)
+            .into_iter()
+            .map(|p| {
+                let rel = p.strip_prefix(&root).expect("under the root");
+                format!("{}/latency/{latency_ms}/{}", server.base(), rel.display())
+            })
+            .collect();
+        files.sort();
+        let list = case.path("urls.txt");
+        fs::write(&list, files.join("\n")).expect("url list");
+        let at = case
+            .common
+            .iter()
+            .position(|a| a == "--data")
+            .expect("--data")
+            + 1;
+        case.common[at] = list.to_str().expect("utf-8 temp path").to_owned();
+        case
+    }
+
     fn path(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -103,6 +130,16 @@ fn error_line(err: &str) -> &str {
         .collect();
     assert_eq!(errors.len(), 1, "one error line: {err}");
     errors[0]
+}
+
+/// Every file under `dir` that the folder scan would pick up.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    pipeline_core::Manifest::scan(dir)
+        .expect("a folder")
+        .entries
+        .into_iter()
+        .map(|e| dir.join(e.name))
+        .collect()
 }
 
 fn wait_output(child: Child) -> Output {
@@ -439,6 +476,45 @@ fn sigint_and_sigterm_commit_what_is_in_flight_and_the_rerun_finishes() {
     assert!(err.contains("resuming:"), "{err}");
     assert_same_output(&out, &want, &case.data);
     assert!(!coordinator::parts_dir(&out).exists());
+}
+
+#[test]
+fn a_remote_run_survives_a_killed_worker_and_sigterm_and_resumes_to_the_same_bytes() {
+    let case = Case::remote(45, "tiny", 100, &["--chunk-size", "3", "--batch-size", "3"]);
+    let want = case.clean();
+    let out = case.path("remote.jsonl");
+    let mut child = case.start(&out, &[]);
+    let running = |child: &mut Child| child.try_wait().expect("wait works").is_none();
+    wait_until("a first part", Duration::from_secs(120), || {
+        assert!(running(&mut child), "the run ended before the faults");
+        committed_parts(&out) > 0
+    });
+    let workers = children(child.id());
+    assert_eq!(workers.len(), 1, "one worker");
+    signal(workers[0], "KILL");
+    let after_kill = committed_parts(&out);
+    wait_until(
+        "a part from the restarted worker",
+        Duration::from_secs(120),
+        || {
+            assert!(running(&mut child), "the run ended before SIGTERM");
+            committed_parts(&out) > after_kill
+        },
+    );
+    signal(child.id(), "TERM");
+    let run = wait_output(child);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(143), "{err}");
+    assert!(
+        err.contains("signal 9 (SIGKILL)"),
+        "the dead worker is reported: {err}"
+    );
+    assert!(!out.exists(), "no final file after SIGTERM");
+    let run = case.run(&out, &[], None);
+    let err = stderr(&run);
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert!(err.contains("resuming:"), "{err}");
+    assert_same_output(&out, &want, &case.data);
 }
 
 #[test]

@@ -155,28 +155,33 @@ fn append(builder: &mut tar::Builder<fs::File>, name: &str, bytes: &[u8]) {
         .expect("member written");
 }
 
-#[test]
-fn every_layout_gives_the_same_records_in_the_same_order() {
-    // Only the formats every layout carries as WebDataset members.
-    let (dir, root, all) = images(30);
+/// `count` fixtures, keeping the formats every layout carries (WebDataset
+/// members are jpg, png or webp), copied to `folder/`; the folder run's
+/// records are the reference the other layouts must match.
+fn shard_images(count: usize) -> (TempDir, PathBuf, Vec<String>, Vec<Value>) {
+    let (dir, root, all) = images(count);
     let names: Vec<String> = all
         .into_iter()
-        .filter(|n| {
-            let ext = n.rsplit('.').next().unwrap_or_default();
-            ["jpg", "png", "webp"].contains(&ext)
-        })
+        .filter(|n| SHARD_FORMATS.contains(&n.rsplit('.').next().unwrap_or_default()))
         .collect();
-    assert!(names.len() >= 12, "{names:?}");
-    let cwd = dir.path();
-    // Only these images, as a folder.
-    let folder = cwd.join("folder");
+    let folder = dir.path().join("folder");
     for name in &names {
         let to = folder.join(name);
         fs::create_dir_all(to.parent().expect("a parent")).expect("folder");
         fs::copy(root.join(name), &to).expect("copied");
     }
-    let (out, reference) = infer(cwd, folder.to_str().expect("utf-8"), "folder", &[]);
+    let (out, reference) = infer(dir.path(), folder.to_str().expect("utf-8"), "folder", &[]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    (dir, folder, names, reference)
+}
+
+const SHARD_FORMATS: [&str; 3] = ["jpg", "png", "webp"];
+
+#[test]
+fn every_layout_gives_the_same_records_in_the_same_order() {
+    let (dir, folder, names, reference) = shard_images(30);
+    assert!(names.len() >= 12, "{names:?}");
+    let cwd = dir.path();
     assert_eq!(paths(&reference), names);
     let expected = without_path(&reference);
 
@@ -522,20 +527,8 @@ impl Drop for S3Server {
 
 #[test]
 fn object_storage_prefixes_manifests_and_shards_read_like_local_files() {
-    let (dir, root, all) = images(16);
-    let names: Vec<String> = all
-        .into_iter()
-        .filter(|n| ["jpg", "png", "webp"].contains(&n.rsplit('.').next().unwrap_or_default()))
-        .collect();
+    let (dir, folder, names, reference) = shard_images(16);
     let cwd = dir.path();
-    let folder = cwd.join("folder");
-    for name in &names {
-        let to = folder.join(name);
-        fs::create_dir_all(to.parent().expect("a parent")).expect("folder");
-        fs::copy(root.join(name), &to).expect("copied");
-    }
-    let (out, reference) = infer(cwd, folder.to_str().expect("utf-8"), "folder", &[]);
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let expected = without_path(&reference);
 
     let server = S3Server::start(&cwd.join("s3"));

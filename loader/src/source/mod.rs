@@ -1,0 +1,302 @@
+//! `--data` as it is stored: a folder, a list file, a table (CSV, TSV,
+//! JSONL, Parquet) of paths or URLs, Parquet with the image bytes inside,
+//! WebDataset tar shards, and any of them in object storage.
+//!
+//! Each is read into the same [`Manifest`]: entries in input order (a
+//! manifest's row order; sorted keys for folders and prefixes; shard order
+//! then member order for WebDataset), each with the name the output's
+//! `path` carries and the [`Location`] a worker reads.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use pipeline_core::{
+    DataSpec, Fnv64, IMAGE_EXTENSIONS, InputFormat, ItemIndex, Location, Manifest, ManifestEntry,
+    RemoteSpec, ScanError, is_url,
+};
+
+use crate::remote::{Remote, RemoteError};
+
+mod shards;
+mod table;
+
+pub use shards::shards;
+
+/// Columns tried, in order, when `--path-column` is not given.
+pub const PATH_COLUMNS: [&str; 3] = ["path", "url", "image_path"];
+
+/// Columns tried, in order, for image bytes when a Parquet table has no path
+/// column and `--image-column` is not given (Hugging Face's `image`).
+pub const IMAGE_COLUMNS: [&str; 2] = ["image", "jpg"];
+
+/// WebDataset members that are the image, in order of preference.
+pub const SHARD_IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
+
+/// `--data` could not be read into a manifest: one line for the user.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// A local folder that is not one.
+    #[error(transparent)]
+    Scan(#[from] ScanError),
+    /// The file or object could not be read.
+    #[error("--data {path}: {message}")]
+    Read {
+        /// What.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// A table without the column it needs.
+    #[error("--data {path}: no column `{wanted}` (it has: {available}); name one with {flag}")]
+    Column {
+        /// The table.
+        path: String,
+        /// The column looked for (or the list of defaults).
+        wanted: String,
+        /// The table's columns.
+        available: String,
+        /// The flag that names it.
+        flag: &'static str,
+    },
+    /// Nothing to run.
+    #[error("--data {0}: no items (an empty manifest, or no images in it)")]
+    Empty(String),
+    /// The kind cannot be told from the argument.
+    #[error(
+        "--data {0}: cannot tell the layout from the name; give --input-format \
+         (folder, list, csv, tsv, jsonl, parquet, webdataset)"
+    )]
+    Unknown(String),
+    /// A layout that is not read from where it is.
+    #[error("--data {path}: {message}")]
+    Unsupported {
+        /// What.
+        path: String,
+        /// Why, and what to do instead.
+        message: String,
+    },
+    /// Object storage or a web server refused.
+    #[error("--data {0}")]
+    Remote(#[from] RemoteError),
+}
+
+/// Reads `spec` into a manifest; `remote` says how to reach URLs.
+pub fn open(spec: &DataSpec, remote: RemoteSpec) -> Result<Manifest, SourceError> {
+    let format = detect(spec)?;
+    let data = spec.data.as_str();
+    let client = || Remote::shared(remote).map_err(SourceError::Remote);
+    let manifest = match format {
+        InputFormat::Folder if is_url(data) => list_prefix(data, client()?)?,
+        InputFormat::Folder => Manifest::scan(Path::new(data))?,
+        InputFormat::Webdataset => shards::webdataset(data, &client)?,
+        InputFormat::Parquet => table::parquet(spec, &client)?,
+        InputFormat::List | InputFormat::Csv | InputFormat::Tsv | InputFormat::Jsonl => {
+            let bytes = read_all(data, &client)?;
+            let names = match format {
+                InputFormat::List => table::lines(&bytes),
+                InputFormat::Jsonl => {
+                    table::jsonl_column(data, &bytes, spec.path_column.as_deref())?
+                }
+                _ => table::csv_column(data, &bytes, format, spec.path_column.as_deref())?,
+            };
+            from_names(data, names)
+        }
+    };
+    if manifest.entries.is_empty() && format != InputFormat::Folder {
+        return Err(SourceError::Empty(data.to_owned()));
+    }
+    Ok(manifest)
+}
+
+/// The layout `spec` names or implies.
+pub fn detect(spec: &DataSpec) -> Result<InputFormat, SourceError> {
+    if let Some(format) = spec.format {
+        return Ok(format);
+    }
+    let data = spec.data.as_str();
+    if let Some(format) = InputFormat::from_name(data) {
+        return Ok(format);
+    }
+    if data.starts_with("s3://") || data.starts_with("S3://") {
+        return Ok(InputFormat::Folder);
+    }
+    if is_url(data) {
+        return Err(SourceError::Unknown(data.to_owned()));
+    }
+    let path = Path::new(data);
+    if path.is_dir() {
+        return Ok(if is_shard_folder(path) {
+            InputFormat::Webdataset
+        } else {
+            InputFormat::Folder
+        });
+    }
+    if path.exists() {
+        return Err(SourceError::Unknown(data.to_owned()));
+    }
+    // A missing path: let the folder scan say so.
+    Ok(InputFormat::Folder)
+}
+
+/// A folder with `.tar` files and no images directly in it.
+fn is_shard_folder(path: &Path) -> bool {
+    let Ok(read) = std::fs::read_dir(path) else {
+        return false;
+    };
+    let mut tars = false;
+    for entry in read.flatten() {
+        let name = entry.file_name();
+        let ext = Path::new(&name)
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase());
+        match ext.as_deref() {
+            Some("tar") => tars = true,
+            Some(e) if IMAGE_EXTENSIONS.contains(&e) => return false,
+            _ => {}
+        }
+    }
+    tars
+}
+
+fn read_all(
+    data: &str,
+    client: &dyn Fn() -> Result<&'static Remote, SourceError>,
+) -> Result<Vec<u8>, SourceError> {
+    if is_url(data) {
+        return client()?.get(data, None).map_err(|e| SourceError::Read {
+            path: data.to_owned(),
+            message: e.message,
+        });
+    }
+    std::fs::read(data).map_err(|e| SourceError::Read {
+        path: data.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Entries for paths or URLs listed in the manifest at `data`. A relative
+/// path is relative to the manifest's folder (or URL), so a run works from
+/// any working directory.
+fn from_names(data: &str, names: Vec<String>) -> Manifest {
+    let base_url = is_url(data).then(|| url::Url::parse(data).ok()).flatten();
+    let base_dir = Path::new(data)
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let entries = names
+        .into_iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let location = if is_url(&name) {
+                Location::Url {
+                    url: name.clone(),
+                    range: None,
+                }
+            } else if let Some(base) = &base_url {
+                Location::Url {
+                    url: base.join(&name).map_or_else(|_| name.clone(), String::from),
+                    range: None,
+                }
+            } else {
+                Location::File {
+                    path: absolute(&base_dir.join(&name)),
+                    range: None,
+                }
+            };
+            ManifestEntry {
+                index: i as ItemIndex,
+                name: PathBuf::from(name),
+                location,
+            }
+        })
+        .collect();
+    Manifest {
+        source: data.to_owned(),
+        entries,
+        problems: Vec::new(),
+        revision: None,
+    }
+}
+
+fn absolute(path: &Path) -> Vec<u8> {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .as_os_str()
+        .as_bytes()
+        .to_vec()
+}
+
+/// An `s3://bucket/prefix/` listed as a folder: its image objects, sorted
+/// by key; names are keys relative to the prefix.
+fn list_prefix(data: &str, remote: &Remote) -> Result<Manifest, SourceError> {
+    let prefix = if data.ends_with('/') {
+        data.to_owned()
+    } else {
+        format!("{data}/")
+    };
+    let objects = remote.list(&prefix)?;
+    let mut h = Fnv64::default();
+    let mut entries = Vec::new();
+    for object in objects {
+        let ext = object
+            .url
+            .rsplit_once('.')
+            .map(|(_, e)| e.to_ascii_lowercase());
+        if !ext.is_some_and(|e| IMAGE_EXTENSIONS.contains(&e.as_str())) {
+            continue;
+        }
+        h.write(&object.size.to_le_bytes());
+        h.write(object.etag.as_deref().unwrap_or_default().as_bytes());
+        h.write(&[0]);
+        let name = object
+            .url
+            .strip_prefix(&prefix)
+            .unwrap_or(&object.url)
+            .to_owned();
+        entries.push(ManifestEntry {
+            index: entries.len() as ItemIndex,
+            name: PathBuf::from(name),
+            location: Location::Url {
+                url: object.url,
+                range: None,
+            },
+        });
+    }
+    Ok(Manifest {
+        source: data.to_owned(),
+        entries,
+        problems: Vec::new(),
+        revision: Some(h.finish()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relative_entries_resolve_against_the_manifest_not_the_working_folder() {
+        let manifest = from_names(
+            "/data/lists/m.txt",
+            vec![
+                "a/x.jpg".into(),
+                "/abs/y.png".into(),
+                "http://h/z.jpg".into(),
+            ],
+        );
+        let locations: Vec<String> = manifest
+            .entries
+            .iter()
+            .map(|e| e.location.to_string())
+            .collect();
+        assert_eq!(
+            locations,
+            ["/data/lists/a/x.jpg", "/abs/y.png", "http://h/z.jpg"]
+        );
+        let remote = from_names("s3://b/lists/m.txt", vec!["a/x.jpg".into()]);
+        assert_eq!(
+            remote.entries[0].location.to_string(),
+            "s3://b/lists/a/x.jpg"
+        );
+    }
+}

@@ -1,0 +1,225 @@
+//! WebDataset tar shards: which shards (`{a..b}` patterns, folders),
+//! their members, and samples grouped by key.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use pipeline_core::{
+    ByteRange, Fnv64, ItemIndex, Location, Manifest, ManifestEntry, ScanProblem, is_url,
+};
+
+use super::{SHARD_IMAGE_EXTENSIONS, SourceError, absolute};
+use crate::remote::Remote;
+
+/// The shards `data` names: one `.tar`, a folder of them, or a brace
+/// pattern (`shards/{00000..00099}.tar`), local or remote.
+pub fn shards(data: &str) -> Result<Vec<String>, SourceError> {
+    if data.contains('{') {
+        let expanded = bracoxide::bracoxidize(data).map_err(|e| SourceError::Read {
+            path: data.to_owned(),
+            message: format!("bad brace pattern: {e:?}"),
+        })?;
+        return Ok(expanded);
+    }
+    let path = Path::new(data);
+    if !is_url(data) && path.is_dir() {
+        let mut tars: Vec<String> = std::fs::read_dir(path)
+            .map_err(|e| SourceError::Read {
+                path: data.to_owned(),
+                message: e.to_string(),
+            })?
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e.eq_ignore_ascii_case("tar")))
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        tars.sort();
+        return Ok(tars);
+    }
+    Ok(vec![data.to_owned()])
+}
+
+/// WebDataset shards: an item per key with an image member, named
+/// `SHARD/KEY`, located as a byte range of its shard. A key without an image
+/// member becomes an item on its first member, which fails as `unsupported`
+/// or `decode`: nothing in a shard vanishes silently.
+pub(super) fn webdataset(
+    data: &str,
+    client: &dyn Fn() -> Result<&'static Remote, SourceError>,
+) -> Result<Manifest, SourceError> {
+    let shards = shards(data)?;
+    let mut entries = Vec::new();
+    let mut problems = Vec::new();
+    let mut h = Fnv64::default();
+    for shard in &shards {
+        let members = if is_url(shard) {
+            let bytes = client()?.get(shard, None).map_err(|e| SourceError::Read {
+                path: shard.clone(),
+                message: e.message,
+            })?;
+            h.write(&(bytes.len() as u64).to_le_bytes());
+            scan_tar(bytes.as_slice())
+        } else {
+            match File::open(shard) {
+                Ok(file) => scan_tar(BufReader::new(file)),
+                Err(e) => {
+                    return Err(SourceError::Read {
+                        path: shard.clone(),
+                        message: e.to_string(),
+                    });
+                }
+            }
+        };
+        let (members, problem) = members;
+        if let Some(message) = problem {
+            problems.push(ScanProblem {
+                path: PathBuf::from(shard),
+                message,
+            });
+        }
+        let shard_name = shard_name(data, shard);
+        for (key, range) in samples(members) {
+            let location = if is_url(shard) {
+                Location::Url {
+                    url: shard.clone(),
+                    range: Some(range),
+                }
+            } else {
+                Location::File {
+                    path: absolute(Path::new(shard)),
+                    range: Some(range),
+                }
+            };
+            entries.push(ManifestEntry {
+                index: entries.len() as ItemIndex,
+                name: PathBuf::from(format!("{shard_name}/{key}")),
+                location,
+            });
+        }
+    }
+    Ok(Manifest {
+        source: data.to_owned(),
+        entries,
+        problems,
+        revision: shards.iter().any(|s| is_url(s)).then(|| h.finish()),
+    })
+}
+
+/// How a shard is named in outputs: relative to a folder of shards, else
+/// as given.
+fn shard_name(data: &str, shard: &str) -> String {
+    let dir = data.trim_end_matches('/');
+    match shard.strip_prefix(dir).and_then(|s| s.strip_prefix('/')) {
+        Some(rest) if Path::new(data).is_dir() => rest.to_owned(),
+        _ => shard.to_owned(),
+    }
+}
+
+/// A tar member: its path and where its body is.
+type Member = (String, ByteRange);
+
+/// The regular files of a tar stream, in order, and what stopped the scan
+/// early (a truncated or corrupt shard).
+fn scan_tar(reader: impl Read) -> (Vec<Member>, Option<String>) {
+    let mut archive = tar::Archive::new(reader);
+    let mut members = Vec::new();
+    let entries = match archive.entries() {
+        Ok(entries) => entries,
+        Err(e) => return (members, Some(format!("not a tar file: {e}"))),
+    };
+    for entry in entries {
+        match entry {
+            Ok(entry) => {
+                if !entry.header().entry_type().is_file() {
+                    continue;
+                }
+                let path = match entry.path() {
+                    Ok(p) => p.to_string_lossy().into_owned(),
+                    Err(e) => return (members, Some(format!("bad member name: {e}"))),
+                };
+                members.push((
+                    path,
+                    ByteRange {
+                        offset: entry.raw_file_position(),
+                        len: entry.size(),
+                    },
+                ));
+            }
+            Err(e) => {
+                return (
+                    members,
+                    Some(format!("shard ends early (truncated or corrupt): {e}")),
+                );
+            }
+        }
+    }
+    (members, None)
+}
+
+/// Members grouped into samples by key (the path up to the first dot of its
+/// file name), in order of first appearance; each sample's image member.
+fn samples(members: Vec<Member>) -> Vec<(String, ByteRange)> {
+    let mut order: Vec<String> = Vec::new();
+    let mut by_key: BTreeMap<String, Vec<(String, ByteRange)>> = BTreeMap::new();
+    for (path, range) in members {
+        let (dir, file) = path
+            .rsplit_once('/')
+            .map_or(("", path.as_str()), |(d, f)| (d, f));
+        let (stem, ext) = file.split_once('.').unwrap_or((file, ""));
+        let key = if dir.is_empty() {
+            stem.to_owned()
+        } else {
+            format!("{dir}/{stem}")
+        };
+        let group = by_key.entry(key.clone()).or_insert_with(|| {
+            order.push(key);
+            Vec::new()
+        });
+        group.push((ext.to_ascii_lowercase(), range));
+    }
+    order
+        .into_iter()
+        .map(|key| {
+            let members = &by_key[&key];
+            let image = SHARD_IMAGE_EXTENSIONS
+                .iter()
+                .find_map(|want| members.iter().find(|(ext, _)| ext == want))
+                .unwrap_or(&members[0]);
+            (key, image.1)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_group_members_by_key_and_pick_the_image() {
+        let r = |offset| ByteRange { offset, len: 1 };
+        let members = vec![
+            ("a/000.txt".to_owned(), r(0)),
+            ("a/000.png".to_owned(), r(1)),
+            ("a/000.jpg".to_owned(), r(2)),
+            ("b.cls".to_owned(), r(3)),
+            ("a/001.seg.png".to_owned(), r(4)),
+        ];
+        let got = samples(members);
+        assert_eq!(
+            got,
+            vec![
+                ("a/000".to_owned(), r(2)),
+                ("b".to_owned(), r(3)),
+                ("a/001".to_owned(), r(4)),
+            ]
+        );
+    }
+
+    #[test]
+    fn brace_patterns_expand_in_order() {
+        let got = shards("s/{00..02}.tar").expect("expands");
+        assert_eq!(got, ["s/00.tar", "s/01.tar", "s/02.tar"]);
+    }
+}

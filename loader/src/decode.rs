@@ -303,16 +303,7 @@ pub(crate) fn read_file(path: &Path, limits: &DecodeLimits) -> Result<Vec<u8>, I
             "not a regular file",
         ));
     }
-    if meta.len() > limits.max_file_bytes {
-        return Err(ItemError::new(
-            ItemErrorKind::TooLarge,
-            format!(
-                "file is {} bytes, over the limit of {} (--max-file-bytes)",
-                meta.len(),
-                limits.max_file_bytes
-            ),
-        ));
-    }
+    check_size(meta.len(), limits)?;
     let mut file = fs::File::open(path).map_err(map_io_error)?;
     let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
     // Read at most one byte past the limit: the file may grow after `stat`.

@@ -16,6 +16,9 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use std::time::Instant;
+
+use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
 use object_store::client::{
@@ -112,24 +115,29 @@ impl Remote {
     }
 
     /// The whole object, or the item error it ends in.
-    pub fn get(&self, url: &str, range: Option<Range<u64>>) -> Result<Vec<u8>, ItemError> {
+    pub fn get(&self, url: &str, range: Option<Range<u64>>) -> Result<Bytes, ItemError> {
         self.runtime.block_on(self.fetch(url, range))
     }
 
-    /// Many objects (or ranges), `spec.concurrency` in flight, results in
-    /// input order, passed to `each` as they complete in order.
+    /// Many objects (or ranges), `spec.concurrency` in flight, passed to
+    /// `each` in input order with the seconds each request took; `each`
+    /// returns false to stop.
     pub fn get_each(
         &self,
         requests: Vec<(String, Option<Range<u64>>)>,
-        mut each: impl FnMut(usize, Result<Vec<u8>, ItemError>) -> bool,
+        mut each: impl FnMut(usize, Result<Bytes, ItemError>, f64) -> bool,
     ) {
         self.runtime.block_on(async {
             let mut results = futures::stream::iter(requests)
-                .map(|(url, range)| async move { self.fetch(&url, range).await })
+                .map(|(url, range)| async move {
+                    let started = Instant::now();
+                    let result = self.fetch(&url, range).await;
+                    (result, started.elapsed().as_secs_f64())
+                })
                 .buffered(self.spec.concurrency.max(1))
                 .enumerate();
-            while let Some((i, result)) = results.next().await {
-                if !each(i, result) {
+            while let Some((i, (result, seconds))) = results.next().await {
+                if !each(i, result, seconds) {
                     return;
                 }
             }
@@ -157,7 +165,7 @@ impl Remote {
         Ok(objects)
     }
 
-    async fn fetch(&self, url: &str, range: Option<Range<u64>>) -> Result<Vec<u8>, ItemError> {
+    async fn fetch(&self, url: &str, range: Option<Range<u64>>) -> Result<Bytes, ItemError> {
         let (store, path, _) = self.store(url)?;
         self.logical.fetch_add(1, Ordering::Relaxed);
         let bytes = match range {
@@ -180,7 +188,7 @@ impl Remote {
                 got.bytes().await.map_err(|e| item_error(url, e))?
             }
         };
-        Ok(bytes.to_vec())
+        Ok(bytes)
     }
 
     /// The store for `url`, the object's path in it, and the URL prefix

@@ -311,10 +311,10 @@ fn load_into(pending: Pending, config: &LoaderConfig, out: &mut [u8]) -> Loaded 
             Pending::Read(Location::File { path, range }) => {
                 use std::os::unix::ffi::OsStrExt;
                 let path = Path::new(std::ffi::OsStr::from_bytes(&path));
-                match range {
+                bytes::Bytes::from(match range {
                     None => crate::decode::read_file(path, &config.limits)?,
                     Some(range) => crate::decode::read_range(path, range, &config.limits)?,
-                }
+                })
             }
             Pending::Read(other) => {
                 return Err(ItemError::new(

@@ -158,20 +158,23 @@ fn is_shard_folder(path: &Path) -> bool {
     tars
 }
 
+/// The whole file or object `data` names.
 fn read_all(
     data: &str,
     client: &dyn Fn() -> Result<&'static Remote, SourceError>,
-) -> Result<Vec<u8>, SourceError> {
+) -> Result<bytes::Bytes, SourceError> {
     if is_url(data) {
         return client()?.get(data, None).map_err(|e| SourceError::Read {
             path: data.to_owned(),
             message: e.message,
         });
     }
-    std::fs::read(data).map_err(|e| SourceError::Read {
-        path: data.to_owned(),
-        message: e.to_string(),
-    })
+    std::fs::read(data)
+        .map(bytes::Bytes::from)
+        .map_err(|e| SourceError::Read {
+            path: data.to_owned(),
+            message: e.to_string(),
+        })
 }
 
 /// Entries for paths or URLs listed in the manifest at `data`. A relative

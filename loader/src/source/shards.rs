@@ -60,7 +60,7 @@ pub(super) fn webdataset(
                 message: e.message,
             })?;
             h.write(&(bytes.len() as u64).to_le_bytes());
-            scan_tar(bytes.as_slice())
+            scan_tar(&bytes[..])
         } else {
             match File::open(shard) {
                 Ok(file) => scan_tar(BufReader::new(file)),

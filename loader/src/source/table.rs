@@ -112,7 +112,7 @@ pub(super) fn parquet(
         path: data.to_owned(),
         message: e.to_string(),
     };
-    let bytes = bytes::Bytes::from(read_all(data, client)?);
+    let bytes = read_all(data, client)?;
     let builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone()).map_err(bad)?;
     let schema = builder.schema().clone();
     let columns: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();

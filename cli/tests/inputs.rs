@@ -19,19 +19,23 @@ use tempfile::TempDir;
 
 mod common;
 
-fn run(cwd: &Path, args: &[&str]) -> Output {
-    common::pipeline(cwd)
-        .args(args)
-        .output()
-        .expect("the pipeline binary runs")
-}
-
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// `infer --data DATA` with `tiny` on the CPU; the output's records.
 fn infer(cwd: &Path, data: &str, name: &str, extra: &[&str]) -> (Output, Vec<Value>) {
+    infer_with_env(cwd, data, name, extra, &[])
+}
+
+/// [`infer`] with environment variables set (S3 credentials, endpoint).
+fn infer_with_env(
+    cwd: &Path,
+    data: &str,
+    name: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Output, Vec<Value>) {
     let out = cwd.join(format!("{name}.jsonl"));
     let mut args = vec![
         "infer",
@@ -50,7 +54,11 @@ fn infer(cwd: &Path, data: &str, name: &str, extra: &[&str]) -> (Output, Vec<Val
         "--quiet",
     ];
     args.extend_from_slice(extra);
-    let output = run(cwd, &args);
+    let output = common::pipeline(cwd)
+        .args(&args)
+        .envs(env.iter().copied())
+        .output()
+        .expect("the pipeline binary runs");
     let records = fs::read_to_string(&out)
         .map(|text| {
             text.lines()
@@ -556,40 +564,15 @@ fn object_storage_prefixes_manifests_and_shards_read_like_local_files() {
     }
     server.put("imgs", &files, &["secret/x.jpg"]);
 
-    let with_s3 = |data: &str, name: &str| {
-        let out_path = cwd.join(format!("{name}.jsonl"));
-        let output = common::pipeline(cwd)
-            .args([
-                "infer",
-                "--data",
-                data,
-                "--out",
-                out_path.to_str().expect("utf-8"),
-                "--model",
-                "tiny",
-                "--gpus",
-                "cpu",
-                "--chunk-size",
-                "5",
-                "--batch-size",
-                "4",
-                "--quiet",
-                "--io-retries",
-                "1",
-            ])
-            .env("AWS_ENDPOINT_URL", server.endpoint())
-            .env("AWS_ACCESS_KEY_ID", "test")
-            .env("AWS_SECRET_ACCESS_KEY", "test")
-            .env("AWS_REGION", "us-east-1")
-            .output()
-            .expect("the pipeline binary runs");
-        let records: Vec<Value> = fs::read_to_string(&out_path)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("JSON"))
-            .collect();
-        (output, records)
-    };
+    let endpoint = server.endpoint();
+    let env = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", "test"),
+        ("AWS_SECRET_ACCESS_KEY", "test"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    let with_s3 =
+        |data: &str, name: &str| infer_with_env(cwd, data, name, &["--io-retries", "1"], &env);
 
     let (out, records) = with_s3("s3://imgs/data/", "prefix");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -51,10 +51,11 @@ pub(crate) fn fetch_group(
 ) {
     let mut cells = read_cells(&items);
     let requests = plan_requests(&items);
+    let indices: Vec<ItemIndex> = items.iter().map(|item| item.index).collect();
     let mut pending: Vec<Option<Pending>> = items
-        .iter()
-        .map(|item| match &item.location {
-            Location::File { .. } => Some(Pending::Read(item.location.clone())),
+        .into_iter()
+        .map(|item| match item.location {
+            file @ Location::File { .. } => Some(Pending::Read(file)),
             Location::Cell { .. } => cells.remove(&item.index).map(|(r, s)| Pending::Ready(r, s)),
             Location::Url { .. } => None,
         })
@@ -66,7 +67,7 @@ pub(crate) fn fetch_group(
             let Some(p) = pending[*next].take() else {
                 return true;
             };
-            if !send(items[*next].index, p) {
+            if !send(indices[*next], p) {
                 return false;
             }
             *next += 1;
@@ -122,7 +123,7 @@ pub(crate) fn fetch_group(
             0.0,
         ));
     }
-    flush(items.len(), &mut pending, &mut next);
+    flush(indices.len(), &mut pending, &mut next);
 }
 
 /// The remote requests a group needs: one per whole object, one per run

@@ -10,7 +10,9 @@
 # with torch, torchvision and transformers for the PyTorch side.
 # Settings (environment): MODELS (default resnet50,vit_b_16,clip_vit_b_32),
 # BATCHES (default 32,128), SYNTHETIC (images for end to end, default 2048;
-# 0 skips it), REPEAT (default 3), PRECISIONS (default f32,f16).
+# 0 skips it), REPEAT (default 3), PRECISIONS (default f32,f16), TORCH
+# (default 1; 0 skips the PyTorch side), GPUS (default 0; `cpu` runs the
+# kit's pipeline side on the CPU, to try the script on a machine without a GPU).
 #
 # Precision: each `pipeline` row names its `--precision`; compare its f32
 # rows with PyTorch's strict f32 row and its f16 rows with PyTorch's f16
@@ -24,10 +26,12 @@ batches=${BATCHES:-32,128}
 synthetic=${SYNTHETIC:-2048}
 repeat=${REPEAT:-3}
 precisions=${PRECISIONS:-f32,f16}
+torch=${TORCH:-1}
+gpus=${GPUS:-0}
 mkdir -p "$out"
 
 "$pipeline" devices | tee "$out/devices.txt"
-if ! awk '$1 ~ /^(gpu:)?0$/ { found = 1 } END { exit !found }' "$out/devices.txt"; then
+if [[ $gpus != cpu ]] && ! awk '$1 ~ /^(gpu:)?0$/ { found = 1 } END { exit !found }' "$out/devices.txt"; then
     echo "gpu-bench.sh: pipeline sees no Vulkan GPU (see pipeline devices above)" >&2
     exit 2
 fi
@@ -35,13 +39,13 @@ fi
 for model in ${models//,/ }; do
     for precision in ${precisions//,/ }; do
         echo "gpu-bench.sh: $model $precision, model only" >&2
-        "$pipeline" bench --model-only --gpus 0 --model "$model" --precision "$precision" \
+        "$pipeline" bench --model-only --gpus "$gpus" --model "$model" --precision "$precision" \
             --batches 20 --repeat "$repeat" --sweep "batch=$batches" \
             --json "$out/$model-$precision-model-only.json" --quiet \
             > "$out/$model-$precision-model-only.md"
         if ((synthetic > 0)); then
             echo "gpu-bench.sh: $model $precision, end to end on $synthetic generated photos" >&2
-            "$pipeline" bench --synthetic "$synthetic" --gpus 0 --model "$model" \
+            "$pipeline" bench --synthetic "$synthetic" --gpus "$gpus" --model "$model" \
                 --precision "$precision" --repeat "$repeat" --sweep "batch=$batches" \
                 --json "$out/$model-$precision-end-to-end.json" --quiet \
                 > "$out/$model-$precision-end-to-end.md"
@@ -49,8 +53,10 @@ for model in ${models//,/ }; do
     done
 done
 
-echo "gpu-bench.sh: PyTorch" >&2
-python3 scripts/bench_pytorch_gpu.py --models "$models" --batches "$batches" | tee "$out/pytorch.md"
+if ((torch)); then
+    echo "gpu-bench.sh: PyTorch" >&2
+    python3 scripts/bench_pytorch_gpu.py --models "$models" --batches "$batches" | tee "$out/pytorch.md"
+fi
 
 python3 - "$out" "$models" "$precisions" <<'EOF' | tee "$out/rows.md"
 import json, os, sys

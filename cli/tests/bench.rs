@@ -181,6 +181,42 @@ fn model_only_times_the_model_alone_on_full_batches() {
     assert_eq!(stages, ["upload", "compute", "read-back"]);
 }
 
+/// A model-only sweep opens the device once per point in one process. In
+/// f16 the second opening used to fail: the device's type was already set.
+#[test]
+fn a_half_precision_model_only_sweep_runs_every_point() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    bench(
+        dir.path(),
+        &[
+            "--model-only",
+            "--gpus",
+            "cpu",
+            "--model",
+            "tiny",
+            "--precision",
+            "f16",
+            "--sweep",
+            "batch=2,4",
+            "--batches",
+            "2",
+            "--repeat",
+            "1",
+            "--json",
+            "h.json",
+            "-q",
+        ],
+    );
+    let report = json(&dir.path().join("h.json"));
+    assert_eq!(report["config"]["precision"], "f16");
+    let sweep = report["sweep"].as_array().expect("sweep");
+    let batches: Vec<u64> = sweep
+        .iter()
+        .map(|p| p["batch"].as_u64().expect("batch"))
+        .collect();
+    assert_eq!(batches, [2, 4]);
+}
+
 #[test]
 fn loader_only_reads_and_decodes_every_image_without_a_model() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -292,7 +292,9 @@ pub fn open_with(
     persist_autotune();
     let mut device = device_for(spec)?;
     let dtype = resolve_precision(spec, &device, precision)?;
-    if dtype != FloatDType::F32 {
+    // A process that opens the device again (a `bench` sweep) finds it
+    // already set to this type; only a different type is an error.
+    if device.settings().float_dtype != dtype {
         device.configure(dtype).map_err(|e| DeviceError {
             spec: spec.clone(),
             message: format!("cannot compute in {precision}: {e:?}"),

@@ -136,7 +136,8 @@ pub fn encode_part(
 ) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(outcomes.len() * 192);
     for o in &outcomes {
-        let path = manifest.entries[o.index as usize].name.to_string_lossy();
+        let name = manifest.entries.name(o.index as usize);
+        let path = name.to_string_lossy();
         encode_jsonl_parts(o.index, &path, &o.result, labels, &mut bytes)
             .expect("writing JSON into a Vec cannot fail");
     }

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod device;
+mod entries;
 mod item;
 mod labels;
 mod manifest;
@@ -19,6 +20,7 @@ mod protocol;
 mod source;
 
 pub use device::{DeviceSpec, UnknownDevice, autotune_dir, cache_dir, runtime_dir_for_children};
+pub use entries::{Cursor, Entries};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use labels::{ClassLabels, IMAGENET_CLASSES, ZeroShotClasses, imagenet_label, imagenet_labels};
 pub use manifest::{

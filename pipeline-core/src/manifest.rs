@@ -14,6 +14,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use crate::entries::Entries;
 use crate::item::ItemIndex;
 use crate::source::Location;
 
@@ -55,8 +56,8 @@ pub enum ScanError {
 pub struct Manifest {
     /// What `--data` said.
     pub source: String,
-    /// The images, `entries[i].index == i`.
-    pub entries: Vec<ManifestEntry>,
+    /// The images, item `i` the `i`-th, held compactly.
+    pub entries: Entries,
     /// Folders, links, shards or rows that could not be read.
     pub problems: Vec<ScanProblem>,
     /// A hash of the listed objects' sizes and ETags (remote sources), so a
@@ -118,10 +119,10 @@ impl Manifest {
     /// changed.
     pub fn fingerprint(&self) -> u64 {
         let mut h = Fnv64::default();
-        for entry in &self.entries {
-            h.write(entry.name.as_os_str().as_bytes());
+        self.entries.for_each_name(|name| {
+            h.write(name);
             h.write(&[0]);
-        }
+        });
         if let Some(revision) = self.revision {
             h.write(&revision.to_le_bytes());
         }
@@ -269,10 +270,10 @@ mod tests {
             fs::write(path, b"x").expect("write");
         }
         let manifest = Manifest::scan(root).expect("scan");
-        let found: Vec<&str> = manifest
+        let found: Vec<String> = manifest
             .entries
             .iter()
-            .map(|e| e.name.to_str().expect("utf-8"))
+            .map(|e| e.name.to_str().expect("utf-8").to_owned())
             .collect();
         assert_eq!(found, ["a.b/x.JPG", "a/y.jpg", "a/z/w.tiff", "b.png"]);
         assert!(

@@ -449,11 +449,12 @@ impl<'a> Scheduler<'a> {
 
     fn items(&self, span: SpanId) -> Vec<WorkItemSpec> {
         let items = self.book.items(span);
-        self.manifest.entries[items.start as usize..items.end as usize]
-            .iter()
+        self.manifest
+            .entries
+            .range(items.start as usize..items.end as usize)
             .map(|e| WorkItemSpec {
                 index: e.index,
-                location: e.location.clone(),
+                location: e.location,
             })
             .collect()
     }

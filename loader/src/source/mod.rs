@@ -11,8 +11,8 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use pipeline_core::{
-    DataSpec, Fnv64, IMAGE_EXTENSIONS, InputFormat, ItemIndex, Location, Manifest, ManifestEntry,
-    RemoteSpec, ScanError, is_url,
+    DataSpec, Entries, Fnv64, IMAGE_EXTENSIONS, InputFormat, Location, Manifest, RemoteSpec,
+    ScanError, is_url,
 };
 
 use crate::remote::{Remote, RemoteError};
@@ -92,14 +92,15 @@ pub fn open(spec: &DataSpec, remote: RemoteSpec) -> Result<Manifest, SourceError
         InputFormat::Parquet => table::parquet(spec, &client)?,
         InputFormat::List | InputFormat::Csv | InputFormat::Tsv | InputFormat::Jsonl => {
             let bytes = read_all(data, &client)?;
-            let names = match format {
-                InputFormat::List => table::lines(&bytes),
-                InputFormat::Jsonl => {
-                    table::jsonl_column(data, &bytes, spec.path_column.as_deref())?
-                }
-                _ => table::csv_column(data, &bytes, format, spec.path_column.as_deref())?,
-            };
-            from_names(data, names)
+            let mut listing = Listing::new(data);
+            let mut push = |name: String| listing.push(name);
+            let wanted = spec.path_column.as_deref();
+            match format {
+                InputFormat::List => table::lines(&bytes, &mut push),
+                InputFormat::Jsonl => table::jsonl_column(data, &bytes, wanted, &mut push)?,
+                _ => table::csv_column(data, &bytes, format, wanted, &mut push)?,
+            }
+            listing.finish(data)
         }
     };
     if manifest.entries.is_empty() && format != InputFormat::Folder {
@@ -177,48 +178,62 @@ fn read_all(
         })
 }
 
-/// Entries for paths or URLs listed in the manifest at `data`. A relative
-/// path is relative to the manifest's folder (or URL), so a run works from
-/// any working directory.
-fn from_names(data: &str, names: Vec<String>) -> Manifest {
-    let base_url = is_url(data).then(|| url::Url::parse(data).ok()).flatten();
-    let base_dir = Path::new(data)
-        .parent()
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let entries = names
-        .into_iter()
-        .enumerate()
-        .map(|(i, name)| {
-            let location = if is_url(&name) {
-                Location::Url {
-                    url: name.clone(),
-                    range: None,
-                }
-            } else if let Some(base) = &base_url {
-                Location::Url {
-                    url: base.join(&name).map_or_else(|_| name.clone(), String::from),
-                    range: None,
-                }
-            } else {
-                Location::File {
-                    path: absolute(&base_dir.join(&name)),
-                    range: None,
-                }
-            };
-            ManifestEntry {
-                index: i as ItemIndex,
-                name: PathBuf::from(name),
-                location,
-            }
-        })
-        .collect();
-    Manifest {
-        source: data.to_owned(),
-        entries,
-        problems: Vec::new(),
-        revision: None,
+/// Entries for paths or URLs listed in the manifest at `data`, pushed one
+/// at a time as the manifest is read. A relative path is relative to the
+/// manifest's folder (or URL), so a run works from any working directory.
+struct Listing {
+    entries: Entries,
+    base_url: Option<url::Url>,
+    base_dir: PathBuf,
+}
+
+impl Listing {
+    fn new(data: &str) -> Self {
+        Self {
+            entries: Entries::new(),
+            base_url: is_url(data).then(|| url::Url::parse(data).ok()).flatten(),
+            base_dir: Path::new(data)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default(),
+        }
     }
+
+    fn push(&mut self, name: String) {
+        let location = if is_url(&name) {
+            Location::Url {
+                url: name.clone(),
+                range: None,
+            }
+        } else if let Some(base) = &self.base_url {
+            Location::Url {
+                url: base.join(&name).map_or_else(|_| name.clone(), String::from),
+                range: None,
+            }
+        } else {
+            Location::File {
+                path: absolute(&self.base_dir.join(&name)),
+                range: None,
+            }
+        };
+        self.entries.push(name, location);
+    }
+
+    fn finish(self, data: &str) -> Manifest {
+        Manifest {
+            source: data.to_owned(),
+            entries: self.entries,
+            problems: Vec::new(),
+            revision: None,
+        }
+    }
+}
+
+#[cfg(test)]
+fn from_names(data: &str, names: Vec<String>) -> Manifest {
+    let mut listing = Listing::new(data);
+    names.into_iter().for_each(|n| listing.push(n));
+    listing.finish(data)
 }
 
 fn absolute(path: &Path) -> Vec<u8> {
@@ -239,7 +254,7 @@ fn list_prefix(data: &str, remote: &Remote) -> Result<Manifest, SourceError> {
     };
     let objects = remote.list(&prefix)?;
     let mut h = Fnv64::default();
-    let mut entries = Vec::new();
+    let mut entries = Entries::new();
     for object in objects {
         let ext = object
             .url
@@ -256,14 +271,13 @@ fn list_prefix(data: &str, remote: &Remote) -> Result<Manifest, SourceError> {
             .strip_prefix(&prefix)
             .unwrap_or(&object.url)
             .to_owned();
-        entries.push(ManifestEntry {
-            index: entries.len() as ItemIndex,
-            name: PathBuf::from(name),
-            location: Location::Url {
+        entries.push(
+            name,
+            Location::Url {
                 url: object.url,
                 range: None,
             },
-        });
+        );
     }
     Ok(Manifest {
         source: data.to_owned(),
@@ -298,7 +312,7 @@ mod tests {
         );
         let remote = from_names("s3://b/lists/m.txt", vec!["a/x.jpg".into()]);
         assert_eq!(
-            remote.entries[0].location.to_string(),
+            remote.entries.get(0).location.to_string(),
             "s3://b/lists/a/x.jpg"
         );
     }

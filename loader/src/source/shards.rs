@@ -6,9 +6,7 @@ use std::fs::File;
 use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
-use pipeline_core::{
-    ByteRange, Fnv64, ItemIndex, Location, Manifest, ManifestEntry, ScanProblem, is_url,
-};
+use pipeline_core::{ByteRange, Entries, Fnv64, Location, Manifest, ScanProblem, is_url};
 
 use super::{SHARD_IMAGE_EXTENSIONS, SourceError, absolute};
 use crate::remote::Remote;
@@ -50,7 +48,7 @@ pub(super) fn webdataset(
     client: &dyn Fn() -> Result<&'static Remote, SourceError>,
 ) -> Result<Manifest, SourceError> {
     let shards = shards(data)?;
-    let mut entries = Vec::new();
+    let mut entries = Entries::new();
     let mut problems = Vec::new();
     let mut h = Fnv64::default();
     for shard in &shards {
@@ -92,11 +90,7 @@ pub(super) fn webdataset(
                     range: Some(range),
                 }
             };
-            entries.push(ManifestEntry {
-                index: entries.len() as ItemIndex,
-                name: PathBuf::from(format!("{shard_name}/{key}")),
-                location,
-            });
+            entries.push(format!("{shard_name}/{key}"), location);
         }
     }
     Ok(Manifest {

@@ -2,7 +2,7 @@
 //! tables with a path column, and Parquet with the image bytes inside.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use arrow_array::{
     Array, BinaryArray, LargeBinaryArray, LargeStringArray, StringArray, StructArray,
@@ -10,19 +10,19 @@ use arrow_array::{
 use arrow_schema::DataType;
 use parquet::arrow::ProjectionMask;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use pipeline_core::{DataSpec, InputFormat, ItemIndex, Location, Manifest, ManifestEntry, is_url};
+use pipeline_core::{DataSpec, Entries, InputFormat, Location, Manifest, is_url};
 
-use super::{IMAGE_COLUMNS, PATH_COLUMNS, SourceError, absolute, from_names, read_all};
+use super::{IMAGE_COLUMNS, Listing, PATH_COLUMNS, SourceError, absolute, read_all};
 use crate::remote::Remote;
 
-/// Lines of a list file: trimmed, blank lines skipped.
-pub(super) fn lines(bytes: &[u8]) -> Vec<String> {
+/// Lines of a list file, to `push`: trimmed, blank lines skipped.
+pub(super) fn lines(bytes: &[u8], push: &mut dyn FnMut(String)) {
     BufReader::new(bytes)
         .lines()
         .map_while(Result::ok)
         .map(|l| l.trim().to_owned())
         .filter(|l| !l.is_empty())
-        .collect()
+        .for_each(push);
 }
 
 fn pick_column(data: &str, columns: &[String], wanted: Option<&str>) -> Result<usize, SourceError> {
@@ -49,7 +49,8 @@ pub(super) fn csv_column(
     bytes: &[u8],
     format: InputFormat,
     wanted: Option<&str>,
-) -> Result<Vec<String>, SourceError> {
+    push: &mut dyn FnMut(String),
+) -> Result<(), SourceError> {
     let bad = |e: csv::Error| SourceError::Read {
         path: data.to_owned(),
         message: e.to_string(),
@@ -68,21 +69,24 @@ pub(super) fn csv_column(
         .map(str::to_owned)
         .collect();
     let column = pick_column(data, &headers, wanted)?;
-    let mut names = Vec::new();
     for record in reader.records() {
         let record = record.map_err(bad)?;
-        names.push(record.get(column).unwrap_or_default().trim().to_owned());
+        push(record.get(column).unwrap_or_default().trim().to_owned());
     }
-    Ok(names)
+    Ok(())
 }
 
 pub(super) fn jsonl_column(
     data: &str,
     bytes: &[u8],
     wanted: Option<&str>,
-) -> Result<Vec<String>, SourceError> {
-    let mut names = Vec::new();
-    for (n, line) in lines(bytes).into_iter().enumerate() {
+    push: &mut dyn FnMut(String),
+) -> Result<(), SourceError> {
+    let lines = BufReader::new(bytes).lines().map_while(Result::ok);
+    for (n, line) in lines.enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
         let value: serde_json::Value =
             serde_json::from_str(&line).map_err(|e| SourceError::Read {
                 path: data.to_owned(),
@@ -94,12 +98,12 @@ pub(super) fn jsonl_column(
         })?;
         let columns: Vec<String> = object.keys().cloned().collect();
         let column = &columns[pick_column(data, &columns, wanted)?];
-        names.push(match &object[column] {
+        push(match &object[column] {
             serde_json::Value::String(s) => s.clone(),
             other => other.to_string(),
         });
     }
-    Ok(names)
+    Ok(())
 }
 
 /// A Parquet table: paths/URLs in a column, or the image bytes in one.
@@ -142,8 +146,12 @@ pub(super) fn parquet(
             None => pick_column(data, &columns, None)?,
         };
         let mask = ProjectionMask::roots(builder.parquet_schema(), [column]);
-        let names = strings(builder.with_projection(mask).build().map_err(bad)?, data)?;
-        return Ok(from_names(data, names));
+        let reader = builder.with_projection(mask).build().map_err(bad)?;
+        let mut listing = Listing::new(data);
+        each_string(reader, data, &mut |name| {
+            listing.push(name.unwrap_or_default())
+        })?;
+        return Ok(listing.finish(data));
     };
     if is_url(data) {
         return Err(SourceError::Unsupported {
@@ -184,32 +192,29 @@ pub(super) fn parquet(
     let file_name = Path::new(data)
         .file_name()
         .map_or_else(|| data.to_owned(), |n| n.to_string_lossy().into_owned());
-    let mut names: Vec<Option<String>> = match name_leaf {
-        Some(mask) => {
-            let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-                .map_err(bad)?
-                .with_projection(mask)
-                .build()
-                .map_err(bad)?;
-            optional_strings(reader, data)?
-        }
-        None => Vec::new(),
-    };
-    names.resize(rows as usize, None);
     let file = absolute(Path::new(data));
-    let entries = names
-        .into_iter()
-        .enumerate()
-        .map(|(row, name)| ManifestEntry {
-            index: row as ItemIndex,
-            name: PathBuf::from(name.unwrap_or_else(|| format!("{file_name}#{row}"))),
-            location: Location::Cell {
-                file: file.clone(),
-                column: image_name.clone(),
-                row: row as u64,
-            },
-        })
-        .collect();
+    let mut entries = Entries::new();
+    let push = |entries: &mut Entries, name: Option<String>| {
+        let row = entries.len() as u64;
+        let name = name.unwrap_or_else(|| format!("{file_name}#{row}"));
+        let location = Location::Cell {
+            file: file.clone(),
+            column: image_name.clone(),
+            row,
+        };
+        entries.push(name, location);
+    };
+    if let Some(mask) = name_leaf {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map_err(bad)?
+            .with_projection(mask)
+            .build()
+            .map_err(bad)?;
+        each_string(reader, data, &mut |name| push(&mut entries, name))?;
+    }
+    while (entries.len() as u64) < rows {
+        push(&mut entries, None);
+    }
     Ok(Manifest {
         source: data.to_owned(),
         entries,
@@ -218,22 +223,13 @@ pub(super) fn parquet(
     })
 }
 
-/// The one (string) column of every batch, nulls as empty names.
-fn strings(
+/// The one (string) column of every batch, to `push`, a row at a time.
+fn each_string(
     reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
     data: &str,
-) -> Result<Vec<String>, SourceError> {
-    Ok(optional_strings(reader, data)?
-        .into_iter()
-        .map(Option::unwrap_or_default)
-        .collect())
-}
-
-fn optional_strings(
-    reader: parquet::arrow::arrow_reader::ParquetRecordBatchReader,
-    data: &str,
-) -> Result<Vec<Option<String>>, SourceError> {
-    let mut out = Vec::new();
+    push: &mut dyn FnMut(Option<String>),
+) -> Result<(), SourceError> {
+    let lossy = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     for batch in reader {
         let batch = batch.map_err(|e| SourceError::Read {
             path: data.to_owned(),
@@ -245,19 +241,13 @@ fn optional_strings(
         }
         let any = column.as_any();
         if let Some(a) = any.downcast_ref::<StringArray>() {
-            out.extend(a.iter().map(|v| v.map(str::to_owned)));
+            a.iter().for_each(|v| push(v.map(str::to_owned)));
         } else if let Some(a) = any.downcast_ref::<LargeStringArray>() {
-            out.extend(a.iter().map(|v| v.map(str::to_owned)));
+            a.iter().for_each(|v| push(v.map(str::to_owned)));
         } else if let Some(a) = any.downcast_ref::<BinaryArray>() {
-            out.extend(
-                a.iter()
-                    .map(|v| v.map(|b| String::from_utf8_lossy(b).into_owned())),
-            );
+            a.iter().for_each(|v| push(v.map(lossy)));
         } else if let Some(a) = any.downcast_ref::<LargeBinaryArray>() {
-            out.extend(
-                a.iter()
-                    .map(|v| v.map(|b| String::from_utf8_lossy(b).into_owned())),
-            );
+            a.iter().for_each(|v| push(v.map(lossy)));
         } else {
             return Err(SourceError::Unsupported {
                 path: data.to_owned(),
@@ -265,7 +255,7 @@ fn optional_strings(
             });
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]
@@ -274,8 +264,14 @@ mod tests {
 
     #[test]
     fn a_table_without_the_column_names_what_it_has() {
-        let err = csv_column("m.csv", b"id,caption\n1,x\n", InputFormat::Csv, None)
-            .expect_err("no path column");
+        let err = csv_column(
+            "m.csv",
+            b"id,caption\n1,x\n",
+            InputFormat::Csv,
+            None,
+            &mut drop,
+        )
+        .expect_err("no path column");
         let text = err.to_string();
         assert!(
             text.contains("id, caption") && text.contains("--path-column"),

@@ -189,6 +189,11 @@ pub(crate) struct SourceArgs {
     /// `struct{bytes, path}` (default: `image` when there is no path column).
     #[arg(long, value_name = "NAME")]
     pub(crate) image_column: Option<String>,
+    /// Table columns (or WebDataset member extensions such as `txt,json`)
+    /// to carry into every output record next to `index` and `path`; `*`
+    /// keeps all but the image's.
+    #[arg(long, value_name = "A,B|*", value_delimiter = ',')]
+    pub(crate) keep_columns: Vec<String>,
 }
 
 /// `pipeline bench`.

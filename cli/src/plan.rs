@@ -319,6 +319,7 @@ pub(crate) fn data_spec(data: &str, args: &SourceArgs) -> Result<DataSpec, Strin
         format,
         path_column: args.path_column.clone(),
         image_column: args.image_column.clone(),
+        keep_columns: args.keep_columns.clone(),
     };
     let local = Path::new(data);
     if !spec.is_remote() && !data.contains('{') && !local.exists() {

@@ -192,7 +192,9 @@ impl PartStore {
                     return Err(damaged("its last line is cut off".into()));
                 }
                 let record = match &sink {
-                    Some(_) => Some(decode_jsonl(line).map_err(|e| damaged(e.to_string()))?),
+                    Some(_) => {
+                        Some(decode_jsonl(line, &spec.kept).map_err(|e| damaged(e.to_string()))?)
+                    }
                     None => None,
                 };
                 let index = match &record {

@@ -50,6 +50,10 @@ pub struct RunIdentity {
     /// does: resume may change devices, not the flag).
     #[serde(default)]
     pub precision: Precision,
+    /// `--keep-columns`, as the source resolved them (absent when none,
+    /// so that earlier runs' identities stay the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kept_columns: Vec<String>,
     /// [`PARTS_LAYOUT`] of the build that wrote it.
     pub layout: u64,
 }
@@ -139,6 +143,7 @@ impl RunIdentity {
             pooling: worker.pooling,
             classes,
             precision: worker.precision,
+            kept_columns: manifest.kept.columns.clone(),
             layout: PARTS_LAYOUT,
         })
     }
@@ -161,6 +166,7 @@ impl RunIdentity {
             pooling: None,
             classes: None,
             precision: Precision::Auto,
+            kept_columns: Vec::new(),
             layout: PARTS_LAYOUT,
         }
     }

@@ -28,6 +28,9 @@ pub struct Record {
     pub index: ItemIndex,
     /// Path relative to `--data` (lossy UTF-8).
     pub path: String,
+    /// `--keep-columns`: each kept column and its value as JSON text
+    /// (`None`: null).
+    pub kept: Vec<(String, Option<String>)>,
     /// The prediction, or why there is none.
     pub result: Result<Prediction, ItemError>,
 }
@@ -83,6 +86,8 @@ pub(crate) struct OutputSpec {
     pub(crate) feature_dim: usize,
     /// Class names (ImageNet's, or a zero-shot run's own).
     pub(crate) labels: ClassLabels,
+    /// `--keep-columns`, as the source resolved them.
+    pub(crate) kept: Vec<String>,
 }
 
 /// A sink writing `spec.format` to `path`.
@@ -91,8 +96,8 @@ pub(crate) fn open_sink(path: &Path, spec: &OutputSpec) -> io::Result<Box<dyn Re
     let labels = spec.labels.clone();
     Ok(match spec.format {
         OutputFormat::Jsonl => Box::new(JsonlSink { out: file, labels }),
-        OutputFormat::Csv => Box::new(CsvSink::new(file, spec.task, spec.feature_dim, labels)?),
-        OutputFormat::Parquet => Box::new(ParquetSink::new(file, spec.task, labels)?),
+        OutputFormat::Csv => Box::new(CsvSink::new(file, spec, labels)?),
+        OutputFormat::Parquet => Box::new(ParquetSink::new(file, spec, labels)?),
     })
 }
 
@@ -116,14 +121,17 @@ impl<W: Write> RecordSink for JsonlSink<W> {
 struct CsvSink<W: Write> {
     out: csv::Writer<W>,
     width: usize,
+    kept: usize,
     row: Vec<String>,
     labels: ClassLabels,
 }
 
 impl<W: Write> CsvSink<W> {
-    fn new(out: W, task: Task, feature_dim: usize, labels: ClassLabels) -> io::Result<Self> {
+    fn new(out: W, spec: &OutputSpec, labels: ClassLabels) -> io::Result<Self> {
         let mut header = vec!["index".to_owned(), "path".to_owned()];
-        let width = match task {
+        header.extend(spec.kept.iter().cloned());
+        let feature_dim = spec.feature_dim;
+        let width = match spec.task {
             Task::Classify { top_k } => {
                 for rank in 1..=top_k {
                     header.extend([
@@ -145,6 +153,7 @@ impl<W: Write> CsvSink<W> {
         Ok(Self {
             out,
             width,
+            kept: spec.kept.len(),
             row: Vec::with_capacity(header.len()),
             labels,
         })
@@ -157,6 +166,7 @@ impl<W: Write> RecordSink for CsvSink<W> {
         row.clear();
         row.push(record.index.to_string());
         row.push(record.path.clone());
+        row.extend(record.kept.iter().map(|(_, v)| kept_text(v.as_deref())));
         match &record.result {
             Ok(Prediction::TopK(scores)) => {
                 for s in scores {
@@ -170,7 +180,7 @@ impl<W: Write> RecordSink for CsvSink<W> {
             Ok(Prediction::Embedding(values)) => row.extend(values.iter().map(f32::to_string)),
             Err(_) => {}
         }
-        row.resize(2 + self.width, String::new());
+        row.resize(2 + self.kept + self.width, String::new());
         match &record.result {
             Err(e) => row.extend([e.kind.to_string(), e.message.clone()]),
             Ok(_) => row.extend([String::new(), String::new()]),
@@ -183,10 +193,21 @@ impl<W: Write> RecordSink for CsvSink<W> {
     }
 }
 
+/// A kept value (JSON text) as a CSV or Parquet cell: a string's text, or
+/// the JSON of anything else; empty for null.
+fn kept_text(json: Option<&str>) -> String {
+    match json.map(serde_json::from_str::<serde_json::Value>) {
+        Some(Ok(serde_json::Value::String(s))) => s,
+        Some(_) => json.unwrap_or_default().to_owned(),
+        None => String::new(),
+    }
+}
+
 /// Rows per Parquet row group.
 const PARQUET_ROWS_PER_GROUP: usize = 8192;
 
-/// Columns `index, path, top_k: list<struct<class, label, prob>>` (or
+/// Columns `index, path`, the kept columns (text), `top_k:
+/// list<struct<class, label, prob>>` (or
 /// `embedding: list<float>`), `error_kind, error_message`; the result
 /// column is null for failed items and the error columns null otherwise.
 struct ParquetSink<W: Write + Send> {
@@ -206,7 +227,8 @@ fn class_fields() -> Fields {
 }
 
 impl<W: Write + Send> ParquetSink<W> {
-    fn new(out: W, task: Task, labels: ClassLabels) -> io::Result<Self> {
+    fn new(out: W, spec: &OutputSpec, labels: ClassLabels) -> io::Result<Self> {
+        let task = spec.task;
         let result = match task {
             Task::Classify { .. } => Field::new(
                 "top_k",
@@ -223,13 +245,21 @@ impl<W: Write + Send> ParquetSink<W> {
                 true,
             ),
         };
-        let schema = Arc::new(Schema::new(vec![
+        let mut fields = vec![
             Field::new("index", DataType::UInt64, false),
             Field::new("path", DataType::Utf8, false),
+        ];
+        fields.extend(
+            spec.kept
+                .iter()
+                .map(|c| Field::new(c, DataType::Utf8, true)),
+        );
+        fields.extend([
             result,
             Field::new("error_kind", DataType::Utf8, true),
             Field::new("error_message", DataType::Utf8, true),
-        ]));
+        ]);
+        let schema = Arc::new(Schema::new(fields));
         let writer = ArrowWriter::try_new(out, schema.clone(), None).map_err(io::Error::other)?;
         Ok(Self {
             writer,
@@ -259,13 +289,16 @@ impl<W: Write + Send> ParquetSink<W> {
             .iter()
             .map(|r| r.result.as_ref().err().map(|e| e.message.as_str()))
             .collect();
-        let columns: Vec<ArrayRef> = vec![
-            Arc::new(index),
-            Arc::new(path),
-            result,
-            Arc::new(error_kind),
-            Arc::new(error_message),
-        ];
+        let mut columns: Vec<ArrayRef> = vec![Arc::new(index), Arc::new(path)];
+        let kept = rows.first().map_or(0, |r| r.kept.len());
+        for k in 0..kept {
+            let values: StringArray = rows
+                .iter()
+                .map(|r| r.kept[k].1.as_deref().map(|v| kept_text(Some(v))))
+                .collect();
+            columns.push(Arc::new(values));
+        }
+        columns.extend([result, Arc::new(error_kind), Arc::new(error_message)]);
         let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(io::Error::other)?;
         self.writer.write(&batch).map_err(io::Error::other)?;
         self.pending = rows;

@@ -25,6 +25,17 @@ struct JsonRecord<'a> {
     error: Option<&'a ItemError>,
 }
 
+/// A record's result fields alone, written after its kept columns.
+#[derive(Serialize)]
+struct JsonResult<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    top_k: Option<JsonTopK<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    embedding: Option<&'a [f32]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a ItemError>,
+}
+
 #[derive(Serialize)]
 struct JsonClass<'a> {
     class: u32,
@@ -53,18 +64,56 @@ pub(crate) fn encode_jsonl<W: Write>(
     labels: &ClassLabels,
     out: &mut W,
 ) -> io::Result<()> {
-    encode_jsonl_parts(record.index, &record.path, &record.result, labels, out)
+    let kept: Vec<(&str, Option<&str>)> = record
+        .kept
+        .iter()
+        .map(|(c, v)| (c.as_str(), v.as_deref()))
+        .collect();
+    encode_jsonl_parts(
+        record.index,
+        &record.path,
+        &kept,
+        &record.result,
+        labels,
+        out,
+    )
 }
 
 /// [`encode_jsonl`] from borrowed parts, so a caller need not build a
-/// [`Record`] (and own its path) for every line.
+/// [`Record`] (and own its path) for every line. `kept` holds the kept
+/// columns' values as JSON text (`None`: null), written after `path`.
 pub(crate) fn encode_jsonl_parts<W: Write>(
     index: ItemIndex,
     path: &str,
+    kept: &[(&str, Option<&str>)],
     result: &Result<Prediction, ItemError>,
     labels: &ClassLabels,
     out: &mut W,
 ) -> io::Result<()> {
+    if !kept.is_empty() {
+        write!(out, "{{\"index\":{index},\"path\":")?;
+        serde_json::to_writer(&mut *out, path)?;
+        for (column, value) in kept {
+            out.write_all(b",")?;
+            serde_json::to_writer(&mut *out, column)?;
+            out.write_all(b":")?;
+            out.write_all(value.unwrap_or("null").as_bytes())?;
+        }
+        let mut rest = JsonResult {
+            top_k: None,
+            embedding: None,
+            error: None,
+        };
+        match result {
+            Ok(Prediction::TopK(scores)) => rest.top_k = Some(JsonTopK(scores, labels)),
+            Ok(Prediction::Embedding(values)) => rest.embedding = Some(values),
+            Err(error) => rest.error = Some(error),
+        }
+        let rest = serde_json::to_vec(&rest)?;
+        out.write_all(b",")?;
+        out.write_all(&rest[1..])?;
+        return out.write_all(b"\n");
+    }
     let mut json = JsonRecord {
         index,
         path,
@@ -94,9 +143,21 @@ struct OwnedJsonRecord {
     error: Option<ItemError>,
 }
 
-/// Parses one line written by [`encode_jsonl`].
-pub(crate) fn decode_jsonl(line: &[u8]) -> io::Result<Record> {
+/// Parses one line written by [`encode_jsonl`], with the values of the
+/// `kept` columns (as JSON text).
+pub(crate) fn decode_jsonl(line: &[u8], kept: &[String]) -> io::Result<Record> {
     let json: OwnedJsonRecord = serde_json::from_slice(line)?;
+    let kept = if kept.is_empty() {
+        Vec::new()
+    } else {
+        let all: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(line)?;
+        kept.iter()
+            .map(|c| {
+                let value = all.get(c).filter(|v| !v.is_null()).map(|v| v.to_string());
+                (c.clone(), value)
+            })
+            .collect()
+    };
     let result = match (json.top_k, json.embedding, json.error) {
         (_, _, Some(error)) => Err(error),
         (Some(scores), None, None) => Ok(Prediction::TopK(scores)),
@@ -111,6 +172,7 @@ pub(crate) fn decode_jsonl(line: &[u8]) -> io::Result<Record> {
     Ok(Record {
         index: json.index,
         path: json.path,
+        kept,
         result,
     })
 }
@@ -135,10 +197,14 @@ pub fn encode_part(
     outcomes: Vec<ItemOutcome>,
 ) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(outcomes.len() * 192);
+    let columns = &manifest.kept.columns;
     for o in &outcomes {
         let name = manifest.entries.name(o.index as usize);
         let path = name.to_string_lossy();
-        encode_jsonl_parts(o.index, &path, &o.result, labels, &mut bytes)
+        let values = manifest.kept.get(o.index as usize);
+        let kept: Vec<(&str, Option<&str>)> =
+            columns.iter().map(String::as_str).zip(values).collect();
+        encode_jsonl_parts(o.index, &path, &kept, &o.result, labels, &mut bytes)
             .expect("writing JSON into a Vec cannot fail");
     }
     bytes
@@ -168,12 +234,39 @@ mod tests {
             let rec = Record {
                 index: 0,
                 path: String::new(),
+                kept: Vec::new(),
                 result: Ok(Prediction::Embedding(vec![value])),
             };
             let mut line = Vec::new();
             encode_jsonl(&rec, &ClassLabels::Imagenet, &mut line).expect("encoded");
-            let back = decode_jsonl(&line).expect("decoded");
+            let back = decode_jsonl(&line, &[]).expect("decoded");
             assert_eq!(back, rec, "{value:e}");
         }
+    }
+
+    #[test]
+    fn kept_columns_sit_between_path_and_the_result_and_read_back() {
+        let rec = Record {
+            index: 7,
+            path: "a.jpg".into(),
+            kept: vec![
+                ("id".into(), Some("42".into())),
+                ("caption".into(), Some("\"a \\\"cat\\\"\"".into())),
+                ("meta".into(), None),
+            ],
+            result: Err(ItemError::new(pipeline_core::ItemErrorKind::Decode, "bad")),
+        };
+        let mut line = Vec::new();
+        encode_jsonl(&rec, &ClassLabels::Imagenet, &mut line).expect("encoded");
+        let text = String::from_utf8(line.clone()).expect("utf-8");
+        assert!(
+            text.starts_with(
+                r#"{"index":7,"path":"a.jpg","id":42,"caption":"a \"cat\"","meta":null,"error":"#
+            ),
+            "{text}"
+        );
+        assert_eq!(line_index(&line), Some(7));
+        let columns = ["id".to_owned(), "caption".to_owned(), "meta".to_owned()];
+        assert_eq!(decode_jsonl(&line, &columns).expect("decoded"), rec);
     }
 }

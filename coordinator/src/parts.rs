@@ -248,6 +248,7 @@ mod tests {
         Record {
             index,
             path: format!("dir/{index}.jpg"),
+            kept: Vec::new(),
             result: if index % 3 == 2 {
                 Err(ItemError::new(ItemErrorKind::Decode, "bad \"bytes\"\n"))
             } else {
@@ -273,6 +274,7 @@ mod tests {
             task: Task::Classify { top_k: 1 },
             feature_dim: 0,
             labels: ClassLabels::Imagenet,
+            kept: Vec::new(),
         }
     }
 

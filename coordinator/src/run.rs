@@ -110,6 +110,7 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         task: config.worker.task,
         feature_dim: config.feature_dim(),
         labels: ClassLabels::of(config.worker.classes.as_ref()),
+        kept: manifest.kept.columns.clone(),
     };
     let committed: HashSet<u64> = store.committed()?;
     let owned: Vec<Chunk> = chunks
@@ -246,6 +247,7 @@ pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, Run
         task: stored.task,
         feature_dim: stored.model.embedding_dim(stored.pooling),
         labels: stored.labels(),
+        kept: stored.kept_columns.clone(),
     };
     let mut summary = RunSummary {
         out: out.to_owned(),

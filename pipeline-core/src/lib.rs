@@ -20,7 +20,7 @@ mod protocol;
 mod source;
 
 pub use device::{DeviceSpec, UnknownDevice, autotune_dir, cache_dir, runtime_dir_for_children};
-pub use entries::{Cursor, Entries};
+pub use entries::{Cursor, Entries, Kept};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use labels::{ClassLabels, IMAGENET_CLASSES, ZeroShotClasses, imagenet_label, imagenet_labels};
 pub use manifest::{

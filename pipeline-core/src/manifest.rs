@@ -14,7 +14,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::entries::Entries;
+use crate::entries::{Entries, Kept};
 use crate::item::ItemIndex;
 use crate::source::Location;
 
@@ -58,6 +58,9 @@ pub struct Manifest {
     pub source: String,
     /// The images, item `i` the `i`-th, held compactly.
     pub entries: Entries,
+    /// `--keep-columns`: the columns carried into the output, and their
+    /// values per item.
+    pub kept: Kept,
     /// Folders, links, shards or rows that could not be read.
     pub problems: Vec<ScanProblem>,
     /// A hash of the listed objects' sizes and ETags (remote sources), so a
@@ -109,13 +112,14 @@ impl Manifest {
         Ok(Self {
             source: root.to_string_lossy().into_owned(),
             entries,
+            kept: Kept::default(),
             problems,
             revision: None,
         })
     }
 
     /// A fingerprint of the input list (FNV-1a over the names, then the
-    /// [`Manifest::revision`]), so a resumed run can tell that its inputs
+    /// [`Manifest::revision`] and any kept columns' values), so a resumed run can tell that its inputs
     /// changed.
     pub fn fingerprint(&self) -> u64 {
         let mut h = Fnv64::default();
@@ -125,6 +129,9 @@ impl Manifest {
         });
         if let Some(revision) = self.revision {
             h.write(&revision.to_le_bytes());
+        }
+        if !self.kept.columns.is_empty() {
+            self.kept.hash_into(|bytes| h.write(bytes));
         }
         h.0
     }
@@ -339,6 +346,21 @@ mod tests {
             before,
             Manifest::scan(dir.path()).expect("scan").fingerprint()
         );
+    }
+
+    #[test]
+    fn fingerprint_covers_kept_values() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        fs::write(dir.path().join("a.jpg"), b"x").expect("write");
+        let mut manifest = Manifest::scan(dir.path()).expect("scan");
+        let plain = manifest.fingerprint();
+        manifest.kept = Kept::new(vec!["caption".into()]);
+        manifest.kept.push(&[Some("\"a cat\"")]);
+        let kept = manifest.fingerprint();
+        assert_ne!(plain, kept);
+        manifest.kept = Kept::new(vec!["caption".into()]);
+        manifest.kept.push(&[Some("\"a dog\"")]);
+        assert_ne!(manifest.fingerprint(), kept);
     }
 
     #[test]

@@ -115,6 +115,9 @@ pub struct DataSpec {
     pub path_column: Option<String>,
     /// `--image-column`: a Parquet column holding the image bytes.
     pub image_column: Option<String>,
+    /// `--keep-columns`: table columns (or WebDataset member extensions)
+    /// carried into the output; `*` keeps every one but the image's.
+    pub keep_columns: Vec<String>,
 }
 
 impl DataSpec {
@@ -125,6 +128,7 @@ impl DataSpec {
             format: None,
             path_column: None,
             image_column: None,
+            keep_columns: Vec::new(),
         }
     }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group};
 use pipeline_core::{
-    ClassLabels, ClassScore, FromWorker, ItemOutcome, Location, Manifest, ManifestEntry,
+    ClassLabels, ClassScore, FromWorker, ItemOutcome, Kept, Location, Manifest, ManifestEntry,
     Prediction, SpanTimes, read_frame, write_frame,
 };
 
@@ -40,6 +40,7 @@ fn manifest(n: u64) -> Manifest {
                 }
             })
             .collect(),
+        kept: Kept::default(),
         problems: Vec::new(),
         revision: None,
     }

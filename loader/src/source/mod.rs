@@ -11,14 +11,17 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use pipeline_core::{
-    DataSpec, Entries, Fnv64, IMAGE_EXTENSIONS, InputFormat, Location, Manifest, RemoteSpec,
+    DataSpec, Entries, Fnv64, IMAGE_EXTENSIONS, InputFormat, Kept, Location, Manifest, RemoteSpec,
     ScanError, is_url,
 };
 
 use crate::remote::{Remote, RemoteError};
 
+mod keep;
 mod shards;
 mod table;
+
+use keep::Keeping;
 
 pub use shards::shards;
 
@@ -85,22 +88,35 @@ pub fn open(spec: &DataSpec, remote: RemoteSpec) -> Result<Manifest, SourceError
     let format = detect(spec)?;
     let data = spec.data.as_str();
     let client = || Remote::shared(remote).map_err(SourceError::Remote);
+    let keeping = Keeping::new(data, &spec.keep_columns, &[])?;
+    if keeping.filter().active() && matches!(format, InputFormat::Folder | InputFormat::List) {
+        return Err(SourceError::Unsupported {
+            path: data.to_owned(),
+            message: format!(
+                "--keep-columns: a {format} has no columns; keep them from a table (CSV, TSV, \
+                 JSONL, Parquet) or WebDataset shards"
+            ),
+        });
+    }
     let manifest = match format {
         InputFormat::Folder if is_url(data) => list_prefix(data, client()?)?,
         InputFormat::Folder => Manifest::scan(Path::new(data))?,
-        InputFormat::Webdataset => shards::webdataset(data, &client)?,
-        InputFormat::Parquet => table::parquet(spec, &client)?,
+        InputFormat::Webdataset => shards::webdataset(data, keeping, &client)?,
+        InputFormat::Parquet => table::parquet(spec, keeping, &client)?,
         InputFormat::List | InputFormat::Csv | InputFormat::Tsv | InputFormat::Jsonl => {
             let bytes = read_all(data, &client)?;
-            let mut listing = Listing::new(data);
-            let mut push = |name: String| listing.push(name);
+            let filter = keeping.filter().clone();
+            let mut listing = Listing::new(data, keeping);
+            let mut push = |name: String, kept| listing.push(name, kept);
             let wanted = spec.path_column.as_deref();
             match format {
-                InputFormat::List => table::lines(&bytes, &mut push),
-                InputFormat::Jsonl => table::jsonl_column(data, &bytes, wanted, &mut push)?,
-                _ => table::csv_column(data, &bytes, format, wanted, &mut push)?,
+                InputFormat::List => table::lines(&bytes, &mut |name| push(name, Vec::new())),
+                InputFormat::Jsonl => {
+                    table::jsonl_column(data, &bytes, wanted, &filter, &mut push)?
+                }
+                _ => table::csv_column(data, &bytes, format, wanted, &filter, &mut push)?,
             }
-            listing.finish(data)
+            listing.finish(data)?
         }
     };
     if manifest.entries.is_empty() && format != InputFormat::Folder {
@@ -183,14 +199,16 @@ fn read_all(
 /// manifest's folder (or URL), so a run works from any working directory.
 struct Listing {
     entries: Entries,
+    keeping: Keeping,
     base_url: Option<url::Url>,
     base_dir: PathBuf,
 }
 
 impl Listing {
-    fn new(data: &str) -> Self {
+    fn new(data: &str, keeping: Keeping) -> Self {
         Self {
             entries: Entries::new(),
+            keeping,
             base_url: is_url(data).then(|| url::Url::parse(data).ok()).flatten(),
             base_dir: Path::new(data)
                 .parent()
@@ -199,7 +217,9 @@ impl Listing {
         }
     }
 
-    fn push(&mut self, name: String) {
+    /// The next item: its path or URL, and its kept values.
+    fn push(&mut self, name: String, kept: Vec<(String, String)>) {
+        self.keeping.push(kept);
         let location = if is_url(&name) {
             Location::Url {
                 url: name.clone(),
@@ -219,21 +239,22 @@ impl Listing {
         self.entries.push(name, location);
     }
 
-    fn finish(self, data: &str) -> Manifest {
-        Manifest {
+    fn finish(self, data: &str) -> Result<Manifest, SourceError> {
+        Ok(Manifest {
             source: data.to_owned(),
             entries: self.entries,
+            kept: self.keeping.finish()?,
             problems: Vec::new(),
             revision: None,
-        }
+        })
     }
 }
 
 #[cfg(test)]
 fn from_names(data: &str, names: Vec<String>) -> Manifest {
-    let mut listing = Listing::new(data);
-    names.into_iter().for_each(|n| listing.push(n));
-    listing.finish(data)
+    let mut listing = Listing::new(data, Keeping::new(data, &[], &[]).expect("none kept"));
+    names.into_iter().for_each(|n| listing.push(n, Vec::new()));
+    listing.finish(data).expect("nothing to check")
 }
 
 fn absolute(path: &Path) -> Vec<u8> {
@@ -282,6 +303,7 @@ fn list_prefix(data: &str, remote: &Remote) -> Result<Manifest, SourceError> {
     Ok(Manifest {
         source: data.to_owned(),
         entries,
+        kept: Kept::default(),
         problems: Vec::new(),
         revision: Some(h.finish()),
     })

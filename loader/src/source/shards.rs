@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use pipeline_core::{ByteRange, Entries, Fnv64, Location, Manifest, ScanProblem, is_url};
 
+use super::keep::{KeepFilter, Keeping, json_string};
 use super::{SHARD_IMAGE_EXTENSIONS, SourceError, absolute};
 use crate::remote::Remote;
 
@@ -45,6 +46,7 @@ pub fn shards(data: &str) -> Result<Vec<String>, SourceError> {
 /// or `decode`: nothing in a shard vanishes silently.
 pub(super) fn webdataset(
     data: &str,
+    mut keeping: Keeping,
     client: &dyn Fn() -> Result<&'static Remote, SourceError>,
 ) -> Result<Manifest, SourceError> {
     let shards = shards(data)?;
@@ -58,10 +60,10 @@ pub(super) fn webdataset(
                 message: e.message,
             })?;
             h.write(&(bytes.len() as u64).to_le_bytes());
-            scan_tar(&bytes[..])
+            scan_tar(&bytes[..], keeping.filter())
         } else {
             match File::open(shard) {
-                Ok(file) => scan_tar(BufReader::new(file)),
+                Ok(file) => scan_tar(BufReader::new(file), keeping.filter()),
                 Err(e) => {
                     return Err(SourceError::Read {
                         path: shard.clone(),
@@ -78,7 +80,8 @@ pub(super) fn webdataset(
             });
         }
         let shard_name = shard_name(data, shard);
-        for (key, range) in samples(members) {
+        for (key, range, kept) in samples(members) {
+            keeping.push(kept);
             let location = if is_url(shard) {
                 Location::Url {
                     url: shard.clone(),
@@ -96,6 +99,7 @@ pub(super) fn webdataset(
     Ok(Manifest {
         source: data.to_owned(),
         entries,
+        kept: keeping.finish()?,
         problems,
         revision: shards.iter().any(|s| is_url(s)).then(|| h.finish()),
     })
@@ -111,12 +115,22 @@ fn shard_name(data: &str, shard: &str) -> String {
     }
 }
 
-/// A tar member: its path and where its body is.
-type Member = (String, ByteRange);
+/// A tar member: its path, where its body is, and the body itself when
+/// `--keep-columns` keeps its extension.
+type Member = (String, ByteRange, Option<Vec<u8>>);
+
+/// The extension of a member path: its file name after the first dot,
+/// lower-cased (`a/000.seg.png` → `seg.png`).
+fn member_ext(path: &str) -> String {
+    let file = path.rsplit_once('/').map_or(path, |(_, f)| f);
+    file.split_once('.')
+        .map_or("", |(_, ext)| ext)
+        .to_ascii_lowercase()
+}
 
 /// The regular files of a tar stream, in order, and what stopped the scan
 /// early (a truncated or corrupt shard).
-fn scan_tar(reader: impl Read) -> (Vec<Member>, Option<String>) {
+fn scan_tar(reader: impl Read, keep: &KeepFilter) -> (Vec<Member>, Option<String>) {
     let mut archive = tar::Archive::new(reader);
     let mut members = Vec::new();
     let entries = match archive.entries() {
@@ -125,7 +139,7 @@ fn scan_tar(reader: impl Read) -> (Vec<Member>, Option<String>) {
     };
     for entry in entries {
         match entry {
-            Ok(entry) => {
+            Ok(mut entry) => {
                 if !entry.header().entry_type().is_file() {
                     continue;
                 }
@@ -133,13 +147,19 @@ fn scan_tar(reader: impl Read) -> (Vec<Member>, Option<String>) {
                     Ok(p) => p.to_string_lossy().into_owned(),
                     Err(e) => return (members, Some(format!("bad member name: {e}"))),
                 };
-                members.push((
-                    path,
-                    ByteRange {
-                        offset: entry.raw_file_position(),
-                        len: entry.size(),
-                    },
-                ));
+                let range = ByteRange {
+                    offset: entry.raw_file_position(),
+                    len: entry.size(),
+                };
+                let mut body = None;
+                if keep.wants(&member_ext(&path), &SHARD_IMAGE_EXTENSIONS) {
+                    let mut bytes = Vec::new();
+                    if let Err(e) = entry.read_to_end(&mut bytes) {
+                        return (members, Some(format!("shard ends early in {path}: {e}")));
+                    }
+                    body = Some(bytes);
+                }
+                members.push((path, range, body));
             }
             Err(e) => {
                 return (
@@ -152,36 +172,54 @@ fn scan_tar(reader: impl Read) -> (Vec<Member>, Option<String>) {
     (members, None)
 }
 
+/// A sample: its key, its image member's range, and its kept members'
+/// values (`(extension, JSON text)`).
+type Sample = (String, ByteRange, Vec<(String, String)>);
+
 /// Members grouped into samples by key (the path up to the first dot of its
-/// file name), in order of first appearance; each sample's image member.
-fn samples(members: Vec<Member>) -> Vec<(String, ByteRange)> {
+/// file name), in order of first appearance; each sample's image member and
+/// kept members.
+fn samples(members: Vec<Member>) -> Vec<Sample> {
     let mut order: Vec<String> = Vec::new();
-    let mut by_key: BTreeMap<String, Vec<(String, ByteRange)>> = BTreeMap::new();
-    for (path, range) in members {
-        let (dir, file) = path
-            .rsplit_once('/')
-            .map_or(("", path.as_str()), |(d, f)| (d, f));
-        let (stem, ext) = file.split_once('.').unwrap_or((file, ""));
-        let key = if dir.is_empty() {
-            stem.to_owned()
-        } else {
-            format!("{dir}/{stem}")
-        };
+    // Per key, its members with their extensions in place of their paths.
+    let mut by_key: BTreeMap<String, Vec<Member>> = BTreeMap::new();
+    for (path, range, body) in members {
+        let ext = member_ext(&path);
+        let key = path[..path.len() - ext.len()]
+            .strip_suffix('.')
+            .unwrap_or(&path)
+            .to_owned();
         let group = by_key.entry(key.clone()).or_insert_with(|| {
             order.push(key);
             Vec::new()
         });
-        group.push((ext.to_ascii_lowercase(), range));
+        group.push((ext, range, body));
     }
     order
         .into_iter()
         .map(|key| {
-            let members = &by_key[&key];
+            let members = by_key.remove(&key).unwrap_or_default();
             let image = SHARD_IMAGE_EXTENSIONS
                 .iter()
-                .find_map(|want| members.iter().find(|(ext, _)| ext == want))
-                .unwrap_or(&members[0]);
-            (key, image.1)
+                .find_map(|want| members.iter().position(|(ext, ..)| ext == want))
+                .unwrap_or(0);
+            let range = members[image].1;
+            let kept = members
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| *i != image)
+                .filter_map(|(_, (ext, _, body))| {
+                    let body = body?;
+                    let text = String::from_utf8_lossy(&body);
+                    let value = match ext.as_str() {
+                        "json" => serde_json::from_str::<serde_json::Value>(&text)
+                            .map_or_else(|_| json_string(&text), |v| v.to_string()),
+                        _ => json_string(&text),
+                    };
+                    Some((ext, value))
+                })
+                .collect();
+            (key, range, kept)
         })
         .collect()
 }
@@ -194,19 +232,24 @@ mod tests {
     fn samples_group_members_by_key_and_pick_the_image() {
         let r = |offset| ByteRange { offset, len: 1 };
         let members = vec![
-            ("a/000.txt".to_owned(), r(0)),
-            ("a/000.png".to_owned(), r(1)),
-            ("a/000.jpg".to_owned(), r(2)),
-            ("b.cls".to_owned(), r(3)),
-            ("a/001.seg.png".to_owned(), r(4)),
+            ("a/000.txt".to_owned(), r(0), Some(b"a cat".to_vec())),
+            ("a/000.png".to_owned(), r(1), None),
+            ("a/000.jpg".to_owned(), r(2), None),
+            ("a/000.json".to_owned(), r(5), Some(br#"{"w": 3}"#.to_vec())),
+            ("b.cls".to_owned(), r(3), None),
+            ("a/001.seg.png".to_owned(), r(4), None),
         ];
         let got = samples(members);
+        let kept = vec![
+            ("txt".to_owned(), "\"a cat\"".to_owned()),
+            ("json".to_owned(), r#"{"w":3}"#.to_owned()),
+        ];
         assert_eq!(
             got,
             vec![
-                ("a/000".to_owned(), r(2)),
-                ("b".to_owned(), r(3)),
-                ("a/001".to_owned(), r(4)),
+                ("a/000".to_owned(), r(2), kept),
+                ("b".to_owned(), r(3), Vec::new()),
+                ("a/001".to_owned(), r(4), Vec::new()),
             ]
         );
     }

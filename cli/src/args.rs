@@ -172,6 +172,13 @@ pub(crate) struct RunArgs {
     /// or 429, with exponential backoff and jitter.
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub(crate) io_retries: u32,
+    /// Largest image, in pixels, decoded (larger ones become `too_large`
+    /// records; the default is Pillow's decompression-bomb limit).
+    #[arg(long, default_value_t = 89_478_485, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_pixels: u64,
+    /// Largest file or object, in bytes, read for one item.
+    #[arg(long, default_value_t = 512 << 20, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) max_file_bytes: u64,
 }
 
 /// How `--data` is read.

@@ -256,7 +256,16 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
                 fast: args.fast_preprocess,
                 ..model.default_preprocess()
             },
-            limits: DecodeLimits::default(),
+            limits: DecodeLimits {
+                max_pixels: args.max_pixels,
+                // A decoded RGBA frame of the largest image, and never
+                // below the default.
+                max_alloc_bytes: args
+                    .max_pixels
+                    .saturating_mul(4)
+                    .max(DecodeLimits::default().max_alloc_bytes),
+                max_file_bytes: args.max_file_bytes,
+            },
             remote: remote_spec(args)?,
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],

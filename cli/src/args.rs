@@ -63,9 +63,13 @@ pub(crate) struct InferArgs {
     /// Output file.
     #[arg(long, default_value = "predictions.jsonl", value_name = "FILE")]
     pub(crate) out: PathBuf,
-    /// jsonl, csv or parquet (default: from --out's extension, else jsonl).
+    /// jsonl, csv, parquet or npy (default: from --out's extension, else
+    /// jsonl). npy (with --task embed) writes a folder:
+    /// img_emb/img_emb_N.npy and metadata/metadata_N.parquet.
     #[arg(long, value_name = "FORMAT")]
     pub(crate) format: Option<String>,
+    #[command(flatten)]
+    pub(crate) layout: LayoutArgs,
     /// Replace an existing output and delete the parts of an earlier run.
     #[arg(long, conflicts_with = "resume")]
     pub(crate) overwrite: bool,
@@ -181,6 +185,22 @@ pub(crate) struct RunArgs {
     pub(crate) max_file_bytes: u64,
 }
 
+/// How a binary output is laid out.
+#[derive(Debug, Args)]
+pub(crate) struct LayoutArgs {
+    /// Embeddings in npy and parquet output: f32, or f16 (half the size;
+    /// relative rounding ≤ 2^-11).
+    #[arg(long, default_value = "f32", value_name = "f32|f16")]
+    pub(crate) embedding_dtype: String,
+    /// Parquet compression (also npy's metadata): zstd, snappy or none.
+    #[arg(long, default_value = "zstd", value_name = "CODEC")]
+    pub(crate) compression: String,
+    /// Records per file: npy shards (default 1,000,000); for parquet, a
+    /// folder of part-NNNNN.parquet files instead of one file.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) shard_rows: Option<u64>,
+}
+
 /// How `--data` is read.
 #[derive(Debug, Args)]
 pub(crate) struct SourceArgs {
@@ -275,9 +295,12 @@ pub(crate) struct MergeArgs {
     /// The output the shards wrote parts for (`FILE.parts` next to it).
     #[arg(long, value_name = "FILE")]
     pub(crate) out: PathBuf,
-    /// jsonl, csv or parquet (default: from --out's extension, else jsonl).
+    /// jsonl, csv, parquet or npy (default: from --out's extension, else
+    /// jsonl).
     #[arg(long, value_name = "FORMAT")]
     pub(crate) format: Option<String>,
+    #[command(flatten)]
+    pub(crate) layout: LayoutArgs,
     /// No summary; errors only.
     #[arg(long, short)]
     pub(crate) quiet: bool,

@@ -1,10 +1,12 @@
 //! `pipeline infer`: flags → a validated `RunConfig`, the run, its summary,
 //! and the exit code.
 
-use coordinator::{Existing, Patience, RunConfig, RunSummary, Sharding, choose_format};
+use coordinator::{
+    Existing, OutputLayout, Patience, RunConfig, RunSummary, Sharding, choose_format,
+};
 use pipeline_core::Shard;
 
-use crate::args::{InferArgs, MergeArgs};
+use crate::args::{InferArgs, LayoutArgs, MergeArgs};
 use crate::exit::Outcome;
 use crate::plan::{check_parent, current_exe, data_spec, plan_workers};
 use crate::progress::Progress;
@@ -28,6 +30,7 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
     let data = data_spec(&args.data, &args.source)?;
     let format =
         choose_format(args.format.as_deref(), &args.out).map_err(|e| format!("--format: {e}"))?;
+    let layout = output_layout(&args.layout)?;
     check_parent("--out", &args.out)?;
     let planned = plan_workers(&args.run)?;
     if !(args.grace.is_finite() && args.grace >= 0.0) {
@@ -52,7 +55,10 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
         args.num_shards,
         &coordinator::process_env,
     )?;
+    let task = planned.worker.task;
+    layout.check(format, task)?;
     let config = RunConfig {
+        layout,
         existing: if args.overwrite {
             Existing::Overwrite
         } else if args.resume {
@@ -192,6 +198,22 @@ fn items_outcome(summary: &RunSummary) -> Outcome {
     }
 }
 
+/// The output layout flags, each checked on its own (against the format
+/// and task by the caller).
+fn output_layout(args: &LayoutArgs) -> Result<OutputLayout, String> {
+    Ok(OutputLayout {
+        embedding_dtype: args
+            .embedding_dtype
+            .parse()
+            .map_err(|e| format!("--embedding-dtype: {e}"))?,
+        compression: args
+            .compression
+            .parse()
+            .map_err(|e| format!("--compression: {e}"))?,
+        shard_rows: args.shard_rows,
+    })
+}
+
 /// `pipeline merge`.
 pub(crate) fn merge(args: &MergeArgs) -> Outcome {
     let format = match &args.format {
@@ -201,7 +223,11 @@ pub(crate) fn merge(args: &MergeArgs) -> Outcome {
         },
         None => None,
     };
-    match coordinator::merge(&args.out, format) {
+    let layout = match output_layout(&args.layout) {
+        Ok(layout) => layout,
+        Err(e) => return Outcome::Failed(e),
+    };
+    match coordinator::merge(&args.out, format, layout) {
         Err(e) => Outcome::Failed(e.to_string()),
         Ok(summary) if summary.chunks.already_complete => {
             if !args.quiet {

@@ -132,11 +132,15 @@ impl PartStore {
         let assembled = match result {
             Ok(assembled) => assembled,
             Err(e) => {
-                let _ = fs::remove_file(&partial);
+                let _ = fs::remove_file(&partial).or_else(|_| fs::remove_dir_all(&partial));
                 let _ = fs::remove_file(&failures_partial);
                 return Err(e);
             }
         };
+        // A folder output replaces the one an `--overwrite` run found.
+        if partial.is_dir() && out.is_dir() {
+            fs::remove_dir_all(out).map_err(io_error(out))?;
+        }
         let folder = out
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -177,7 +181,10 @@ impl PartStore {
         };
         let mut sink = match spec.format {
             OutputFormat::Jsonl => None,
-            _ => Some(open_sink(partial, spec).map_err(io_error(partial))?),
+            _ => {
+                let rows = chunks.iter().map(Chunk::len).sum();
+                Some(open_sink(partial, spec, rows).map_err(io_error(partial))?)
+            }
         };
         for chunk in chunks {
             let path = self.dir.join(part_name(chunk.id));

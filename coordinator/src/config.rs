@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use pipeline_core::{DataSpec, DeviceSpec, Shard, WorkerConfig};
 
-use crate::output::{OutputFormat, UnknownFormat};
+use crate::output::{OutputFormat, OutputLayout, UnknownFormat};
 use crate::parts::PartsError;
 use crate::signals::signal_name;
 
@@ -27,6 +27,8 @@ pub struct RunConfig {
     pub out: PathBuf,
     /// Output format.
     pub format: OutputFormat,
+    /// Embedding dtype, compression and shards of the output.
+    pub layout: OutputLayout,
     /// What to do with an earlier run's output or parts.
     pub existing: Existing,
     /// How long workers get, and how often they may die.
@@ -126,6 +128,7 @@ impl RunConfig {
             chunk_size,
             out,
             format,
+            layout: OutputLayout::default(),
             existing: Existing::Refuse,
             patience: Patience::default(),
             sharding: Sharding::default(),
@@ -173,6 +176,9 @@ pub enum RunError {
     /// The part folder cannot be used or assembled.
     #[error(transparent)]
     Parts(#[from] PartsError),
+    /// The output layout flags do not fit the format or task.
+    #[error("{0}")]
+    Layout(String),
     /// `pipeline merge` found neither parts nor an output.
     #[error("{0} does not exist: no shard has committed anything for this output yet")]
     NothingToMerge(PathBuf),

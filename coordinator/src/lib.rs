@@ -2,7 +2,7 @@
 //! process per device, hand chunks out as workers ask for them, survive dead
 //! and hung workers, commit each finished chunk as a part file (so an
 //! interrupted run resumes), and write every item's record exactly once, in
-//! input order, as JSONL, CSV or Parquet — with progress on the terminal and
+//! input order, as JSONL, CSV, Parquet or npy shards — with progress on the terminal and
 //! a JSON report.
 //!
 //! This crate never links burn: workers are separate processes, so a driver
@@ -15,6 +15,7 @@ mod book;
 mod cluster;
 mod config;
 mod failpoints;
+mod folder_out;
 mod identity;
 mod output;
 mod part_file;
@@ -34,7 +35,10 @@ pub use config::{
     DEFAULT_GRACE, Existing, MAX_RESTARTS, Patience, RunConfig, RunError, Sharding, choose_format,
 };
 pub use identity::{ClassFile, Inputs, PARTS_LAYOUT, RunIdentity, Weights};
-pub use output::{OutputFormat, Record, UnknownFormat};
+pub use output::{
+    Compression, DEFAULT_SHARD_ROWS, EmbeddingDtype, OutputFormat, OutputLayout, Record,
+    UnknownFormat,
+};
 pub use part_file::encode_part;
 pub use parts::{PartStore, PartsError, failures_path, parts_dir};
 pub use report::{Report, Silent};

@@ -13,12 +13,13 @@ use std::sync::Arc;
 
 use arrow_array::builder::{ArrayBuilder, Float32Builder, StringBuilder, UInt32Builder};
 use arrow_array::{
-    Array, ArrayRef, Float32Array, ListArray, RecordBatch, StringArray, StructArray, UInt32Array,
-    UInt64Array,
+    Array, ArrayRef, FixedSizeListArray, Float16Array, Float32Array, ListArray, RecordBatch,
+    StringArray, StructArray, UInt32Array, UInt64Array,
 };
 use arrow_buffer::{OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema};
 use parquet::arrow::ArrowWriter;
+use parquet::file::properties::WriterProperties;
 use pipeline_core::{ClassLabels, ItemError, ItemIndex, Prediction, Task};
 
 /// One line of output: an item and what became of it.
@@ -44,6 +45,108 @@ pub enum OutputFormat {
     Csv,
     /// Apache Parquet, readable by pyarrow, pandas, polars and DuckDB.
     Parquet,
+    /// A folder in clip-retrieval's layout (`--task embed`):
+    /// `img_emb/img_emb_{n}.npy` beside `metadata/metadata_{n}.parquet`.
+    Npy,
+}
+
+/// How binary outputs store embeddings (`--embedding-dtype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum EmbeddingDtype {
+    /// 32-bit floats: the values as computed.
+    #[default]
+    F32,
+    /// IEEE half precision, rounded to nearest (relative error ≤ 2⁻¹¹).
+    F16,
+}
+
+impl FromStr for EmbeddingDtype {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "f32" | "float32" => Ok(Self::F32),
+            "f16" | "float16" => Ok(Self::F16),
+            _ => Err(format!("unknown dtype `{s}`; expected f32 or f16")),
+        }
+    }
+}
+
+/// Parquet compression (`--compression`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// zstd at its default level: the smallest files readers take fast.
+    #[default]
+    Zstd,
+    /// Snappy: faster to write, larger.
+    Snappy,
+    /// Uncompressed.
+    None,
+}
+
+impl FromStr for Compression {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "zstd" => Ok(Self::Zstd),
+            "snappy" => Ok(Self::Snappy),
+            "none" | "uncompressed" => Ok(Self::None),
+            _ => Err(format!(
+                "unknown compression `{s}`; expected zstd, snappy or none"
+            )),
+        }
+    }
+}
+
+/// Rows per shard of `npy` output when `--shard-rows` is not given.
+pub const DEFAULT_SHARD_ROWS: u64 = 1_000_000;
+
+/// How the output is laid out beyond its format. None of it changes a
+/// record, so none of it is in the run identity: parts written under one
+/// layout assemble under another.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct OutputLayout {
+    /// `--embedding-dtype` (npy and Parquet).
+    pub embedding_dtype: EmbeddingDtype,
+    /// `--compression` (Parquet, and npy's metadata).
+    pub compression: Compression,
+    /// `--shard-rows`: rows per file. `npy` is always sharded (default
+    /// [`DEFAULT_SHARD_ROWS`]); Parquet only when given, into a folder.
+    pub shard_rows: Option<u64>,
+}
+
+impl OutputLayout {
+    /// The one-line reason this layout does not fit `format` and `task`.
+    pub fn check(&self, format: OutputFormat, task: Task) -> Result<(), String> {
+        let binary = matches!(format, OutputFormat::Parquet | OutputFormat::Npy);
+        if format == OutputFormat::Npy && task != Task::Embed {
+            return Err(
+                "--format npy holds embeddings: add --task embed (or choose jsonl, csv or parquet)"
+                    .to_owned(),
+            );
+        }
+        if self.embedding_dtype != EmbeddingDtype::F32 && !(binary && task == Task::Embed) {
+            return Err(
+                "--embedding-dtype applies to embeddings in npy or parquet output; \
+                 JSONL and CSV keep every float exactly"
+                    .to_owned(),
+            );
+        }
+        if self.shard_rows.is_some() && !binary {
+            return Err("--shard-rows applies to npy and parquet output".to_owned());
+        }
+        if self.compression != Compression::default() && !binary {
+            return Err("--compression applies to parquet and npy output".to_owned());
+        }
+        Ok(())
+    }
+
+    /// Whether `format` under this layout writes a folder, not a file.
+    pub fn is_folder(&self, format: OutputFormat) -> bool {
+        format == OutputFormat::Npy
+            || (format == OutputFormat::Parquet && self.shard_rows.is_some())
+    }
 }
 
 impl OutputFormat {
@@ -55,7 +158,7 @@ impl OutputFormat {
 
 /// A `--format` value that names no format.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown format `{0}`; expected jsonl, csv or parquet")]
+#[error("unknown format `{0}`; expected jsonl, csv, parquet or npy")]
 pub struct UnknownFormat(pub String);
 
 impl FromStr for OutputFormat {
@@ -66,6 +169,7 @@ impl FromStr for OutputFormat {
             "jsonl" | "ndjson" => Ok(Self::Jsonl),
             "csv" => Ok(Self::Csv),
             "parquet" | "pq" => Ok(Self::Parquet),
+            "npy" => Ok(Self::Npy),
             _ => Err(UnknownFormat(s.to_owned())),
         }
     }
@@ -88,16 +192,28 @@ pub(crate) struct OutputSpec {
     pub(crate) labels: ClassLabels,
     /// `--keep-columns`, as the source resolved them.
     pub(crate) kept: Vec<String>,
+    /// Dtype, compression, shards.
+    pub(crate) layout: OutputLayout,
 }
 
-/// A sink writing `spec.format` to `path`.
-pub(crate) fn open_sink(path: &Path, spec: &OutputSpec) -> io::Result<Box<dyn RecordSink>> {
+/// A sink writing `spec.format` to `path` (a folder for a sharded
+/// layout), `rows` records in all.
+pub(crate) fn open_sink(
+    path: &Path,
+    spec: &OutputSpec,
+    rows: u64,
+) -> io::Result<Box<dyn RecordSink>> {
+    if spec.layout.is_folder(spec.format) {
+        return Ok(Box::new(crate::folder_out::Shards::new(path, spec, rows)?));
+    }
     let file = BufWriter::with_capacity(1 << 20, File::create(path)?);
     let labels = spec.labels.clone();
     Ok(match spec.format {
         OutputFormat::Jsonl => Box::new(JsonlSink { out: file, labels }),
         OutputFormat::Csv => Box::new(CsvSink::new(file, spec, labels)?),
-        OutputFormat::Parquet => Box::new(ParquetSink::new(file, spec, labels)?),
+        OutputFormat::Parquet | OutputFormat::Npy => {
+            Box::new(ParquetSink::new(file, spec, labels, true)?)
+        }
     })
 }
 
@@ -207,15 +323,26 @@ fn kept_text(json: Option<&str>) -> String {
 const PARQUET_ROWS_PER_GROUP: usize = 8192;
 
 /// Columns `index, path`, the kept columns (text), `top_k:
-/// list<struct<class, label, prob>>` (or
-/// `embedding: list<float>`), `error_kind, error_message`; the result
-/// column is null for failed items and the error columns null otherwise.
-struct ParquetSink<W: Write + Send> {
+/// list<struct<class, label, prob>>` (or `embedding:
+/// fixed_size_list<float32|float16>`), `error_kind, error_message`; the
+/// result column is null for failed items and the error columns null
+/// otherwise. Without the result column: npy's metadata.
+pub(crate) struct ParquetSink<W: Write + Send> {
     writer: ArrowWriter<W>,
     schema: Arc<Schema>,
     task: Task,
     labels: ClassLabels,
+    /// Whether the result column is written.
+    result: bool,
+    dim: usize,
+    dtype: EmbeddingDtype,
     pending: Vec<Record>,
+}
+
+/// Rows per row group: about 128 MiB of data each (readers fetch and
+/// decode a row group at a time), between 8,192 and 1,048,576 rows.
+fn rows_per_group(row_bytes: usize) -> usize {
+    ((128usize << 20) / row_bytes.max(1)).clamp(PARQUET_ROWS_PER_GROUP, 1 << 20)
 }
 
 fn class_fields() -> Fields {
@@ -227,8 +354,19 @@ fn class_fields() -> Fields {
 }
 
 impl<W: Write + Send> ParquetSink<W> {
-    fn new(out: W, spec: &OutputSpec, labels: ClassLabels) -> io::Result<Self> {
+    pub(crate) fn new(
+        out: W,
+        spec: &OutputSpec,
+        labels: ClassLabels,
+        with_result: bool,
+    ) -> io::Result<Self> {
         let task = spec.task;
+        let dim = spec.feature_dim;
+        let dtype = spec.layout.embedding_dtype;
+        let value_type = match dtype {
+            EmbeddingDtype::F32 => DataType::Float32,
+            EmbeddingDtype::F16 => DataType::Float16,
+        };
         let result = match task {
             Task::Classify { .. } => Field::new(
                 "top_k",
@@ -241,7 +379,10 @@ impl<W: Write + Send> ParquetSink<W> {
             ),
             Task::Embed => Field::new(
                 "embedding",
-                DataType::List(Arc::new(Field::new("item", DataType::Float32, false))),
+                DataType::FixedSizeList(
+                    Arc::new(Field::new("item", value_type, false)),
+                    dim as i32,
+                ),
                 true,
             ),
         };
@@ -254,20 +395,47 @@ impl<W: Write + Send> ParquetSink<W> {
                 .iter()
                 .map(|c| Field::new(c, DataType::Utf8, true)),
         );
+        if with_result {
+            fields.push(result);
+        }
         fields.extend([
-            result,
             Field::new("error_kind", DataType::Utf8, true),
             Field::new("error_message", DataType::Utf8, true),
         ]);
         let schema = Arc::new(Schema::new(fields));
-        let writer = ArrowWriter::try_new(out, schema.clone(), None).map_err(io::Error::other)?;
+        let row_bytes = 64
+            + match task {
+                Task::Embed if with_result => {
+                    dim * if dtype == EmbeddingDtype::F16 { 2 } else { 4 }
+                }
+                _ => 0,
+            };
+        let props = WriterProperties::builder()
+            .set_compression(match spec.layout.compression {
+                Compression::Zstd => parquet::basic::Compression::ZSTD(Default::default()),
+                Compression::Snappy => parquet::basic::Compression::SNAPPY,
+                Compression::None => parquet::basic::Compression::UNCOMPRESSED,
+            })
+            .set_max_row_group_size(rows_per_group(row_bytes))
+            .build();
+        let writer =
+            ArrowWriter::try_new(out, schema.clone(), Some(props)).map_err(io::Error::other)?;
         Ok(Self {
             writer,
             schema,
             task,
             labels,
+            result: with_result,
+            dim,
+            dtype,
             pending: Vec::with_capacity(PARQUET_ROWS_PER_GROUP),
         })
+    }
+
+    /// Closes the file and returns the writer it wrote to.
+    pub(crate) fn close(mut self) -> io::Result<W> {
+        self.flush_rows()?;
+        self.writer.into_inner().map_err(io::Error::other)
     }
 
     fn flush_rows(&mut self) -> io::Result<()> {
@@ -279,7 +447,7 @@ impl<W: Write + Send> ParquetSink<W> {
         let path = StringArray::from_iter_values(rows.iter().map(|r| r.path.as_str()));
         let result = match self.task {
             Task::Classify { .. } => top_k_column(&rows, &self.labels),
-            Task::Embed => embedding_column(&rows),
+            Task::Embed => embedding_column(&rows, self.dim, self.dtype)?,
         };
         let error_kind: StringArray = rows
             .iter()
@@ -298,7 +466,13 @@ impl<W: Write + Send> ParquetSink<W> {
                 .collect();
             columns.push(Arc::new(values));
         }
-        columns.extend([result, Arc::new(error_kind), Arc::new(error_message)]);
+        if self.result {
+            columns.push(result);
+        }
+        columns.extend([
+            Arc::new(error_kind) as ArrayRef,
+            Arc::new(error_message) as ArrayRef,
+        ]);
         let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(io::Error::other)?;
         self.writer.write(&batch).map_err(io::Error::other)?;
         self.pending = rows;
@@ -307,24 +481,38 @@ impl<W: Write + Send> ParquetSink<W> {
     }
 }
 
-/// `list<float>` per row, null for failed items.
-fn embedding_column(rows: &[Record]) -> ArrayRef {
-    let mut values = Float32Builder::new();
-    let mut offsets = vec![0i32];
+/// `fixed_size_list<float32|float16>[dim]` per row, null (over zeros)
+/// for failed items.
+fn embedding_column(rows: &[Record], dim: usize, dtype: EmbeddingDtype) -> io::Result<ArrayRef> {
+    let mut values = Vec::with_capacity(rows.len() * dim);
     let mut valid = Vec::with_capacity(rows.len());
     for r in rows {
-        if let Ok(Prediction::Embedding(v)) = &r.result {
-            values.append_slice(v);
+        match &r.result {
+            Ok(Prediction::Embedding(v)) if v.len() == dim => values.extend_from_slice(v),
+            Ok(Prediction::Embedding(v)) => {
+                return Err(io::Error::other(format!(
+                    "item {} has {} features where {dim} were expected",
+                    r.index,
+                    v.len()
+                )));
+            }
+            _ => values.resize(values.len() + dim, 0.0),
         }
         valid.push(r.result.is_ok());
-        offsets.push(values.len() as i32);
     }
-    let field = Arc::new(Field::new("item", DataType::Float32, false));
-    Arc::new(ListArray::new(
-        field,
-        OffsetBuffer::new(ScalarBuffer::from(offsets)),
-        Arc::new(values.finish()) as ArrayRef,
-        Some(valid.into()),
+    let (item_type, values): (DataType, ArrayRef) = match dtype {
+        EmbeddingDtype::F32 => (DataType::Float32, Arc::new(Float32Array::from(values))),
+        EmbeddingDtype::F16 => (
+            DataType::Float16,
+            Arc::new(Float16Array::from_iter_values(
+                values.into_iter().map(half::f16::from_f32),
+            )),
+        ),
+    };
+    let field = Arc::new(Field::new("item", item_type, false));
+    Ok(Arc::new(
+        FixedSizeListArray::try_new(field, dim as i32, values, Some(valid.into()))
+            .map_err(io::Error::other)?,
     ))
 }
 

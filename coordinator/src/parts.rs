@@ -275,6 +275,7 @@ mod tests {
             feature_dim: 0,
             labels: ClassLabels::Imagenet,
             kept: Vec::new(),
+            layout: Default::default(),
         }
     }
 

@@ -33,7 +33,7 @@ use pipeline_core::{Chunk, ClassLabels, ItemOutcome, Manifest, plan_chunks};
 use crate::assemble::Merge;
 use crate::config::{Existing, RunConfig, RunError};
 use crate::identity::RunIdentity;
-use crate::output::{OutputFormat, OutputSpec};
+use crate::output::{OutputFormat, OutputLayout, OutputSpec};
 use crate::part_file::encode_part;
 use crate::parts::{PartStore, parts_dir};
 use crate::report::Report;
@@ -111,6 +111,7 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         feature_dim: config.feature_dim(),
         labels: ClassLabels::of(config.worker.classes.as_ref()),
         kept: manifest.kept.columns.clone(),
+        layout: config.layout,
     };
     let committed: HashSet<u64> = store.committed()?;
     let owned: Vec<Chunk> = chunks
@@ -230,7 +231,11 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
 
 /// `pipeline merge`: assembles `out` from the parts every shard committed,
 /// or says which chunks are missing.
-pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, RunError> {
+pub fn merge(
+    out: &Path,
+    format: Option<OutputFormat>,
+    layout: OutputLayout,
+) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     if !parts_dir(out).exists() {
         if out.exists() {
@@ -248,7 +253,11 @@ pub fn merge(out: &Path, format: Option<OutputFormat>) -> Result<RunSummary, Run
         feature_dim: stored.model.embedding_dim(stored.pooling),
         labels: stored.labels(),
         kept: stored.kept_columns.clone(),
+        layout,
     };
+    layout
+        .check(format, stored.task)
+        .map_err(RunError::Layout)?;
     let mut summary = RunSummary {
         out: out.to_owned(),
         ..RunSummary::default()

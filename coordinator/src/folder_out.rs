@@ -1,0 +1,202 @@
+//! Outputs that are folders of shards, each holding a contiguous range of
+//! `--shard-rows` records in input order:
+//!
+//! - `--format npy`, clip-retrieval's layout, which numpy,
+//!   embedding-reader and autofaiss read as-is:
+//!   `img_emb/img_emb_{n}.npy` (`[rows, dim]`, f32 or f16) beside
+//!   `metadata/metadata_{n}.parquet` (`index`, `path`, kept columns,
+//!   `error_kind`, `error_message`). A failed item keeps its row, as zeros,
+//!   so row `i` of a shard is always its `i`-th item.
+//! - Parquet with `--shard-rows`: `part-{n:05}.parquet`, each a complete
+//!   Parquet file of the usual columns.
+//!
+//! The folder is written under a temporary name and renamed into place
+//! whole by assembly, like single-file outputs; every file is fsynced
+//! before that.
+
+use std::fs::{self, File};
+use std::io::{self, BufWriter};
+use std::path::{Path, PathBuf};
+
+use npyz::WriterBuilder;
+use pipeline_core::Prediction;
+
+use crate::output::{
+    DEFAULT_SHARD_ROWS, EmbeddingDtype, OutputFormat, OutputSpec, ParquetSink, Record, RecordSink,
+};
+
+type Out = BufWriter<File>;
+
+/// Embedding rows of one `.npy` file.
+enum Embeddings {
+    F32(npyz::NpyWriter<f32, Out>),
+    F16(npyz::NpyWriter<half::f16, Out>),
+}
+
+/// The files of the shard being written.
+struct Open {
+    embeddings: Option<Embeddings>,
+    table: ParquetSink<Out>,
+    files: Vec<PathBuf>,
+    /// Records still to come in this shard.
+    left: u64,
+}
+
+/// A folder of shards (see the module docs).
+pub(crate) struct Shards {
+    dir: PathBuf,
+    spec: OutputSpec,
+    shard_rows: u64,
+    total: u64,
+    written: u64,
+    open: Option<Open>,
+}
+
+fn create(path: &Path) -> io::Result<Out> {
+    Ok(BufWriter::with_capacity(1 << 20, File::create(path)?))
+}
+
+impl Shards {
+    /// A folder at `dir` for `total` records.
+    pub(crate) fn new(dir: &Path, spec: &OutputSpec, total: u64) -> io::Result<Self> {
+        fs::create_dir_all(dir)?;
+        if spec.format == OutputFormat::Npy {
+            fs::create_dir_all(dir.join("img_emb"))?;
+            fs::create_dir_all(dir.join("metadata"))?;
+        }
+        Ok(Self {
+            dir: dir.to_owned(),
+            spec: spec.clone(),
+            shard_rows: spec.layout.shard_rows.unwrap_or(DEFAULT_SHARD_ROWS).max(1),
+            total,
+            written: 0,
+            open: None,
+        })
+    }
+
+    fn open_shard(&self) -> io::Result<Open> {
+        let n = self.written / self.shard_rows;
+        let rows = self.shard_rows.min(self.total - self.written);
+        let labels = self.spec.labels.clone();
+        if self.spec.format != OutputFormat::Npy {
+            let path = self.dir.join(format!("part-{n:05}.parquet"));
+            return Ok(Open {
+                embeddings: None,
+                table: ParquetSink::new(create(&path)?, &self.spec, labels, true)?,
+                files: vec![path],
+                left: rows,
+            });
+        }
+        let npy = self.dir.join(format!("img_emb/img_emb_{n}.npy"));
+        let meta = self.dir.join(format!("metadata/metadata_{n}.parquet"));
+        let shape = [rows, self.spec.feature_dim as u64];
+        let embeddings = match self.spec.layout.embedding_dtype {
+            EmbeddingDtype::F32 => Embeddings::F32(
+                npyz::WriteOptions::new()
+                    .default_dtype()
+                    .shape(&shape)
+                    .writer(create(&npy)?)
+                    .begin_nd()?,
+            ),
+            EmbeddingDtype::F16 => Embeddings::F16(
+                npyz::WriteOptions::new()
+                    .default_dtype()
+                    .shape(&shape)
+                    .writer(create(&npy)?)
+                    .begin_nd()?,
+            ),
+        };
+        Ok(Open {
+            embeddings: Some(embeddings),
+            table: ParquetSink::new(create(&meta)?, &self.spec, labels, false)?,
+            files: vec![npy, meta],
+            left: rows,
+        })
+    }
+}
+
+/// Closes a shard's files and makes them durable.
+fn close(open: Open) -> io::Result<()> {
+    match open.embeddings {
+        Some(Embeddings::F32(w)) => w.finish()?,
+        Some(Embeddings::F16(w)) => w.finish()?,
+        None => {}
+    }
+    open.table
+        .close()?
+        .into_inner()
+        .map_err(|e| e.into_error())?;
+    for file in &open.files {
+        File::open(file)?.sync_all()?;
+    }
+    Ok(())
+}
+
+impl RecordSink for Shards {
+    fn write(&mut self, record: &Record) -> io::Result<()> {
+        if self.written >= self.total {
+            return Err(io::Error::other(format!(
+                "record {} past the {} planned",
+                record.index, self.total
+            )));
+        }
+        let mut open = match self.open.take() {
+            Some(open) => open,
+            None => self.open_shard()?,
+        };
+        if let Some(embeddings) = &mut open.embeddings {
+            let dim = self.spec.feature_dim;
+            let values: &[f32] = match &record.result {
+                Ok(Prediction::Embedding(v)) if v.len() == dim => v,
+                Ok(other) => {
+                    return Err(io::Error::other(format!(
+                        "item {} holds no {dim}-wide embedding: {other:?}",
+                        record.index
+                    )));
+                }
+                Err(_) => &[],
+            };
+            let zeros = dim - values.len();
+            match embeddings {
+                Embeddings::F32(w) => w.extend(
+                    values
+                        .iter()
+                        .copied()
+                        .chain(std::iter::repeat_n(0.0, zeros)),
+                )?,
+                Embeddings::F16(w) => w.extend(
+                    values
+                        .iter()
+                        .map(|&v| half::f16::from_f32(v))
+                        .chain(std::iter::repeat_n(half::f16::ZERO, zeros)),
+                )?,
+            }
+        }
+        open.table.write(record)?;
+        self.written += 1;
+        open.left -= 1;
+        if open.left == 0 {
+            close(open)?;
+        } else {
+            self.open = Some(open);
+        }
+        Ok(())
+    }
+
+    fn finish(self: Box<Self>) -> io::Result<()> {
+        if self.written != self.total || self.open.is_some() {
+            return Err(io::Error::other(format!(
+                "{} records written of {}",
+                self.written, self.total
+            )));
+        }
+        File::open(&self.dir)?.sync_all()?;
+        for sub in ["img_emb", "metadata"] {
+            let sub = self.dir.join(sub);
+            if sub.is_dir() {
+                File::open(sub)?.sync_all()?;
+            }
+        }
+        Ok(())
+    }
+}

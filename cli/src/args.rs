@@ -77,6 +77,16 @@ pub(crate) struct InferArgs {
     /// refusing it. Interrupted runs resume with or without this flag.
     #[arg(long)]
     pub(crate) resume: bool,
+    /// Bring an existing, complete output up to date with a changed source:
+    /// compute only new and changed items (same name and size and mtime, or
+    /// ETag, is unchanged), drop deleted ones; the result equals a fresh
+    /// run's.
+    #[arg(long, conflicts_with_all = ["overwrite", "resume"])]
+    pub(crate) update: bool,
+    /// `--update` that also computes again the items that failed (for
+    /// transient failures).
+    #[arg(long, conflicts_with_all = ["overwrite", "resume"])]
+    pub(crate) retry_failed: bool,
     /// Seconds that work in flight may take to finish after SIGINT/SIGTERM.
     #[arg(long, default_value_t = 20.0, value_name = "SECS")]
     pub(crate) grace: f64,

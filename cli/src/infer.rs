@@ -2,7 +2,7 @@
 //! and the exit code.
 
 use coordinator::{
-    Existing, OutputLayout, Patience, RunConfig, RunSummary, Sharding, choose_format,
+    Existing, OutputLayout, Patience, RunConfig, RunSummary, Sharding, Update, choose_format,
 };
 use pipeline_core::Shard;
 
@@ -59,6 +59,13 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
     layout.check(format, task)?;
     let config = RunConfig {
         layout,
+        update: if args.retry_failed {
+            Update::AlsoFailed
+        } else if args.update {
+            Update::Changed
+        } else {
+            Update::No
+        },
         existing: if args.overwrite {
             Existing::Overwrite
         } else if args.resume {
@@ -256,7 +263,7 @@ fn summary_line(s: &RunSummary) -> String {
         let by_kind: Vec<String> = kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
         format!("{} failed ({})", s.records.failures, by_kind.join(", "))
     };
-    let resumed = if s.chunks.resumed > 0 {
+    let mut resumed = if s.chunks.resumed > 0 {
         format!(
             " ({} of {} chunks resumed)",
             s.chunks.resumed, s.chunks.owned
@@ -264,6 +271,12 @@ fn summary_line(s: &RunSummary) -> String {
     } else {
         String::new()
     };
+    if let Some(u) = &s.update {
+        resumed.push_str(&format!(
+            " ({} reused, {} computed, {} dropped)",
+            u.reused, u.computed, u.dropped
+        ));
+    }
     let shard = s
         .chunks
         .shard

@@ -12,7 +12,9 @@ use pipeline_core::Chunk;
 
 use crate::output::{OutputFormat, OutputSpec, open_sink, partial_path};
 use crate::part_file::{decode_jsonl, jsonl_error, line_index};
-use crate::parts::{PartStore, PartsError, RUN_FILE, failures_path, io_error, part_name};
+use crate::parts::{
+    KEYS_FILE, PartStore, PartsError, RUN_FILE, failures_path, io_error, keys_path, part_name,
+};
 
 /// What became of an attempt to assemble the output.
 #[derive(Debug)]
@@ -107,6 +109,19 @@ impl PartStore {
         out: &Path,
         spec: &OutputSpec,
     ) -> Result<Assembled, PartsError> {
+        self.assemble_with(chunks, out, |partial, failures_partial| {
+            self.write_output(chunks, partial, failures_partial, spec)
+        })
+    }
+
+    /// [`PartStore::assemble`] with `write` writing the output and the
+    /// failures file to the temporary paths it is given.
+    pub(crate) fn assemble_with(
+        &self,
+        chunks: &[Chunk],
+        out: &Path,
+        write: impl FnOnce(&Path, &Path) -> Result<Assembled, PartsError>,
+    ) -> Result<Assembled, PartsError> {
         let committed = self.committed()?;
         let missing: Vec<u64> = chunks
             .iter()
@@ -128,7 +143,7 @@ impl PartStore {
         let partial = partial_path(out);
         let failures_file = failures_path(out);
         let failures_partial = partial_path(&failures_file);
-        let result = self.write_output(chunks, &partial, &failures_partial, spec);
+        let result = write(&partial, &failures_partial);
         let assembled = match result {
             Ok(assembled) => assembled,
             Err(e) => {
@@ -153,11 +168,25 @@ impl PartStore {
             // A failures file of an earlier run (--overwrite) would mislead.
             let _ = fs::remove_file(&failures_file);
         }
+        self.move_keys(out)?;
         File::open(folder)
             .and_then(|f| f.sync_all())
             .map_err(io_error(folder))?;
         fs::remove_dir_all(&self.dir).map_err(io_error(&self.dir))?;
         Ok(assembled)
+    }
+
+    /// Moves the run's item keys beside `out` (or removes a stale file an
+    /// earlier output left there).
+    pub(crate) fn move_keys(&self, out: &Path) -> Result<(), PartsError> {
+        let keys = self.dir.join(KEYS_FILE);
+        let beside = keys_path(out);
+        if keys.exists() {
+            fs::rename(&keys, &beside).map_err(io_error(&beside))
+        } else {
+            let _ = fs::remove_file(&beside);
+            Ok(())
+        }
     }
 
     fn write_output(

@@ -9,6 +9,7 @@ use pipeline_core::{DataSpec, DeviceSpec, Shard, WorkerConfig};
 use crate::output::{OutputFormat, OutputLayout, UnknownFormat};
 use crate::parts::PartsError;
 use crate::signals::signal_name;
+use crate::update::{Update, UpdateError};
 
 /// Everything one run needs, validated by the front end.
 #[derive(Debug, Clone)]
@@ -31,6 +32,8 @@ pub struct RunConfig {
     pub layout: OutputLayout,
     /// What to do with an earlier run's output or parts.
     pub existing: Existing,
+    /// `--update` / `--retry-failed`: bring a complete output up to date.
+    pub update: Update,
     /// How long workers get, and how often they may die.
     pub patience: Patience,
     /// This process's part of the run.
@@ -130,6 +133,7 @@ impl RunConfig {
             format,
             layout: OutputLayout::default(),
             existing: Existing::Refuse,
+            update: Update::No,
             patience: Patience::default(),
             sharding: Sharding::default(),
             exe,
@@ -179,6 +183,9 @@ pub enum RunError {
     /// The output layout flags do not fit the format or task.
     #[error("{0}")]
     Layout(String),
+    /// `--update` cannot work on this output.
+    #[error(transparent)]
+    Update(#[from] UpdateError),
     /// `pipeline merge` found neither parts nor an output.
     #[error("{0} does not exist: no shard has committed anything for this output yet")]
     NothingToMerge(PathBuf),

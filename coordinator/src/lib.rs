@@ -20,6 +20,7 @@ mod identity;
 mod output;
 mod part_file;
 mod parts;
+mod readback;
 mod report;
 mod run;
 mod scheduler;
@@ -27,6 +28,7 @@ mod signals;
 mod slot;
 mod stats;
 mod summary;
+mod update;
 mod workers;
 
 pub use book::{BadOutcomes, ISOLATED_FAILURES, check_outcomes};
@@ -40,9 +42,10 @@ pub use output::{
     UnknownFormat,
 };
 pub use part_file::encode_part;
-pub use parts::{PartStore, PartsError, failures_path, parts_dir};
+pub use parts::{PartStore, PartsError, failures_path, keys_path, parts_dir};
 pub use report::{Report, Silent};
 pub use run::{COMMIT_THREADS, merge, run};
 pub use stats::{Stages, SteadyWindow};
 pub use summary::{ChunkCounts, Records, Recovery, RunSummary, Times, WorkerReport};
+pub use update::{Update, UpdateCounts, UpdateError};
 pub use workers::describe_exit;

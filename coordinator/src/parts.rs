@@ -42,6 +42,17 @@ pub fn failures_path(out: &Path) -> PathBuf {
     out.with_file_name(name)
 }
 
+/// `predictions.jsonl.keys` for `predictions.jsonl`: per output row, in
+/// order, a little-endian u64 hash of its item's name and stamp (size and
+/// mtime, or ETag). `--update` matches a new scan against it.
+pub fn keys_path(out: &Path) -> PathBuf {
+    with_suffix(out, ".keys")
+}
+
+/// The keys file inside the part folder, moved beside the output by
+/// assembly.
+pub(crate) const KEYS_FILE: &str = "keys.bin";
+
 fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(suffix);
@@ -189,6 +200,15 @@ impl PartStore {
             }
         }
         Ok(ids)
+    }
+
+    /// Records the run's item keys (see [`keys_path`]), once.
+    pub(crate) fn write_keys(&self, keys: &[u64]) -> io::Result<()> {
+        if self.dir.join(KEYS_FILE).exists() {
+            return Ok(());
+        }
+        let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+        self.write_atomically(KEYS_FILE, &bytes)
     }
 
     /// Commits one chunk's part (its records' JSONL bytes, from

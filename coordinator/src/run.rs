@@ -40,6 +40,7 @@ use crate::report::Report;
 use crate::scheduler::Scheduler;
 use crate::signals::StopSignals;
 use crate::summary::RunSummary;
+use crate::update::{self, Update, UpdateError};
 use crate::workers::Event;
 
 /// Threads writing part files. Each part costs two fsyncs (the file, the
@@ -77,7 +78,7 @@ fn commit_parts(
 /// as it goes.
 pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, RunError> {
     let started = Instant::now();
-    let manifest = loader::source::open(&config.data, config.worker.remote)?;
+    let scanned = loader::source::open(&config.data, config.worker.remote)?;
     let scan_s = started.elapsed().as_secs_f64();
     crate::failpoints::after_scan();
     let output_error = |path: &Path| {
@@ -97,22 +98,56 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
             }
             _ => {}
         }
-    } else if config.out.exists() && !parts.exists() {
+    }
+    // `--update` on a complete output: run only what changed (`update.rs`);
+    // the full scan and the plan are kept for assembly.
+    let updating = config.update != Update::No && !overwrite && config.out.exists();
+    if updating && sharded {
+        return Err(UpdateError::Sharded.into());
+    }
+    if !overwrite && !updating && config.out.exists() && !parts.exists() {
         if config.existing == Existing::Resume {
             return Ok(RunSummary::already_complete(&config.out));
         }
         return Err(RunError::OutputExists(config.out.clone()));
     }
-    let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
-    let store = PartStore::open(&config.out, &RunIdentity::of(config, &manifest)?)?;
     let output = OutputSpec {
         format: config.format,
         task: config.worker.task,
         feature_dim: config.feature_dim(),
         labels: ClassLabels::of(config.worker.classes.as_ref()),
-        kept: manifest.kept.columns.clone(),
+        kept: scanned.kept.columns.clone(),
         layout: config.layout,
     };
+    let (manifest, update) = if updating {
+        let old = update::old_keys(&config.out)?;
+        let failed = match config.update {
+            Update::AlsoFailed => update::old_failures(&config.out, &output)?,
+            _ => HashSet::new(),
+        };
+        let plan = update::plan(&old, &failed, &scanned.item_keys());
+        (update::sub_manifest(&scanned, &plan), Some((scanned, plan)))
+    } else {
+        (scanned, None)
+    };
+    let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
+    let store = PartStore::open(&config.out, &RunIdentity::of(config, &manifest)?)?;
+    let keys = update
+        .as_ref()
+        .map_or(&manifest, |(full, _)| full)
+        .item_keys();
+    store.write_keys(&keys).map_err(output_error(store.dir()))?;
+    drop(keys);
+    if let Some((_, plan)) = &update {
+        let c = plan.counts;
+        report.notice(&format!(
+            "pipeline: updating {}: {} records reused, {} to compute, {} dropped",
+            config.out.display(),
+            c.reused,
+            c.computed,
+            c.dropped
+        ));
+    }
     let committed: HashSet<u64> = store.committed()?;
     let owned: Vec<Chunk> = chunks
         .iter()
@@ -183,7 +218,20 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         let now = store.committed()?;
         chunks.iter().all(|c| now.contains(&c.id))
     };
-    let merge = if !sharded || (config.sharding.merge && everything_committed) {
+    let merge = if let Some((full, plan)) = &update {
+        summary.update = Some(plan.counts);
+        Merge::Done(
+            store.assemble_with(&chunks, &config.out, |partial, failures| {
+                store.write_update(
+                    &chunks,
+                    &config.out,
+                    (partial, failures),
+                    &output,
+                    (full, plan),
+                )
+            })?,
+        )
+    } else if !sharded || (config.sharding.merge && everything_committed) {
         store.merge(&chunks, &config.out, &output, !sharded)?
     } else {
         Merge::Busy

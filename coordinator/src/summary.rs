@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::update::UpdateCounts;
+
 use crate::stats::{Stages, SteadyWindow};
 
 /// Per-worker totals for the report.
@@ -65,6 +67,9 @@ pub struct RunSummary {
     pub batch_latencies_s: Vec<f64>,
     /// Per worker.
     pub workers: Vec<WorkerReport>,
+    /// `--update` / `--retry-failed`: records reused, computed, dropped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub update: Option<UpdateCounts>,
     /// Where the output is.
     pub out: PathBuf,
 }

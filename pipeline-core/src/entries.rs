@@ -56,6 +56,10 @@ pub struct Entries {
     ids: HashMap<Vec<u8>, u32>,
     /// The last name pushed, for front coding.
     last: Vec<u8>,
+    /// Per item, what says its bytes changed under the same name (a hash
+    /// of size and mtime, or of size and ETag); empty when the source has
+    /// none.
+    stamps: Vec<u64>,
 }
 
 impl Entries {
@@ -85,6 +89,20 @@ impl Entries {
                 .map(|s| 2 * s.capacity() + 48)
                 .sum::<usize>()
             + self.last.capacity()
+    }
+
+    /// [`Entries::push`] with the item's stamp (see [`Entries::stamp`]).
+    pub fn push_stamped(&mut self, name: impl Into<PathBuf>, location: Location, stamp: u64) {
+        self.stamps.resize(self.len, 0);
+        self.stamps.push(stamp);
+        self.push(name, location);
+    }
+
+    /// What says item `i`'s bytes changed under the same name: a hash of
+    /// its size and mtime (folders) or size and ETag (object listings);
+    /// 0 where the source gives none.
+    pub fn stamp(&self, i: usize) -> u64 {
+        self.stamps.get(i).copied().unwrap_or(0)
     }
 
     /// Appends an item named `name` (its index is the current length).

@@ -25,7 +25,7 @@ pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use labels::{ClassLabels, IMAGENET_CLASSES, ZeroShotClasses, imagenet_label, imagenet_labels};
 pub use manifest::{
     BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ManifestEntry, ScanError, ScanProblem,
-    Shard, plan_chunks,
+    Shard, plan_chunks, stamp_of,
 };
 pub use model::{
     ClassScore, EmbedPooling, Family, ModelKind, Precision, Prediction, Task, UnknownModel,

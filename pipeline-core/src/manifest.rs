@@ -81,7 +81,15 @@ impl Manifest {
             match entry {
                 Ok(entry) if entry.file_type().is_file() && has_image_extension(entry.path()) => {
                     if let Ok(rel) = entry.path().strip_prefix(root) {
-                        relative.push(rel.to_path_buf());
+                        let stamp = entry.metadata().map_or(0, |m| {
+                            let mtime = m
+                                .modified()
+                                .ok()
+                                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                                .map_or(0, |d| d.as_nanos() as u64);
+                            stamp_of(&[&m.len().to_le_bytes(), &mtime.to_le_bytes()])
+                        });
+                        relative.push((rel.to_path_buf(), stamp));
                     }
                 }
                 Ok(_) => {}
@@ -94,21 +102,17 @@ impl Manifest {
                 }),
             }
         }
-        relative.sort_by(|a, b| a.as_os_str().as_bytes().cmp(b.as_os_str().as_bytes()));
+        relative.sort_by(|a, b| a.0.as_os_str().as_bytes().cmp(b.0.as_os_str().as_bytes()));
         // Workers may run in another folder: give them absolute paths.
         let absolute_root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
-        let entries = relative
-            .into_iter()
-            .enumerate()
-            .map(|(i, name)| ManifestEntry {
-                index: i as ItemIndex,
-                location: Location::File {
-                    path: absolute_root.join(&name).into_os_string().into_vec(),
-                    range: None,
-                },
-                name,
-            })
-            .collect();
+        let mut entries = Entries::new();
+        for (name, stamp) in relative {
+            let location = Location::File {
+                path: absolute_root.join(&name).into_os_string().into_vec(),
+                range: None,
+            };
+            entries.push_stamped(name, location, stamp);
+        }
         Ok(Self {
             source: root.to_string_lossy().into_owned(),
             entries,
@@ -116,6 +120,22 @@ impl Manifest {
             problems,
             revision: None,
         })
+    }
+
+    /// Per item, in order: a hash of its name and stamp, the identity
+    /// `--update` matches items of a new scan with the old output's by.
+    pub fn item_keys(&self) -> Vec<u64> {
+        let mut keys = Vec::with_capacity(self.entries.len());
+        let mut i = 0;
+        self.entries.for_each_name(|name| {
+            keys.push(stamp_of(&[
+                name,
+                &[0],
+                &self.entries.stamp(i).to_le_bytes(),
+            ]));
+            i += 1;
+        });
+        keys
     }
 
     /// A fingerprint of the input list (FNV-1a over the names, then the
@@ -135,6 +155,15 @@ impl Manifest {
         }
         h.0
     }
+}
+
+/// FNV-1a of `parts`, one after the other.
+pub fn stamp_of(parts: &[&[u8]]) -> u64 {
+    let mut h = Fnv64::default();
+    for part in parts {
+        h.write(part);
+    }
+    h.finish()
 }
 
 fn has_image_extension(path: &Path) -> bool {

@@ -292,12 +292,17 @@ fn list_prefix(data: &str, remote: &Remote) -> Result<Manifest, SourceError> {
             .strip_prefix(&prefix)
             .unwrap_or(&object.url)
             .to_owned();
-        entries.push(
+        let stamp = pipeline_core::stamp_of(&[
+            &object.size.to_le_bytes(),
+            object.etag.as_deref().unwrap_or_default().as_bytes(),
+        ]);
+        entries.push_stamped(
             name,
             Location::Url {
                 url: object.url,
                 range: None,
             },
+            stamp,
         );
     }
     Ok(Manifest {

@@ -93,7 +93,11 @@ pub(super) fn webdataset(
                     range: Some(range),
                 }
             };
-            entries.push(format!("{shard_name}/{key}"), location);
+            // A member rewritten in place moves or resizes: `--update`
+            // sees it.
+            let stamp =
+                pipeline_core::stamp_of(&[&range.offset.to_le_bytes(), &range.len.to_le_bytes()]);
+            entries.push_stamped(format!("{shard_name}/{key}"), location, stamp);
         }
     }
     Ok(Manifest {

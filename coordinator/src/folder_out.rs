@@ -15,10 +15,9 @@
 //! before that.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use npyz::WriterBuilder;
 use pipeline_core::Prediction;
 
 use crate::output::{
@@ -27,10 +26,36 @@ use crate::output::{
 
 type Out = BufWriter<File>;
 
-/// Embedding rows of one `.npy` file.
-enum Embeddings {
-    F32(npyz::NpyWriter<f32, Out>),
-    F16(npyz::NpyWriter<half::f16, Out>),
+/// Embedding rows of one `.npy` file, little-endian f32 or f16 after the
+/// header [`npy_header`] wrote.
+struct Embeddings {
+    out: Out,
+    dtype: EmbeddingDtype,
+}
+
+/// The `.npy` (format 1.0) header of a C-order `[rows, dim]` array, laid
+/// out as numpy's own `np.save` lays it out. Readers in the ecosystem
+/// parse this text with a pattern (embedding-reader looks for
+/// `'shape': (ROWS, DIM)`), so the spelling matters, and the `npyz` crate
+/// spells a shape `(ROWS, DIM,)`: the header is written here instead.
+fn npy_header(dtype: EmbeddingDtype, rows: u64, dim: usize) -> Vec<u8> {
+    let descr = match dtype {
+        EmbeddingDtype::F32 => "<f4",
+        EmbeddingDtype::F16 => "<f2",
+    };
+    let mut dict =
+        format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': ({rows}, {dim}), }}");
+    // numpy leaves room for the first axis to grow to 21 digits in place.
+    dict.push_str(&" ".repeat(21usize.saturating_sub(rows.to_string().len())));
+    // Magic (6) + version (2) + length (2) + dict + padding + newline, a
+    // multiple of 64.
+    let unpadded = 10 + dict.len() + 1;
+    dict.push_str(&" ".repeat((64 - unpadded % 64) % 64));
+    dict.push('\n');
+    let mut header = b"\x93NUMPY\x01\x00".to_vec();
+    header.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    header.extend_from_slice(dict.as_bytes());
+    header
 }
 
 /// The files of the shard being written.
@@ -89,23 +114,10 @@ impl Shards {
         }
         let npy = self.dir.join(format!("img_emb/img_emb_{n}.npy"));
         let meta = self.dir.join(format!("metadata/metadata_{n}.parquet"));
-        let shape = [rows, self.spec.feature_dim as u64];
-        let embeddings = match self.spec.layout.embedding_dtype {
-            EmbeddingDtype::F32 => Embeddings::F32(
-                npyz::WriteOptions::new()
-                    .default_dtype()
-                    .shape(&shape)
-                    .writer(create(&npy)?)
-                    .begin_nd()?,
-            ),
-            EmbeddingDtype::F16 => Embeddings::F16(
-                npyz::WriteOptions::new()
-                    .default_dtype()
-                    .shape(&shape)
-                    .writer(create(&npy)?)
-                    .begin_nd()?,
-            ),
-        };
+        let dtype = self.spec.layout.embedding_dtype;
+        let mut out = create(&npy)?;
+        out.write_all(&npy_header(dtype, rows, self.spec.feature_dim))?;
+        let embeddings = Embeddings { out, dtype };
         Ok(Open {
             embeddings: Some(embeddings),
             table: ParquetSink::new(create(&meta)?, &self.spec, labels, false)?,
@@ -117,10 +129,8 @@ impl Shards {
 
 /// Closes a shard's files and makes them durable.
 fn close(open: Open) -> io::Result<()> {
-    match open.embeddings {
-        Some(Embeddings::F32(w)) => w.finish()?,
-        Some(Embeddings::F16(w)) => w.finish()?,
-        None => {}
+    if let Some(mut e) = open.embeddings {
+        e.out.flush()?;
     }
     open.table
         .close()?
@@ -156,20 +166,14 @@ impl RecordSink for Shards {
                 }
                 Err(_) => &[],
             };
-            let zeros = dim - values.len();
-            match embeddings {
-                Embeddings::F32(w) => w.extend(
-                    values
-                        .iter()
-                        .copied()
-                        .chain(std::iter::repeat_n(0.0, zeros)),
-                )?,
-                Embeddings::F16(w) => w.extend(
-                    values
-                        .iter()
-                        .map(|&v| half::f16::from_f32(v))
-                        .chain(std::iter::repeat_n(half::f16::ZERO, zeros)),
-                )?,
+            let zeros = std::iter::repeat_n(0.0, dim - values.len());
+            for v in values.iter().copied().chain(zeros) {
+                match embeddings.dtype {
+                    EmbeddingDtype::F32 => embeddings.out.write_all(&v.to_le_bytes())?,
+                    EmbeddingDtype::F16 => embeddings
+                        .out
+                        .write_all(&half::f16::from_f32(v).to_le_bytes())?,
+                }
             }
         }
         open.table.write(record)?;
@@ -198,5 +202,28 @@ impl RecordSink for Shards {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_npy_header_is_spelled_as_numpy_spells_it() {
+        // np.save(f, np.zeros((10, 128), dtype=np.float16)) with numpy 2.
+        let numpy = b"\x93NUMPY\x01\x00v\x00{'descr': '<f2', 'fortran_order': False, \
+            'shape': (10, 128), }";
+        let header = npy_header(EmbeddingDtype::F16, 10, 128);
+        assert!(
+            header.starts_with(numpy),
+            "{}",
+            String::from_utf8_lossy(&header)
+        );
+        assert_eq!(header.len(), 128);
+        assert_eq!(header.last(), Some(&b'\n'));
+        let big = npy_header(EmbeddingDtype::F32, 1_000_000, 512);
+        assert_eq!(big.len() % 64, 0);
+        assert!(String::from_utf8_lossy(&big).contains("'<f4'"));
     }
 }

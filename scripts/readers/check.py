@@ -1,6 +1,7 @@
 """Reads a `pipeline` output the way users do and checks it against the
-same run's JSONL records: numpy for npy shards, pyarrow for Parquet and
-npy metadata, DuckDB for Parquet. Exits non-zero with the first mismatch.
+same run's JSONL records: numpy and embedding-reader (what autofaiss
+reads through) for npy shards, pyarrow for Parquet and npy metadata,
+DuckDB for Parquet. Exits non-zero with the first mismatch.
 
     check.py npy JSONL DIR f32|f16
     check.py parquet JSONL FILE_OR_DIR f32|f16
@@ -13,6 +14,7 @@ import sys
 import duckdb
 import numpy as np
 import pyarrow.parquet as pq
+from embedding_reader import EmbeddingReader
 
 
 def expected(jsonl, dtype):
@@ -50,6 +52,23 @@ def check_npy(jsonl, folder, dtype):
                 assert np.array_equal(vector, w["embedding"]), f"row {rows} differs"
             rows += 1
     assert rows == len(want), (rows, len(want))
+    # embedding-reader, in small pieces that cross shard boundaries.
+    reader = EmbeddingReader(
+        embeddings_folder=os.path.join(folder, "img_emb"),
+        metadata_folder=os.path.join(folder, "metadata"),
+        meta_columns=["index", "path"],
+        file_format="parquet_npy",
+    )
+    assert (reader.count, reader.dimension) == (len(want), emb.shape[1]), (reader.count, reader.dimension)
+    seen = 0
+    for data, meta in reader(batch_size=5, start=0, end=reader.count, max_piece_size=3, parallel_pieces=1, show_progress=False):
+        for vector, (_, m) in zip(data, meta.iterrows()):
+            w = want[int(m["index"])]
+            assert m["path"] == w["path"], (m["path"], w["path"])
+            expect = w["embedding"] if "error" not in w else np.zeros_like(vector)
+            assert np.array_equal(vector.astype(dtype), expect), f"embedding-reader row {seen}"
+            seen += 1
+    assert seen == len(want), (seen, len(want))
     return rows
 
 

@@ -69,7 +69,7 @@ fn summary(report: &Path) -> Value {
 }
 
 /// The outputs the update must keep byte-identical to a fresh run.
-const FORMATS: [(&str, &[&str]); 4] = [
+const FORMATS: [(&str, &[&str]); 5] = [
     ("o.jsonl", &[]),
     ("o.csv", &["--top-k", "3"]),
     (
@@ -80,6 +80,7 @@ const FORMATS: [(&str, &[&str]); 4] = [
         "npy",
         &["--task", "embed", "--format", "npy", "--shard-rows", "64"],
     ),
+    ("parts", &["--format", "parquet", "--shard-rows", "100"]),
 ];
 
 #[test]

@@ -11,6 +11,7 @@
 mod device;
 mod entries;
 mod item;
+mod kept;
 mod labels;
 mod manifest;
 mod model;
@@ -20,8 +21,9 @@ mod protocol;
 mod source;
 
 pub use device::{DeviceSpec, UnknownDevice, autotune_dir, cache_dir, runtime_dir_for_children};
-pub use entries::{Cursor, Entries, Kept};
+pub use entries::{Cursor, Entries};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
+pub use kept::Kept;
 pub use labels::{ClassLabels, IMAGENET_CLASSES, ZeroShotClasses, imagenet_label, imagenet_labels};
 pub use manifest::{
     BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ManifestEntry, ScanError, ScanProblem,

@@ -14,8 +14,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use crate::entries::{Entries, Kept};
+use crate::entries::Entries;
 use crate::item::ItemIndex;
+use crate::kept::Kept;
 use crate::source::Location;
 
 /// Extensions (lower-case) the scan picks up.

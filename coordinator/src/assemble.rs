@@ -287,10 +287,15 @@ impl PartStore {
                 .and_then(|f| f.sync_all())
                 .map_err(io_error(partial))?;
         }
-        let file = failures
-            .into_inner()
-            .map_err(|e| io_error(failures_partial)(e.into_error()))?;
-        file.sync_all().map_err(io_error(failures_partial))?;
+        sync_failures(failures, failures_partial)?;
         Ok(assembled)
     }
+}
+
+/// Flushes and fsyncs the failures file being written at `path`.
+pub(crate) fn sync_failures(failures: io::BufWriter<File>, path: &Path) -> Result<(), PartsError> {
+    let file = failures
+        .into_inner()
+        .map_err(|e| io_error(path)(e.into_error()))?;
+    file.sync_all().map_err(io_error(path))
 }

@@ -36,6 +36,23 @@ struct JsonResult<'a> {
     error: Option<&'a ItemError>,
 }
 
+impl<'a> JsonResult<'a> {
+    /// The one field `result` fills.
+    fn of(result: &'a Result<Prediction, ItemError>, labels: &'a ClassLabels) -> Self {
+        let mut fields = Self {
+            top_k: None,
+            embedding: None,
+            error: None,
+        };
+        match result {
+            Ok(Prediction::TopK(scores)) => fields.top_k = Some(JsonTopK(scores, labels)),
+            Ok(Prediction::Embedding(values)) => fields.embedding = Some(values),
+            Err(error) => fields.error = Some(error),
+        }
+        fields
+    }
+}
+
 #[derive(Serialize)]
 struct JsonClass<'a> {
     class: u32,
@@ -99,33 +116,23 @@ pub(crate) fn encode_jsonl_parts<W: Write>(
             out.write_all(b":")?;
             out.write_all(value.unwrap_or("null").as_bytes())?;
         }
-        let mut rest = JsonResult {
-            top_k: None,
-            embedding: None,
-            error: None,
-        };
-        match result {
-            Ok(Prediction::TopK(scores)) => rest.top_k = Some(JsonTopK(scores, labels)),
-            Ok(Prediction::Embedding(values)) => rest.embedding = Some(values),
-            Err(error) => rest.error = Some(error),
-        }
-        let rest = serde_json::to_vec(&rest)?;
+        let rest = serde_json::to_vec(&JsonResult::of(result, labels))?;
         out.write_all(b",")?;
         out.write_all(&rest[1..])?;
         return out.write_all(b"\n");
     }
-    let mut json = JsonRecord {
+    let JsonResult {
+        top_k,
+        embedding,
+        error,
+    } = JsonResult::of(result, labels);
+    let json = JsonRecord {
         index,
         path,
-        top_k: None,
-        embedding: None,
-        error: None,
+        top_k,
+        embedding,
+        error,
     };
-    match result {
-        Ok(Prediction::TopK(scores)) => json.top_k = Some(JsonTopK(scores, labels)),
-        Ok(Prediction::Embedding(values)) => json.embedding = Some(values),
-        Err(error) => json.error = Some(error),
-    }
     serde_json::to_writer(&mut *out, &json)?;
     out.write_all(b"\n")
 }

@@ -29,7 +29,7 @@ use std::io;
 use pipeline_core::{Chunk, Entries, Kept, Manifest};
 use serde::Serialize;
 
-use crate::assemble::Assembled;
+use crate::assemble::{Assembled, sync_failures};
 use crate::output::{OutputSpec, Record, open_sink};
 use crate::part_file::{decode_jsonl, encode_jsonl};
 use crate::parts::{PartStore, PartsError, io_error, keys_path, part_name};
@@ -320,10 +320,7 @@ impl PartStore {
         fs::File::open(partial)
             .and_then(|f| f.sync_all())
             .map_err(io_error(partial))?;
-        let file = failures
-            .into_inner()
-            .map_err(|e| io_error(failures_partial)(e.into_error()))?;
-        file.sync_all().map_err(io_error(failures_partial))?;
+        sync_failures(failures, failures_partial)?;
         assembled.records = rows;
         Ok(assembled)
     }

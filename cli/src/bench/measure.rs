@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// A batch this many times slower than the median is warm-up.
+pub(super) const WARM_UP_FACTOR: f64 = 4.0;
+
 /// One measured run.
 #[derive(Debug, Clone)]
 pub(super) struct Sample {
@@ -50,6 +53,20 @@ impl Measured {
             .expect("at least one repeat")
     }
 
+    /// Device seconds spent on warm-up, not steady work: what batches
+    /// slower than [`WARM_UP_FACTOR`] × the median batch took beyond the
+    /// median (a process's first batch compiles shaders and autotunes:
+    /// seconds on a GPU, against milliseconds for the rest).
+    pub(super) fn warm_up_excess_s(&self) -> f64 {
+        let latencies = &self.typical().latencies_s;
+        let p50 = median(latencies);
+        latencies
+            .iter()
+            .filter(|&&l| l > WARM_UP_FACTOR * p50)
+            .map(|l| l - p50)
+            .sum()
+    }
+
     /// Images per CPU-second over all repeats, where CPU time was measured.
     pub(super) fn per_cpu_second(&self) -> Option<f64> {
         let cpu: Option<f64> = self.samples.iter().map(|s| s.cpu_s).sum();
@@ -72,7 +89,10 @@ impl Measured {
     }
 
     /// Per stage: busy seconds and the images/s that stage alone could
-    /// sustain with the threads it has.
+    /// sustain with the threads it has. Compute's seconds leave out the
+    /// warm-up batches' excess ([`Measured::warm_up_excess_s`]): on a short
+    /// GPU run it would otherwise name compute as the limit when the loader
+    /// is.
     pub(super) fn stage_rows(&self, mode: Mode) -> Vec<StageRow> {
         let s = self.typical();
         let images = s.images as f64;
@@ -90,7 +110,8 @@ impl Measured {
         }
         if mode.computes() {
             rows.push(row("upload", s.stages.upload_s, workers));
-            rows.push(row("compute", s.stages.compute_s, workers));
+            let compute = (s.stages.compute_s - self.warm_up_excess_s()).max(0.0);
+            rows.push(row("compute", compute, workers));
             rows.push(row("read-back", s.stages.readback_s, workers));
         }
         if mode == Mode::EndToEnd {

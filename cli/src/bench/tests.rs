@@ -119,3 +119,31 @@ fn the_limiting_stage_is_the_group_with_the_least_capacity() {
         "decode+preprocess"
     );
 }
+
+#[test]
+fn a_warm_up_batch_does_not_count_as_compute() {
+    // As on the H100: 13 batches of 0.03 s and a first one of 2.3 s; the loader
+    // sustains 100 × 14 / 28 = 50 images/s, the device's steady work far
+    // more. Counting the warm-up, compute would look like the limit.
+    let stages = Stages {
+        read_s: 0.1,
+        decode_s: 28.0,
+        upload_s: 0.1,
+        compute_s: 2.3 + 13.0 * 0.03,
+        readback_s: 0.01,
+        write_s: 0.1,
+        ..Stages::default()
+    };
+    let mut m = measured(stages, 14);
+    m.samples[0].latencies_s = std::iter::once(2.3)
+        .chain(std::iter::repeat_n(0.03, 13))
+        .collect();
+    assert!((m.warm_up_excess_s() - 2.27).abs() < 1e-9);
+    let rows = m.stage_rows(Mode::EndToEnd);
+    let compute = rows.iter().find(|r| r.stage == "compute").expect("row");
+    assert!((compute.busy_s - 0.42).abs() < 1e-9, "{}", compute.busy_s);
+    assert_eq!(m.limiting_stage(Mode::EndToEnd), "decode+preprocess");
+    // Without the outlier nothing is taken away.
+    m.samples[0].latencies_s = vec![0.03; 14];
+    assert_eq!(m.warm_up_excess_s(), 0.0);
+}

@@ -274,6 +274,8 @@ impl PartStore {
             fs::File::create(failures_partial).map_err(io_error(failures_partial))?,
         );
         let mut assembled = Assembled::default();
+        // The parts' items are the computed ones, numbered from 0.
+        let mut next_computed = 0u64;
         for (i, entry) in full.entries.iter().enumerate() {
             let result = match plan.reused(i) {
                 Some(row) => {
@@ -291,7 +293,20 @@ impl PartStore {
                         damaged(format!("it has fewer rows than its keys say ({row})"))
                     })?
                 }
-                None => computed.next()?.result,
+                None => {
+                    let record = computed.next()?;
+                    if record.index != next_computed {
+                        return Err(PartsError::Damaged {
+                            path: self.dir.clone(),
+                            problem: format!(
+                                "computed item {} where {next_computed} was expected",
+                                record.index
+                            ),
+                        });
+                    }
+                    next_computed += 1;
+                    record.result
+                }
             };
             let values = full.kept.get(i);
             let record = Record {

@@ -272,6 +272,15 @@ fn retry_failed_computes_exactly_the_failed_items_again() {
         fs::read(d.join("clean.jsonl")).expect("clean")
     );
 
+    // Results of other settings are not mixed in: one line, exit 2, and
+    // the output is left as it was.
+    let before = fs::read(d.join("r.jsonl")).expect("output");
+    let out = run(d, &data.root, "r.jsonl", &["--update", "--top-k", "3"], &[]);
+    assert_eq!(code(&out), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--top-k"), "{}", stderr(&out));
+    assert_eq!(stderr(&out).trim().lines().count(), 1, "{}", stderr(&out));
+    assert_eq!(fs::read(d.join("r.jsonl")).expect("output"), before);
+
     // An output without keys cannot be updated: one line, exit 2.
     fs::remove_file(coordinator::keys_path(&d.join("clean.jsonl"))).expect("keys removed");
     let out = run(d, &data.root, "clean.jsonl", &["--update"], &[]);

@@ -67,6 +67,16 @@ pub struct Inputs {
     pub paths_fnv64: String,
 }
 
+impl Inputs {
+    /// `manifest`'s item count and fingerprint.
+    pub fn of(manifest: &Manifest) -> Self {
+        Self {
+            items: manifest.entries.len() as u64,
+            paths_fnv64: format!("{:016x}", manifest.fingerprint()),
+        }
+    }
+}
+
 /// Where the weights came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -130,10 +140,7 @@ impl RunIdentity {
             None => None,
         };
         Ok(Self {
-            inputs: Inputs {
-                items: manifest.entries.len() as u64,
-                paths_fnv64: format!("{:016x}", manifest.fingerprint()),
-            },
+            inputs: Inputs::of(manifest),
             chunk_size: config.chunk_size,
             model: worker.model,
             weights,

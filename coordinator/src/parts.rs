@@ -42,7 +42,8 @@ pub fn failures_path(out: &Path) -> PathBuf {
     out.with_file_name(name)
 }
 
-/// `predictions.jsonl.keys` for `predictions.jsonl`: per output row, in
+/// `predictions.jsonl.keys` for `predictions.jsonl`: one line of the run
+/// identity's JSON (what the results depend on), then per output row, in
 /// order, a little-endian u64 hash of its item's name and stamp (size and
 /// mtime, or ETag). `--update` matches a new scan against it.
 pub fn keys_path(out: &Path) -> PathBuf {
@@ -202,12 +203,15 @@ impl PartStore {
         Ok(ids)
     }
 
-    /// Records the run's item keys (see [`keys_path`]), once.
-    pub(crate) fn write_keys(&self, keys: &[u64]) -> io::Result<()> {
+    /// Records the run's item keys (see [`keys_path`]) after one line of
+    /// its identity's JSON, once.
+    pub(crate) fn write_keys(&self, identity: &RunIdentity, keys: &[u64]) -> io::Result<()> {
         if self.dir.join(KEYS_FILE).exists() {
             return Ok(());
         }
-        let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+        let mut bytes = serde_json::to_vec(identity).map_err(io::Error::other)?;
+        bytes.push(b'\n');
+        bytes.extend(keys.iter().flat_map(|k| k.to_le_bytes()));
         self.write_atomically(KEYS_FILE, &bytes)
     }
 

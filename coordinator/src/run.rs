@@ -32,7 +32,7 @@ use pipeline_core::{Chunk, ClassLabels, ItemOutcome, Manifest, plan_chunks};
 
 use crate::assemble::Merge;
 use crate::config::{Existing, RunConfig, RunError};
-use crate::identity::RunIdentity;
+use crate::identity::{Inputs, RunIdentity};
 use crate::output::{OutputFormat, OutputLayout, OutputSpec};
 use crate::part_file::encode_part;
 use crate::parts::{PartStore, parts_dir};
@@ -119,8 +119,10 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         kept: scanned.kept.columns.clone(),
         layout: config.layout,
     };
+    let mut old_identity = None;
     let (manifest, update) = if updating {
-        let old = update::old_keys(&config.out)?;
+        let (identity, old) = update::old_keys(&config.out)?;
+        old_identity = Some(identity);
         let failed = match config.update {
             Update::AlsoFailed => update::old_failures(&config.out, &output)?,
             _ => HashSet::new(),
@@ -131,13 +133,20 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         (scanned, None)
     };
     let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
-    let store = PartStore::open(&config.out, &RunIdentity::of(config, &manifest)?)?;
-    let keys = update
-        .as_ref()
-        .map_or(&manifest, |(full, _)| full)
-        .item_keys();
-    store.write_keys(&keys).map_err(output_error(store.dir()))?;
-    drop(keys);
+    let identity = RunIdentity::of(config, &manifest)?;
+    if let Some(old) = &old_identity {
+        update::same_settings(old, &identity)?;
+    }
+    let store = PartStore::open(&config.out, &identity)?;
+    // The keys, and the identity beside them, describe the whole output.
+    let whole = update.as_ref().map_or(&manifest, |(full, _)| full);
+    let whole_identity = RunIdentity {
+        inputs: Inputs::of(whole),
+        ..identity.clone()
+    };
+    store
+        .write_keys(&whole_identity, &whole.item_keys())
+        .map_err(output_error(store.dir()))?;
     if let Some((_, plan)) = &update {
         let c = plan.counts;
         report.notice(&format!(

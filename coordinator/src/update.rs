@@ -22,14 +22,14 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs;
-use std::path::Path;
-
 use std::io;
+use std::path::Path;
 
 use pipeline_core::{Chunk, Entries, Kept, Manifest};
 use serde::Serialize;
 
 use crate::assemble::{Assembled, sync_failures};
+use crate::identity::RunIdentity;
 use crate::output::{OutputSpec, Record, open_sink};
 use crate::part_file::{decode_jsonl, encode_jsonl};
 use crate::parts::{PartStore, PartsError, io_error, keys_path, part_name};
@@ -136,13 +136,19 @@ pub enum UpdateError {
         /// Why.
         message: String,
     },
+    /// The old output was computed under other settings.
+    #[error(
+        "--update: the output was computed with {0}; its results cannot be mixed with this \
+         run's: --overwrite recomputes everything"
+    )]
+    Settings(String),
     /// Shards each see a part of the run.
     #[error("--update and --retry-failed run in one process; leave out --shard and --num-shards")]
     Sharded,
 }
 
-/// The old output's item keys.
-pub(crate) fn old_keys(out: &Path) -> Result<Vec<u64>, UpdateError> {
+/// The identity the old output was computed under, and its item keys.
+pub(crate) fn old_keys(out: &Path) -> Result<(RunIdentity, Vec<u64>), UpdateError> {
     let path = keys_path(out);
     let bytes = match fs::read(&path) {
         Ok(bytes) => bytes,
@@ -156,16 +162,41 @@ pub(crate) fn old_keys(out: &Path) -> Result<Vec<u64>, UpdateError> {
             });
         }
     };
-    if bytes.len() % 8 != 0 {
-        return Err(UpdateError::BadKeys {
-            path,
-            message: format!("{} bytes is not a whole number of keys", bytes.len()),
-        });
+    let bad = |message: String| UpdateError::BadKeys {
+        path: path.clone(),
+        message,
+    };
+    let line = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| bad("no identity line".into()))?;
+    let identity: RunIdentity = serde_json::from_slice(&bytes[..line])
+        .map_err(|e| bad(format!("its identity line: {e}")))?;
+    let keys = &bytes[line + 1..];
+    if keys.len() % 8 != 0 {
+        return Err(bad(format!(
+            "{} bytes is not a whole number of keys",
+            keys.len()
+        )));
     }
-    Ok(bytes
+    let keys = keys
         .chunks_exact(8)
         .map(|k| u64::from_le_bytes(k.try_into().expect("8 bytes")))
-        .collect())
+        .collect();
+    Ok((identity, keys))
+}
+
+/// Refuses to mix results computed under other settings (model, weights,
+/// task, preprocessing, …) into this run's output. The inputs and the
+/// chunk size may differ: they are what an update changes.
+pub(crate) fn same_settings(old: &RunIdentity, now: &RunIdentity) -> Result<(), UpdateError> {
+    let mut old = old.clone();
+    old.inputs = now.inputs.clone();
+    old.chunk_size = now.chunk_size;
+    match old.difference(now) {
+        Some(what) => Err(UpdateError::Settings(what)),
+        None => Ok(()),
+    }
 }
 
 /// The rows of the old output at `out` that failed, read from the output

@@ -234,6 +234,11 @@ impl RunIdentity {
             json(&now.precision),
         );
         field(
+            "other --keep-columns",
+            json(&self.kept_columns),
+            json(&now.kept_columns),
+        );
+        field(
             "an older version of pipeline",
             json(&self.layout),
             json(&now.layout),
@@ -321,6 +326,10 @@ mod tests {
         half.precision = Precision::F16;
         let message = old.difference(&half).expect("precision");
         assert_eq!(message, "another --precision (was \"auto\", now \"f16\")");
+        let mut kept = old.clone();
+        kept.kept_columns = vec!["caption".into()];
+        let message = old.difference(&kept).expect("kept columns");
+        assert_eq!(message, "other --keep-columns (was [], now [\"caption\"])");
         // A run.json from before the field reads as `auto`.
         let mut text = serde_json::to_value(&old).expect("encoded");
         text.as_object_mut().expect("object").remove("precision");

@@ -187,12 +187,14 @@ pub(crate) fn old_keys(out: &Path) -> Result<(RunIdentity, Vec<u64>), UpdateErro
 }
 
 /// Refuses to mix results computed under other settings (model, weights,
-/// task, preprocessing, …) into this run's output. The inputs and the
-/// chunk size may differ: they are what an update changes.
+/// task, preprocessing, …) into this run's output. The inputs, the chunk
+/// size and the kept columns may differ: every row's path and kept values
+/// come from the new scan, only results are reused.
 pub(crate) fn same_settings(old: &RunIdentity, now: &RunIdentity) -> Result<(), UpdateError> {
     let mut old = old.clone();
     old.inputs = now.inputs.clone();
     old.chunk_size = now.chunk_size;
+    old.kept_columns = now.kept_columns.clone();
     match old.difference(now) {
         Some(what) => Err(UpdateError::Settings(what)),
         None => Ok(()),

@@ -330,3 +330,40 @@ fn bad_keep_columns_are_one_line_and_exit_2() {
     ok(&out);
     assert_eq!(jsonl(&d.join("r.jsonl"))[2]["caption"], json!("changed"));
 }
+
+/// `--update` with columns to keep adds them to an existing output without
+/// computing anything: rows take their path and kept values from the new
+/// scan, and only results are reused.
+#[test]
+fn an_update_adds_kept_columns_without_recomputing() {
+    let (dir, root, names) = images();
+    let d = dir.path();
+    let mut csv = String::from("path,caption\n");
+    for (i, name) in names.iter().enumerate() {
+        csv.push_str(&format!("{},c{i}\n", root.join(name).display()));
+    }
+    let manifest = d.join("m.csv");
+    fs::write(&manifest, csv).expect("manifest");
+    ok(&run(d, &manifest, "o.jsonl", &[]));
+    let report = d.join("r.json");
+    let args = [
+        "--keep-columns",
+        "caption",
+        "--update",
+        "--report",
+        report.to_str().expect("utf-8"),
+    ];
+    ok(&run(d, &manifest, "o.jsonl", &args));
+    let summary: Value = serde_json::from_slice(&fs::read(&report).expect("report")).expect("json");
+    assert_eq!(summary["summary"]["update"]["computed"], 0, "{summary}");
+    ok(&run(
+        d,
+        &manifest,
+        "fresh.jsonl",
+        &["--keep-columns", "caption"],
+    ));
+    assert_eq!(
+        fs::read(d.join("o.jsonl")).expect("updated"),
+        fs::read(d.join("fresh.jsonl")).expect("fresh")
+    );
+}

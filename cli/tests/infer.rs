@@ -53,14 +53,6 @@ fn infer(dir: &Path, data: &Path, out: &str, extra: &[&str]) -> (Output, PathBuf
     (pipeline(&args, dir, &empty), out_path)
 }
 
-fn records(path: &Path) -> Vec<Value> {
-    fs::read_to_string(path)
-        .expect("output exists")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect()
-}
-
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
@@ -95,7 +87,7 @@ fn the_bytes_do_not_depend_on_workers_chunks_or_batch_size() {
     let want = fs::read(&one_out).expect("one worker's output");
     assert!(!want.is_empty());
     if fs::read(&three_out).expect("three workers' output") != want {
-        let (a, b) = (records(&one_out), records(&three_out));
+        let (a, b) = (common::records(&one_out), common::records(&three_out));
         let first = a.iter().zip(&b).find(|(x, y)| x != y);
         panic!("3 workers, other chunk and batch sizes: output differs at {first:#?}");
     }
@@ -132,7 +124,7 @@ fn three_software_vulkan_workers_agree_with_the_cpu() {
         ],
     );
     assert_eq!(sw.status.code(), Some(1), "{}", stderr(&sw));
-    let (want, got) = (records(&cpu_out), records(&sw_out));
+    let (want, got) = (common::records(&cpu_out), common::records(&sw_out));
     assert_eq!(want.len(), got.len());
     for (w, g) in want.iter().zip(&got) {
         assert_eq!(
@@ -177,7 +169,7 @@ fn every_item_once_in_order_with_broken_files_as_error_records_and_exit_1() {
         &["--gpus", "cpu", "--chunk-size", "5", "--top-k", "3"],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let recs = records(&path);
+    let recs = common::records(&path);
     let broken_present: Vec<_> = data.broken.iter().filter(|b| b.path.exists()).collect();
     assert_eq!(recs.len(), data.good.len() + broken_present.len());
     let mut paths = Vec::new();
@@ -233,7 +225,7 @@ fn csv_and_parquet_hold_what_jsonl_holds() {
     for out in [&j, &c, &p] {
         assert_eq!(out.status.code(), Some(1), "{}", stderr(out));
     }
-    let want = records(&jsonl);
+    let want = common::records(&jsonl);
 
     let mut reader = csv::Reader::from_path(&csv_path).expect("csv opens");
     let header: Vec<String> = reader
@@ -367,7 +359,7 @@ fn embed_writes_the_pooled_features() {
         &["--gpus", "cpu", "--task", "embed"],
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    let recs = records(&path);
+    let recs = common::records(&path);
     let good: Vec<&Value> = recs.iter().filter(|r| r.get("error").is_none()).collect();
     let readable_by_root = data
         .broken
@@ -402,7 +394,7 @@ fn infer_with_only_data_runs_on_the_cpu_and_names_the_photos() {
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert!(err.contains("no GPU found; running on the CPU"), "{err}");
     assert!(err.contains("efficientnet_lite0 weights from"), "{err}");
-    let recs = records(&dir.path().join("predictions.jsonl"));
+    let recs = common::records(&dir.path().join("predictions.jsonl"));
     let top1: BTreeMap<String, String> = recs
         .iter()
         .map(|r| {
@@ -743,7 +735,7 @@ fn transformer_and_convnext_models_run_through_infer() {
         args.extend_from_slice(extra);
         let run = pipeline(&args, dir.path(), &dir.path().join("none"));
         assert_eq!(run.status.code(), Some(0), "{model}: {}", stderr(&run));
-        let records = records(&out);
+        let records = common::records(&out);
         assert_eq!(records.len(), data.good.len(), "{model}");
         for (i, record) in records.iter().enumerate() {
             assert_eq!(record["index"], i as u64, "{model}");
@@ -838,7 +830,7 @@ fn clip_classifies_zero_shot_with_the_users_classes() {
     };
     let out = run(args("zs.jsonl", &[]));
     assert_eq!(out.status.code(), Some(1), "broken files: {}", stderr(&out));
-    let records = records(&dir.path().join("zs.jsonl"));
+    let records = common::records(&dir.path().join("zs.jsonl"));
     let broken = data.broken.iter().filter(|b| b.path.exists()).count();
     assert_eq!(records.len(), data.good.len() + broken);
     let mut classified = 0;

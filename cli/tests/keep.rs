@@ -39,14 +39,6 @@ fn ok(out: &Output) {
     );
 }
 
-fn jsonl(path: &Path) -> Vec<Value> {
-    fs::read_to_string(path)
-        .expect("output written")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect()
-}
-
 /// Six good images and their names relative to the returned root.
 fn images() -> (TempDir, PathBuf, Vec<String>) {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -112,8 +104,8 @@ fn kept_columns_reach_every_output_format_next_to_path() {
     ok(&run(d, &manifest, "plain.jsonl", &[]));
     let keep = ["--keep-columns", "id,caption"];
     ok(&run(d, &manifest, "kept.jsonl", &keep));
-    let plain = jsonl(&d.join("plain.jsonl"));
-    let kept = jsonl(&d.join("kept.jsonl"));
+    let plain = common::records(&d.join("plain.jsonl"));
+    let kept = common::records(&d.join("kept.jsonl"));
     assert_eq!(without(&kept, &["id", "caption"]), plain);
     for (i, r) in kept.iter().enumerate() {
         assert_eq!(r["id"], json!((100 + i).to_string()), "CSV cells are text");
@@ -197,7 +189,7 @@ fn star_keeps_typed_values_from_jsonl_parquet_and_shards() {
         "j.jsonl",
         &["--keep-columns", "*"],
     ));
-    let records = jsonl(&d.join("j.jsonl"));
+    let records = common::records(&d.join("j.jsonl"));
     for (i, r) in records.iter().enumerate() {
         assert_eq!(r["id"], json!(i));
         let meta = if i == 1 {
@@ -235,7 +227,7 @@ fn star_keeps_typed_values_from_jsonl_parquet_and_shards() {
         "p.jsonl",
         &["--keep-columns", "*"],
     ));
-    for (i, r) in jsonl(&d.join("p.jsonl")).iter().enumerate() {
+    for (i, r) in common::records(&d.join("p.jsonl")).iter().enumerate() {
         assert_eq!((&r["id"], &r["caption"]), (&json!(i), &json!(caption(i))));
     }
 
@@ -267,7 +259,7 @@ fn star_keeps_typed_values_from_jsonl_parquet_and_shards() {
     }
     tar.finish().expect("shard written");
     ok(&run(d, &shard, "w.jsonl", &["--keep-columns", "txt,json"]));
-    let records = jsonl(&d.join("w.jsonl"));
+    let records = common::records(&d.join("w.jsonl"));
     assert_eq!(records.len(), names.len());
     for (i, r) in records.iter().enumerate() {
         assert_eq!(r["txt"], json!(caption(i)));
@@ -275,7 +267,7 @@ fn star_keeps_typed_values_from_jsonl_parquet_and_shards() {
         assert!(r["top_k"].is_array(), "{r}");
     }
     ok(&run(d, &shard, "w2.jsonl", &["--keep-columns", "*"]));
-    assert_eq!(jsonl(&d.join("w2.jsonl")), records);
+    assert_eq!(common::records(&d.join("w2.jsonl")), records);
 }
 
 #[test]
@@ -328,7 +320,10 @@ fn bad_keep_columns_are_one_line_and_exit_2() {
         &["--keep-columns", "caption", "--overwrite"],
     );
     ok(&out);
-    assert_eq!(jsonl(&d.join("r.jsonl"))[2]["caption"], json!("changed"));
+    assert_eq!(
+        common::records(&d.join("r.jsonl"))[2]["caption"],
+        json!("changed")
+    );
 }
 
 /// `--update` with columns to keep adds them to an existing output without

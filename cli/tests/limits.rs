@@ -2,7 +2,6 @@
 //! size guards are flags, and an item over one is a record that names the
 //! flag to raise, never a crash.
 
-use std::fs;
 use std::path::Path;
 
 use fixtures::DatasetSpec;
@@ -18,11 +17,12 @@ fn run(cwd: &Path, data: &Path, out: &str, extra: &[&str]) -> Vec<Value> {
         .args(extra)
         .output()
         .expect("the pipeline binary runs");
-    let text = fs::read_to_string(cwd.join(out))
-        .unwrap_or_else(|_| panic!("no output: {}", String::from_utf8_lossy(&output.stderr)));
-    text.lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect()
+    assert!(
+        cwd.join(out).exists(),
+        "no output: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    common::records(&cwd.join(out))
 }
 
 #[test]

@@ -58,11 +58,7 @@ fn reference() -> (TempDir, PathBuf, Vec<Value>) {
     )
     .expect("fixtures");
     ran(&run(dir.path(), &data.root, "ref.jsonl", &[]));
-    let records: Vec<Value> = fs::read_to_string(dir.path().join("ref.jsonl"))
-        .expect("reference")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("JSON"))
-        .collect();
+    let records = common::records(&dir.path().join("ref.jsonl"));
     assert!(records.iter().any(|r| r.get("error").is_some()));
     assert!(records.len() > 14, "more than two shards of 7");
     (dir, data.root, records)

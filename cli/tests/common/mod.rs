@@ -4,7 +4,7 @@
 //! (JOB_COMPLETION_INDEX), a shell with CUDA_VISIBLE_DEVICES or FAILPOINTS
 //! set, or a user's weights cache must not change what the binary does, so
 //! only what a process needs to run at all is passed through; everything
-//! else a test wants, it sets.
+//! else a test wants, it sets. And one way to read a JSONL output back.
 
 use std::path::Path;
 use std::process::Command;
@@ -39,4 +39,14 @@ pub(crate) fn pipeline(cwd: &Path) -> Command {
         }
     }
     cmd
+}
+
+/// The records of the JSONL output at `path`, one JSON value per line.
+#[allow(dead_code)] // not every test binary reads outputs back
+pub(crate) fn records(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
 }

@@ -31,6 +31,8 @@ type Out = BufWriter<File>;
 struct Embeddings {
     out: Out,
     dtype: EmbeddingDtype,
+    /// One row's bytes, reused.
+    row: Vec<u8>,
 }
 
 /// The `.npy` (format 1.0) header of a C-order `[rows, dim]` array, laid
@@ -117,7 +119,11 @@ impl Shards {
         let dtype = self.spec.layout.embedding_dtype;
         let mut out = create(&npy)?;
         out.write_all(&npy_header(dtype, rows, self.spec.feature_dim))?;
-        let embeddings = Embeddings { out, dtype };
+        let embeddings = Embeddings {
+            out,
+            dtype,
+            row: Vec::new(),
+        };
         Ok(Open {
             embeddings: Some(embeddings),
             table: ParquetSink::new(create(&meta)?, &self.spec, labels, false)?,
@@ -167,14 +173,17 @@ impl RecordSink for Shards {
                 Err(_) => &[],
             };
             let zeros = std::iter::repeat_n(0.0, dim - values.len());
+            let row = &mut embeddings.row;
+            row.clear();
             for v in values.iter().copied().chain(zeros) {
                 match embeddings.dtype {
-                    EmbeddingDtype::F32 => embeddings.out.write_all(&v.to_le_bytes())?,
-                    EmbeddingDtype::F16 => embeddings
-                        .out
-                        .write_all(&half::f16::from_f32(v).to_le_bytes())?,
+                    EmbeddingDtype::F32 => row.extend_from_slice(&v.to_le_bytes()),
+                    EmbeddingDtype::F16 => {
+                        row.extend_from_slice(&half::f16::from_f32(v).to_le_bytes())
+                    }
                 }
             }
+            embeddings.out.write_all(row)?;
         }
         open.table.write(record)?;
         self.written += 1;

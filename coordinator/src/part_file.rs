@@ -4,6 +4,7 @@
 //! assembly re-encodes parts as CSV or Parquet or counts their failures;
 //! `parts.rs` frames the lines into files.
 
+use std::borrow::Cow;
 use std::io::{self, Write};
 
 use pipeline_core::{
@@ -17,12 +18,8 @@ use crate::output::Record;
 struct JsonRecord<'a> {
     index: ItemIndex,
     path: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    top_k: Option<JsonTopK<'a>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    embedding: Option<&'a [f32]>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'a ItemError>,
+    #[serde(flatten)]
+    result: JsonResult<'a>,
 }
 
 /// A record's result fields alone, written after its kept columns.
@@ -121,17 +118,10 @@ pub(crate) fn encode_jsonl_parts<W: Write>(
         out.write_all(&rest[1..])?;
         return out.write_all(b"\n");
     }
-    let JsonResult {
-        top_k,
-        embedding,
-        error,
-    } = JsonResult::of(result, labels);
     let json = JsonRecord {
         index,
         path,
-        top_k,
-        embedding,
-        error,
+        result: JsonResult::of(result, labels),
     };
     serde_json::to_writer(&mut *out, &json)?;
     out.write_all(b"\n")
@@ -205,9 +195,22 @@ pub fn encode_part(
 ) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(outcomes.len() * 192);
     let columns = &manifest.kept.columns;
+    // A chunk's outcomes are its items in order: one cursor decodes their
+    // names in sequence instead of each from its block's start.
+    let first = outcomes.first().map_or(0, |o| o.index as usize);
+    let contiguous = outcomes
+        .iter()
+        .enumerate()
+        .all(|(k, o)| o.index as usize == first + k);
+    let mut names = contiguous.then(|| manifest.entries.range(first..first + outcomes.len()));
     for o in &outcomes {
-        let name = manifest.entries.name(o.index as usize);
-        let path = name.to_string_lossy();
+        let path = match names.as_mut().and_then(|c| c.next_name()) {
+            Some(bytes) => String::from_utf8_lossy(bytes),
+            None => {
+                let name = manifest.entries.name(o.index as usize);
+                Cow::Owned(name.to_string_lossy().into_owned())
+            }
+        };
         let values = manifest.kept.get(o.index as usize);
         let kept: Vec<(&str, Option<&str>)> =
             columns.iter().map(String::as_str).zip(values).collect();
@@ -248,6 +251,44 @@ mod tests {
             encode_jsonl(&rec, &ClassLabels::Imagenet, &mut line).expect("encoded");
             let back = decode_jsonl(&line, &[]).expect("decoded");
             assert_eq!(back, rec, "{value:e}");
+        }
+    }
+
+    #[test]
+    fn a_part_names_each_item_whether_its_chunk_is_whole_or_not() {
+        let manifest = Manifest {
+            source: "d".into(),
+            entries: (0..40)
+                .map(|i| pipeline_core::ManifestEntry {
+                    index: i,
+                    name: format!("d/{i}.jpg").into(),
+                    location: pipeline_core::Location::File {
+                        path: format!("/r/d/{i}.jpg").into_bytes(),
+                        range: None,
+                    },
+                })
+                .collect(),
+            kept: Default::default(),
+            problems: Vec::new(),
+            revision: None,
+        };
+        let outcome = |index| ItemOutcome {
+            index,
+            result: Ok(Prediction::TopK(vec![ClassScore {
+                class: 1,
+                prob: 0.5,
+            }])),
+        };
+        let line = |i: u64| {
+            format!(
+                r#"{{"index":{i},"path":"d/{i}.jpg","top_k":[{{"class":1,"label":"goldfish","prob":0.5}}]}}"#
+            ) + "\n"
+        };
+        for indices in [vec![14, 15, 16, 17], vec![3, 20, 39]] {
+            let outcomes = indices.iter().map(|&i| outcome(i)).collect();
+            let bytes = encode_part(&manifest, &ClassLabels::Imagenet, outcomes);
+            let want: String = indices.iter().map(|&i| line(i)).collect();
+            assert_eq!(String::from_utf8(bytes).expect("utf-8"), want);
         }
     }
 

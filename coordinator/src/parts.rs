@@ -23,6 +23,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use pipeline_core::Manifest;
+
 use crate::identity::{PARTS_LAYOUT, RunIdentity};
 
 /// The part folder's description of the run.
@@ -104,6 +106,17 @@ pub enum PartsError {
         total: usize,
         /// The first few ids.
         list: String,
+    },
+    /// `--update` cannot read the existing output back.
+    #[error(
+        "cannot read {path} back for --update ({problem}); give the --format, --task and \
+         --shard-rows it was written with, or --overwrite to compute it anew"
+    )]
+    Unreadable {
+        /// The output.
+        path: PathBuf,
+        /// What went wrong.
+        problem: String,
     },
     /// A part does not hold its chunk's records.
     #[error("{path} is damaged ({problem}); delete it and re-run to compute that chunk again")]
@@ -205,13 +218,14 @@ impl PartStore {
 
     /// Records the run's item keys (see [`keys_path`]) after one line of
     /// its identity's JSON, once.
-    pub(crate) fn write_keys(&self, identity: &RunIdentity, keys: &[u64]) -> io::Result<()> {
+    pub(crate) fn write_keys(&self, identity: &RunIdentity, manifest: &Manifest) -> io::Result<()> {
         if self.dir.join(KEYS_FILE).exists() {
             return Ok(());
         }
         let mut bytes = serde_json::to_vec(identity).map_err(io::Error::other)?;
         bytes.push(b'\n');
-        bytes.extend(keys.iter().flat_map(|k| k.to_le_bytes()));
+        bytes.reserve(manifest.entries.len() * 8);
+        manifest.for_each_item_key(|key| bytes.extend_from_slice(&key.to_le_bytes()));
         self.write_atomically(KEYS_FILE, &bytes)
     }
 

@@ -66,13 +66,11 @@ fn parquet_reader(path: &Path) -> io::Result<ParquetRecordBatchReader> {
 /// Opens the output at `out` as `spec` says it was written.
 pub(crate) fn open(out: &Path, spec: &OutputSpec) -> io::Result<Rows> {
     let source = match spec.format {
-        _ if spec.layout.is_folder(spec.format) && spec.format == OutputFormat::Npy => {
-            Source::Npy {
-                dir: out.to_owned(),
-                next: 0,
-                open: None,
-            }
-        }
+        OutputFormat::Npy => Source::Npy {
+            dir: out.to_owned(),
+            next: 0,
+            open: None,
+        },
         OutputFormat::Parquet if spec.layout.is_folder(spec.format) => {
             let mut files: Vec<PathBuf> = std::fs::read_dir(out)?
                 .filter_map(|e| e.ok().map(|e| e.path()))
@@ -81,9 +79,7 @@ pub(crate) fn open(out: &Path, spec: &OutputSpec) -> io::Result<Rows> {
             files.sort();
             Source::Parquet(files.into(), None)
         }
-        OutputFormat::Parquet | OutputFormat::Npy => {
-            Source::Parquet(VecDeque::from([out.to_owned()]), None)
-        }
+        OutputFormat::Parquet => Source::Parquet(VecDeque::from([out.to_owned()]), None),
         OutputFormat::Jsonl => Source::Jsonl(BufReader::new(File::open(out)?).lines()),
         OutputFormat::Csv => {
             let mut reader = csv::Reader::from_path(out).map_err(bad)?;

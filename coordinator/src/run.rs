@@ -145,7 +145,7 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         ..identity.clone()
     };
     store
-        .write_keys(&whole_identity, &whole.item_keys())
+        .write_keys(&whole_identity, whole)
         .map_err(output_error(store.dir()))?;
     if let Some((_, plan)) = &update {
         let c = plan.counts;

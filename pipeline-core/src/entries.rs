@@ -231,9 +231,8 @@ impl Entries {
     /// decoding locations.
     pub fn for_each_name(&self, mut f: impl FnMut(&[u8])) {
         let mut cursor = self.iter();
-        while cursor.next < cursor.end {
-            cursor.step();
-            f(&cursor.name);
+        while let Some(name) = cursor.next_name() {
+            f(name);
         }
     }
 }
@@ -292,6 +291,15 @@ impl Cursor<'_> {
         }
         self.next += 1;
         at
+    }
+
+    /// The next item's name (OS bytes), without decoding its location.
+    pub fn next_name(&mut self) -> Option<&[u8]> {
+        if self.next >= self.end {
+            return None;
+        }
+        self.step();
+        Some(&self.name)
     }
 
     fn location(&self, at: usize) -> Location {

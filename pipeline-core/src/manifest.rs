@@ -127,16 +127,21 @@ impl Manifest {
     /// `--update` matches items of a new scan with the old output's by.
     pub fn item_keys(&self) -> Vec<u64> {
         let mut keys = Vec::with_capacity(self.entries.len());
+        self.for_each_item_key(|key| keys.push(key));
+        keys
+    }
+
+    /// [`Manifest::item_keys`] one at a time, without collecting them.
+    pub fn for_each_item_key(&self, mut f: impl FnMut(u64)) {
         let mut i = 0;
         self.entries.for_each_name(|name| {
-            keys.push(stamp_of(&[
+            f(stamp_of(&[
                 name,
                 &[0],
                 &self.entries.stamp(i).to_le_bytes(),
             ]));
             i += 1;
         });
-        keys
     }
 
     /// A fingerprint of the input list (FNV-1a over the names, then the

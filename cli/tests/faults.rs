@@ -444,6 +444,36 @@ fn memory_exhaustion_halves_the_batch_in_the_worker_and_across_a_respawn() {
     assert_eq!(summary["workers"][0]["batch_size"], 4, "{summary}");
 }
 
+/// Two passes that do not fit side by side: the worker finishes the one in
+/// flight, runs the batch again on its own, and goes on one pass at a time
+/// at the same batch size. Nothing is lost, nothing is halved.
+#[test]
+fn a_pass_that_does_not_fit_beside_another_runs_alone_at_the_same_batch_size() {
+    // ResNet-18 is slow enough on the CPU that the next batch is decoded
+    // while a pass runs, so a second pass is launched beside the first.
+    let case = Case::new(12, "resnet18", &["--chunk-size", "4", "--batch-size", "4"]);
+    let want = case.clean();
+    let out = case.path("overlap.jsonl");
+    let report_path = case.path("overlap.json");
+    let marker = case.path("fired");
+    let run = case.run(
+        &out,
+        &["--report", report_path.to_str().expect("utf-8")],
+        Some(&format!("engine-oom-overlap=return({})", marker.display())),
+    );
+    let err = stderr(&run);
+    assert!(
+        marker.exists(),
+        "a second pass was launched beside the first: {err}"
+    );
+    assert_eq!(run.status.code(), Some(1), "{err}");
+    assert_same_output(&out, &want, &case.data);
+    let summary = &report(&report_path)["summary"];
+    assert_eq!(summary["oom_backoffs"], 0, "{summary}");
+    assert_eq!(summary["restarts"], 0, "{summary}");
+    assert_eq!(summary["workers"][0]["batch_size"], 4, "{summary}");
+}
+
 /// SIGINT, then SIGTERM, then an undisturbed re-run: exit 130, exit 143,
 /// then the full output, equal to a clean run's.
 #[test]

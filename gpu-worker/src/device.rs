@@ -290,6 +290,11 @@ pub fn open_with(
     precision: Precision,
 ) -> Result<(Device, FloatDType), DeviceError> {
     persist_autotune();
+    // A read-back starts when it is asked for (the copy is queued behind
+    // the work already submitted), not on the first touch of its bytes:
+    // the engine asks for batch n's results before it queues batch n+1
+    // (`Engine::launch`). burn reads this one process-wide setting only there.
+    burn_std::set_runtime_kind(burn_std::RuntimeKind::Async);
     let mut device = device_for(spec)?;
     let dtype = resolve_precision(spec, &device, precision)?;
     // A process that opens the device again (a `bench` sweep) finds it

@@ -9,7 +9,10 @@
 //! Batch shapes stay fixed: a short batch is padded with zeros and the
 //! padding's results are dropped, so autotuned kernels are reused.
 
+use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use burn::tensor::{DType, Device, FloatDType, Int, Tensor, TensorData};
@@ -55,6 +58,8 @@ pub struct Engine {
     /// What the model computes in; the input is normalised in f32 and
     /// cast to it, the outputs are cast back to f32.
     dtype: FloatDType,
+    /// Passes launched and not yet finished.
+    in_flight: AtomicUsize,
 }
 
 impl Engine {
@@ -66,6 +71,7 @@ impl Engine {
             task,
             matmul_free_head: false,
             dtype: FloatDType::F32,
+            in_flight: AtomicUsize::new(0),
         }
     }
 
@@ -159,6 +165,132 @@ impl Engine {
     ) -> Result<Vec<Prediction>, String> {
         crate::failpoints::inject_oom(padded_rows)?;
         let started = Instant::now();
+        let input = self.input(pixels, padded_rows, side, normalize);
+        let uploaded = self.sync(started, &mut times.upload_s)?;
+        let output = self.output(input)?;
+        let width = output.dims()[1];
+        let computed = self.sync(uploaded, &mut times.compute_s)?;
+        let values = output
+            .try_into_data()
+            .map_err(|e| e.to_string())?
+            .try_to_vec::<f32>()
+            .map_err(|e| format!("{e:?}"))?;
+        // Read-back includes the host's share of it: top-k or the copy out.
+        let predictions = self.predictions(&values, rows, width);
+        let done = Instant::now();
+        times.readback_s += (done - computed).as_secs_f64();
+        times.batch_s.push((done - started).as_secs_f64());
+        Ok(predictions)
+    }
+
+    /// Queues one pass without waiting for the device: the upload, the
+    /// model, and the read-back of its results, in that order on the
+    /// device's queue. Launch batch n+1 before [`Engine::finish`]ing batch
+    /// n and the device works on n+1 while the host turns n's results into
+    /// predictions and prepares n+2: the device never waits on the host.
+    ///
+    /// Its stage times are the host's: upload is building and handing
+    /// over the input, compute is queuing the model here plus waiting for
+    /// the results in `finish`, read-back is turning them into predictions.
+    pub fn launch(
+        &self,
+        pixels: &[u8],
+        rows: usize,
+        padded_rows: usize,
+        side: usize,
+        normalize: &Normalize,
+        times: &mut SpanTimes,
+    ) -> Result<InFlight, EngineError> {
+        assert_eq!(
+            pixels.len(),
+            rows * 3 * side * side,
+            "pixels must hold exactly `rows` images"
+        );
+        assert!(padded_rows >= rows, "padding cannot drop rows");
+        let run = || -> Result<InFlight, String> {
+            crate::failpoints::inject_oom(padded_rows)?;
+            crate::failpoints::inject_overlap_oom(self.in_flight.load(Ordering::Relaxed))?;
+            let started = Instant::now();
+            let input = self.input(pixels, padded_rows, side, normalize);
+            let queued = Instant::now();
+            times.upload_s += (queued - started).as_secs_f64();
+            let output = self.output(input)?;
+            let width = output.dims()[1];
+            let mut read: PendingRead =
+                Box::pin(async move { output.into_data_async().await.map_err(|e| e.to_string()) });
+            // One poll submits what is queued and the copy of the results;
+            // the device's process-wide setting makes that copy start now
+            // (see `crate::device::open_with`). On the CPU it completes.
+            let ready =
+                futures_lite::future::block_on(futures_lite::future::poll_once(read.as_mut()));
+            times.compute_s += queued.elapsed().as_secs_f64();
+            self.in_flight.fetch_add(1, Ordering::Relaxed);
+            Ok(InFlight {
+                read,
+                ready,
+                rows,
+                padded_rows,
+                width,
+                started,
+            })
+        };
+        match catch_unwind(AssertUnwindSafe(run)) {
+            Ok(result) => result.map_err(|message| classify_error(message, padded_rows)),
+            Err(payload) => Err(classify_error(
+                pipeline_core::panic_message(payload.as_ref()),
+                padded_rows,
+            )),
+        }
+    }
+
+    /// Waits for a launched pass and returns one prediction per real row.
+    pub fn finish(
+        &self,
+        in_flight: InFlight,
+        times: &mut SpanTimes,
+    ) -> Result<Vec<Prediction>, EngineError> {
+        let InFlight {
+            read,
+            ready,
+            rows,
+            padded_rows,
+            width,
+            started,
+        } = in_flight;
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+        let waiting = Instant::now();
+        let run = || -> Result<Vec<Prediction>, String> {
+            let data = match ready {
+                Some(data) => data,
+                None => futures_lite::future::block_on(read),
+            }?;
+            let arrived = Instant::now();
+            times.compute_s += (arrived - waiting).as_secs_f64();
+            let values = data.try_to_vec::<f32>().map_err(|e| format!("{e:?}"))?;
+            let predictions = self.predictions(&values, rows, width);
+            let done = Instant::now();
+            times.readback_s += (done - arrived).as_secs_f64();
+            times.batch_s.push((done - started).as_secs_f64());
+            Ok(predictions)
+        };
+        match catch_unwind(AssertUnwindSafe(run)) {
+            Ok(result) => result.map_err(|message| classify_error(message, padded_rows)),
+            Err(payload) => Err(classify_error(
+                pipeline_core::panic_message(payload.as_ref()),
+                padded_rows,
+            )),
+        }
+    }
+
+    /// The batch's `u8` pixels, padded with zero images to `padded_rows`,
+    /// on the device and normalised (in f32), in the model's type.
+    fn input(
+        &self,
+        pixels: &[u8],
+        padded_rows: usize,
+        side: usize,
+        normalize: &Normalize,
+    ) -> Tensor<4> {
         let mut data = Vec::with_capacity(padded_rows * 3 * side * side);
         data.extend_from_slice(pixels);
         data.resize(padded_rows * 3 * side * side, 0);
@@ -173,51 +305,65 @@ impl Engine {
                 .reshape([1, 3, 1, 1])
         };
         let (mean, std) = (f32_vector(normalize.mean), f32_vector(normalize.std));
-        let input = ((input - mean) / std).cast(self.dtype);
-        let uploaded = self.sync(started, &mut times.upload_s)?;
+        ((input - mean) / std).cast(self.dtype)
+    }
+
+    /// What the task reads back, `[padded_rows, width]` in f32: pooled
+    /// features (`embed`), or class probabilities (`classify`).
+    fn output(&self, input: Tensor<4>) -> Result<Tensor<2>, String> {
         let features = self.model.features(input);
-        let predictions = match self.task {
-            Task::Embed => {
-                let dim = features.dims()[1];
-                let computed = self.sync(uploaded, &mut times.compute_s)?;
-                let values = read_back(features)?;
-                let predictions = values
-                    .chunks_exact(dim)
-                    .take(rows)
-                    .map(|row| Prediction::Embedding(row.to_vec()))
-                    .collect();
-                (predictions, computed)
-            }
-            Task::Classify { top_k } => {
-                let logits = if self.matmul_free_head {
-                    // Each step through the host and back: lavapipe also
-                    // crashes compiling the kernels burn's fusion makes of
-                    // pooling + this head and of this head + softmax, and a
-                    // fresh leaf tensor ends the fused graph. Only [N, C]
-                    // and [N, K] floats make the trip.
-                    let features = self.round_trip(features)?;
-                    self.round_trip(self.model.head_without_matmul(features))?
-                } else {
-                    self.model.head(features)
-                };
-                let probs = self.model.probabilities(logits.cast(FloatDType::F32));
-                let classes = probs.dims()[1];
-                let computed = self.sync(uploaded, &mut times.compute_s)?;
-                let values = read_back(probs)?;
-                let predictions = values
-                    .chunks_exact(classes)
-                    .take(rows)
-                    .map(|row| Prediction::TopK(top_k_of(row, top_k)))
-                    .collect();
-                (predictions, computed)
-            }
+        let Task::Classify { .. } = self.task else {
+            return Ok(features.cast(FloatDType::F32));
         };
-        // Read-back includes the host's share of it: top-k or the copy out.
-        let (predictions, computed) = predictions;
-        let done = Instant::now();
-        times.readback_s += (done - computed).as_secs_f64();
-        times.batch_s.push((done - started).as_secs_f64());
-        Ok(predictions)
+        let logits = if self.matmul_free_head {
+            // Each step through the host and back: lavapipe also crashes
+            // compiling the kernels burn's fusion makes of pooling + this
+            // head and of this head + softmax, and a fresh leaf tensor ends
+            // the fused graph. Only [N, C] and [N, K] floats make the trip.
+            let features = self.round_trip(features)?;
+            self.round_trip(self.model.head_without_matmul(features))?
+        } else {
+            self.model.head(features)
+        };
+        Ok(self.model.probabilities(logits.cast(FloatDType::F32)))
+    }
+
+    /// One prediction for each of the first `rows` rows of `values`
+    /// (`width` floats a row): the embedding, or the task's top-k.
+    fn predictions(&self, values: &[f32], rows: usize, width: usize) -> Vec<Prediction> {
+        let rows = values.chunks_exact(width).take(rows);
+        match self.task {
+            Task::Embed => rows
+                .map(|row| Prediction::Embedding(row.to_vec()))
+                .collect(),
+            Task::Classify { top_k } => rows
+                .map(|row| Prediction::TopK(top_k_of(row, top_k)))
+                .collect(),
+        }
+    }
+}
+
+/// A read-back on its way; its first poll has queued it.
+type PendingRead = Pin<Box<dyn Future<Output = Result<TensorData, String>> + Send>>;
+
+/// A pass [`Engine::launch`] queued, for [`Engine::finish`].
+pub struct InFlight {
+    read: PendingRead,
+    /// The results, where the first poll already had them (the CPU).
+    ready: Option<Result<TensorData, String>>,
+    rows: usize,
+    padded_rows: usize,
+    width: usize,
+    started: Instant,
+}
+
+impl std::fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight")
+            .field("rows", &self.rows)
+            .field("padded_rows", &self.padded_rows)
+            .field("ready", &self.ready.is_some())
+            .finish_non_exhaustive()
     }
 }
 
@@ -236,15 +382,6 @@ impl Engine {
         let data = tensor.try_into_data().map_err(|e| e.to_string())?;
         Ok(Tensor::from_data(data, &self.device))
     }
-}
-
-fn read_back(tensor: Tensor<2>) -> Result<Vec<f32>, String> {
-    tensor
-        .cast(FloatDType::F32)
-        .try_into_data()
-        .map_err(|e| e.to_string())?
-        .try_to_vec::<f32>()
-        .map_err(|e| format!("{e:?}"))
 }
 
 /// The `k` largest probabilities, largest first; ties go to the lower class

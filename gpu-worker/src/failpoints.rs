@@ -6,6 +6,10 @@
 //!   images fails as an out-of-memory error from the runtime would;
 //! - `FAILPOINTS=engine-oom=panic(out of memory)`: every forward pass panics
 //!   as wgpu's error handler does;
+//! - `FAILPOINTS=engine-oom-overlap=return(FILE)`: every pass launched while
+//!   another is in flight fails as an out-of-memory error would (two
+//!   passes that do not fit side by side), and creates `FILE` the first
+//!   time, so a test knows it fired;
 //! - `FAILPOINTS=worker-crash=return(FILE)`: the first worker to finish a
 //!   chunk while `FILE` does not exist creates it and aborts (SIGABRT)
 //!   before reporting the chunk — one dead worker, as a driver crash or
@@ -40,6 +44,23 @@ pub(crate) fn inject_oom(batch: usize) -> Result<(), String> {
         }
     });
     let _ = batch;
+    Ok(())
+}
+
+/// Fails a pass launched while `in_flight` others are when the
+/// `engine-oom-overlap` point is set.
+pub(crate) fn inject_overlap_oom(in_flight: usize) -> Result<(), String> {
+    #[cfg(feature = "failpoints")]
+    fail::fail_point!("engine-oom-overlap", |marker: Option<String>| {
+        if in_flight == 0 {
+            return Ok(());
+        }
+        first_to_create(marker);
+        Err(format!(
+            "out of memory (injected: a pass launched while {in_flight} in flight)"
+        ))
+    });
+    let _ = in_flight;
     Ok(())
 }
 

@@ -23,7 +23,7 @@ pub use device::{
     AdapterSummary, DeviceError, adapters, device_for, gpu_index_by_pci, gpus, nvml_gpu_names,
     open, open_with, resolve_precision, same_pci_bus,
 };
-pub use engine::{Engine, EngineError, top_k_of};
+pub use engine::{Engine, EngineError, InFlight, top_k_of};
 pub use model::convnext::ConvNextConfig;
 pub use model::vit::{Activation, Pooling, PosInterpolation, VitConfig};
 pub use model::{Architecture, Model, NUM_CLASSES, checkpoint_layouts};

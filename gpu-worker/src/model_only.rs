@@ -47,9 +47,13 @@ pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun,
     let spec = &config.preprocess;
     let side = spec.crop as usize;
     let pixels = pixels(batch_size * 3 * side * side);
-    let run = |times: &mut SpanTimes| {
+    let pass_error = |error| ModelOnlyError::Pass {
+        worker: config.name.clone(),
+        error,
+    };
+    let launch = |times: &mut SpanTimes| {
         engine
-            .infer_timed(
+            .launch(
                 &pixels,
                 batch_size,
                 batch_size,
@@ -57,16 +61,24 @@ pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun,
                 &spec.normalize,
                 times,
             )
-            .map_err(|error| ModelOnlyError::Pass {
-                worker: config.name.clone(),
-                error,
-            })
+            .map_err(pass_error)
     };
-    run(&mut SpanTimes::default())?;
+    let mut warm_up = SpanTimes::default();
+    let first = launch(&mut warm_up)?;
+    engine.finish(first, &mut warm_up).map_err(pass_error)?;
+    // As a worker runs them: each pass is queued before the last one's
+    // results are read (see `Engine::launch`).
     let mut times = SpanTimes::default();
     let started = Instant::now();
+    let mut in_flight = None;
     for _ in 0..batches.max(1) {
-        run(&mut times)?;
+        let next = launch(&mut times)?;
+        if let Some(previous) = in_flight.replace(next) {
+            engine.finish(previous, &mut times).map_err(pass_error)?;
+        }
+    }
+    if let Some(last) = in_flight {
+        engine.finish(last, &mut times).map_err(pass_error)?;
     }
     let seconds = started.elapsed().as_secs_f64();
     let images = (batches.max(1) * batch_size) as u64;

@@ -23,15 +23,15 @@ use std::thread;
 use std::time::Instant;
 
 use crossbeam_channel::bounded;
-use loader::{Loader, LoaderConfig, WorkGroup, WorkItem};
+use loader::{Batch, BatchStream, Loader, LoaderConfig, Ready, WorkGroup, WorkItem};
 use pipeline_core::{
     DeviceSpec, FromWorker, ItemOutcome, ModelKind, PROTOCOL_VERSION, SpanTimes, ToWorker,
     WorkerConfig, read_frame, write_frame,
 };
 
-use crate::backoff::{OomBackoff, start_batch};
+use crate::backoff::{BatchSizeChange, ItemResult, OomBackoff, start_batch};
 use crate::device::open_with;
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError, InFlight};
 use crate::model::Model;
 
 /// Chunks a worker asks to have queued: one running, one being decoded.
@@ -82,8 +82,7 @@ where
     R: Read + Send + 'static,
     W: Write,
 {
-    let proto = |e: std::io::Error| WorkerError::Protocol(e.to_string());
-    let config = match read_frame::<_, ToWorker>(&mut input).map_err(proto)? {
+    let config = match read_frame::<_, ToWorker>(&mut input).map_err(protocol)? {
         Some(ToWorker::Hello { version, config }) if version == PROTOCOL_VERSION => *config,
         Some(ToWorker::Hello { version, .. }) => {
             let message = format!(
@@ -112,7 +111,7 @@ where
             prefetch: PREFETCH_SPANS,
         },
     )
-    .map_err(proto)?;
+    .map_err(protocol)?;
 
     let (span_tx, span_rx) = bounded::<WorkGroup>(SPAN_QUEUE_CAPACITY);
     let orphaned = Arc::new(AtomicBool::new(false));
@@ -125,53 +124,227 @@ where
         .stream(span_rx)
         .map_err(|e| WorkerError::Failed(e.to_string()))?;
 
-    let mut backoff = OomBackoff::new(batch_size);
-    let mut open_spans: HashMap<u64, (Vec<ItemOutcome>, SpanTimes)> = HashMap::new();
-    let mut retries_reported = 0;
-    let mut waited = Instant::now();
-    while let Some(batch) = stream.next() {
+    let mut device = DeviceLoop {
+        engine: &engine,
+        name: &config.name,
+        backoff: OomBackoff::new(batch_size),
+        overlap: true,
+        outbox: Outbox {
+            output,
+            open_spans: HashMap::new(),
+            retries_reported: 0,
+        },
+    };
+    let mut in_flight: Option<Launched> = None;
+    loop {
+        let mut wait_loader_s = 0.0;
+        let next = match stream.ready() {
+            Ready::Batch(batch) => Some(batch),
+            Ready::End => None,
+            Ready::NotYet => {
+                // Nothing to overlap the pass in flight with: deliver it
+                // rather than hold its results while the loader catches up.
+                if let Some(launched) = in_flight.take() {
+                    device.complete(launched, &stream)?;
+                }
+                let waiting = Instant::now();
+                let next = stream.next();
+                wait_loader_s = waiting.elapsed().as_secs_f64();
+                next
+            }
+        };
+        let Some(batch) = next else { break };
         if orphaned.load(Ordering::SeqCst) {
             return Err(WorkerError::Orphaned);
         }
         crate::failpoints::device_lost_once()
             .map_err(|message| WorkerError::DeviceLost(format!("{}: {message}", config.name)))?;
-        let wait_loader_s = waited.elapsed().as_secs_f64();
-        let started = Instant::now();
-        let mut changes = Vec::new();
-        let mut times = SpanTimes {
+        let times = SpanTimes {
             wait_loader_s,
             read_s: batch.read_s,
             decode_s: batch.decode_s,
             ..SpanTimes::default()
         };
-        let results = backoff.run(&engine, &batch, &mut times, &mut |change| {
-            changes.push(change.clone())
+        in_flight = device.launch(batch, times, in_flight, &stream)?;
+    }
+    if let Some(launched) = in_flight.take() {
+        device.complete(launched, &stream)?;
+    }
+    stream
+        .finish()
+        .map_err(|e| WorkerError::Failed(e.to_string()))?;
+    reader
+        .join()
+        .map_err(|p| WorkerError::Protocol(pipeline_core::panic_message(p.as_ref())))?
+}
+
+/// A batch whose pass [`Engine::launch`] queued.
+struct Launched {
+    batch: Batch,
+    pass: InFlight,
+    times: SpanTimes,
+}
+
+/// The device thread's state: the engine, its batch size, whether passes
+/// overlap, and where results go.
+struct DeviceLoop<'a, W: Write> {
+    engine: &'a Engine,
+    name: &'a str,
+    backoff: OomBackoff,
+    /// Launch the next pass before finishing the last (see
+    /// [`Engine::launch`]). Off after a memory backoff: a batch that does
+    /// not fit in one pass, or two passes that do not fit side by side, run
+    /// one pass at a time as before.
+    overlap: bool,
+    outbox: Outbox<'a, W>,
+}
+
+impl<W: Write> DeviceLoop<'_, W> {
+    /// Queues `batch`'s pass, then delivers the pass that was in flight
+    /// before it; returns what is in flight now. A batch that cannot be
+    /// launched in one pass runs through the backoff, one pass at a time.
+    fn launch(
+        &mut self,
+        batch: Batch,
+        mut times: SpanTimes,
+        previous: Option<Launched>,
+        stream: &BatchStream,
+    ) -> Result<Option<Launched>, WorkerError> {
+        let rows = batch.indices.len();
+        let size = self.backoff.batch_size();
+        let launched = (self.overlap && rows > 0 && rows <= size).then(|| {
+            let started = Instant::now();
+            let pass = self.engine.launch(
+                &batch.pixels,
+                rows,
+                size,
+                batch.side as usize,
+                &batch.normalize,
+                &mut times,
+            );
+            times.infer_s += started.elapsed().as_secs_f64();
+            pass
         });
-        times.infer_s = started.elapsed().as_secs_f64();
-        for change in changes {
-            write_frame(
-                output,
-                &FromWorker::BatchSize {
-                    from: change.from,
-                    to: change.to,
-                    reason: change.reason,
-                },
-            )
-            .map_err(proto)?;
+        let had_previous = previous.is_some();
+        if let Some(previous) = previous {
+            self.complete(previous, stream)?;
         }
-        let results = match results {
-            Ok(results) => results,
-            Err(e) => {
-                let message = format!("{}: {e}", config.name);
-                let _ = fail(output, message.clone());
-                return Err(if e.device_is_gone() {
-                    WorkerError::DeviceLost(message)
-                } else {
-                    WorkerError::Failed(message)
-                });
+        match launched {
+            Some(Ok(pass)) => Ok(Some(Launched { batch, pass, times })),
+            Some(Err(EngineError::OutOfMemory { .. })) => {
+                self.overlap &= !had_previous;
+                self.engine.device().memory_cleanup();
+                self.run_one_by_one(batch, times, stream)?;
+                Ok(None)
             }
-        };
-        let (outcomes, span_times) = open_spans.entry(batch.group).or_default();
+            Some(Err(error)) => Err(self.fatal(error)),
+            None => {
+                self.run_one_by_one(batch, times, stream)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Waits for a launched pass and delivers its results. If the device
+    /// ran out of memory, the batch runs again through the backoff.
+    fn complete(&mut self, launched: Launched, stream: &BatchStream) -> Result<(), WorkerError> {
+        let Launched {
+            batch,
+            pass,
+            mut times,
+        } = launched;
+        let started = Instant::now();
+        let finished = self.engine.finish(pass, &mut times);
+        times.infer_s += started.elapsed().as_secs_f64();
+        match finished {
+            Ok(predictions) => {
+                let results = batch
+                    .indices
+                    .iter()
+                    .copied()
+                    .zip(predictions.into_iter().map(Ok))
+                    .collect();
+                self.outbox
+                    .deliver(batch, results, times, Vec::new(), stream)
+            }
+            Err(EngineError::OutOfMemory { .. }) => {
+                self.overlap = false;
+                self.engine.device().memory_cleanup();
+                self.run_one_by_one(batch, times, stream)
+            }
+            Err(error) => Err(self.fatal(error)),
+        }
+    }
+
+    /// Runs `batch` in passes of the backoff's size, each waited for.
+    fn run_one_by_one(
+        &mut self,
+        batch: Batch,
+        mut times: SpanTimes,
+        stream: &BatchStream,
+    ) -> Result<(), WorkerError> {
+        let started = Instant::now();
+        let mut changes = Vec::new();
+        let results = self
+            .backoff
+            .run(self.engine, &batch, &mut times, &mut |change| {
+                changes.push(change.clone())
+            });
+        times.infer_s += started.elapsed().as_secs_f64();
+        match results {
+            Ok(results) => self.outbox.deliver(batch, results, times, changes, stream),
+            Err(error) => {
+                self.outbox.batch_size_changes(changes)?;
+                Err(self.fatal(error))
+            }
+        }
+    }
+
+    /// Tells the coordinator the device failed, and says how to exit.
+    fn fatal(&mut self, error: EngineError) -> WorkerError {
+        let message = format!("{}: {error}", self.name);
+        let _ = fail(self.outbox.output, message.clone());
+        if error.device_is_gone() {
+            WorkerError::DeviceLost(message)
+        } else {
+            WorkerError::Failed(message)
+        }
+    }
+}
+
+/// Where results go: one frame per batch, and one per finished span.
+struct Outbox<'a, W: Write> {
+    output: &'a mut W,
+    open_spans: HashMap<u64, (Vec<ItemOutcome>, SpanTimes)>,
+    retries_reported: u64,
+}
+
+impl<W: Write> Outbox<'_, W> {
+    /// Reports changes of the batch size.
+    fn batch_size_changes(&mut self, changes: Vec<BatchSizeChange>) -> Result<(), WorkerError> {
+        for change in changes {
+            let frame = FromWorker::BatchSize {
+                from: change.from,
+                to: change.to,
+                reason: change.reason,
+            };
+            write_frame(self.output, &frame).map_err(protocol)?;
+        }
+        Ok(())
+    }
+
+    /// Records `batch`'s results and the loader's failures in its span, and
+    /// sends the span when it is complete, else a progress frame.
+    fn deliver(
+        &mut self,
+        batch: Batch,
+        results: Vec<ItemResult>,
+        times: SpanTimes,
+        changes: Vec<BatchSizeChange>,
+        stream: &BatchStream,
+    ) -> Result<(), WorkerError> {
+        self.batch_size_changes(changes)?;
+        let (outcomes, span_times) = self.open_spans.entry(batch.group).or_default();
         span_times.add(&times);
         let done = results.len() + batch.failures.len();
         outcomes.extend(
@@ -188,12 +361,12 @@ where
         let message = if group_done {
             crate::failpoints::crash_once();
             crate::failpoints::hang_once();
-            let (mut outcomes, mut times) = open_spans.remove(&span).unwrap_or_default();
+            let (mut outcomes, mut times) = self.open_spans.remove(&span).unwrap_or_default();
             // The process's retries since the last span closed: exact in
             // total, approximate per span (fetching runs ahead).
             let retries = loader::remote::retries();
-            times.remote_retries = retries - retries_reported;
-            retries_reported = retries;
+            times.remote_retries = retries - self.retries_reported;
+            self.retries_reported = retries;
             outcomes.sort_unstable_by_key(|o| o.index);
             FromWorker::SpanDone {
                 span,
@@ -206,15 +379,12 @@ where
                 items: done as u64,
             }
         };
-        write_frame(output, &message).map_err(proto)?;
-        waited = Instant::now();
+        write_frame(self.output, &message).map_err(protocol)
     }
-    stream
-        .finish()
-        .map_err(|e| WorkerError::Failed(e.to_string()))?;
-    reader
-        .join()
-        .map_err(|p| WorkerError::Protocol(pipeline_core::panic_message(p.as_ref())))?
+}
+
+fn protocol(e: std::io::Error) -> WorkerError {
+    WorkerError::Protocol(e.to_string())
 }
 
 /// Why a worker could not start. Its text is what the coordinator shows

@@ -23,6 +23,6 @@ pub use batch::{Batch, WorkGroup, WorkItem};
 pub use decode::{RgbImage, decode_rgb};
 pub use preprocess::Preprocessor;
 pub use stream::{
-    BATCH_QUEUE_CAPACITY, BatchStream, FETCH_QUEUE_MIN, Loader, LoaderConfig, LoaderError,
+    BATCH_QUEUE_CAPACITY, BatchStream, FETCH_QUEUE_MIN, Loader, LoaderConfig, LoaderError, Ready,
     load_bytes,
 };

@@ -365,6 +365,17 @@ impl BatchStream {
         let _ = self.recycle_tx.try_send(batch.pixels);
     }
 
+    /// The next batch if one is ready now, without waiting: the device
+    /// thread finishes work it has in flight rather than hold it while the
+    /// loader catches up.
+    pub fn ready(&mut self) -> Ready {
+        match self.rx.try_recv() {
+            Ok(batch) => Ready::Batch(batch),
+            Err(crossbeam_channel::TryRecvError::Empty) => Ready::NotYet,
+            Err(crossbeam_channel::TryRecvError::Disconnected) => Ready::End,
+        }
+    }
+
     /// Waits for the loader's threads to end and reports whether one died.
     /// Call after the iterator is exhausted.
     pub fn finish(self) -> Result<(), LoaderError> {
@@ -376,6 +387,17 @@ impl BatchStream {
         }
         died
     }
+}
+
+/// What [`BatchStream::ready`] found.
+#[derive(Debug)]
+pub enum Ready {
+    /// The next batch.
+    Batch(Batch),
+    /// None yet: the loader is still working on it.
+    NotYet,
+    /// None will come: every group was loaded.
+    End,
 }
 
 impl Iterator for BatchStream {

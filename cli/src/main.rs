@@ -22,6 +22,12 @@ use clap::Parser;
 use crate::args::{Cli, Command};
 use crate::exit::Outcome;
 
+/// Tensors are large and short-lived: an allocator that keeps freed pages
+/// saves the kernel's page faults and zeroing on every op (BENCHMARKS.md,
+/// "Model only, CPU backend").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if matches!(cli.command, Command::Bench(_)) {

@@ -8,11 +8,11 @@
 //! head: mean over H×W → LayerNorm → Linear (embed stops before the Linear)
 //! ```
 
-use burn::tensor::activation::gelu;
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 
+use crate::model::cpu::gelu;
 use crate::model::layers::{Dense, Norm, upload};
 use crate::model::tensors::Tensors;
 use crate::weights::WeightsError;

@@ -5,6 +5,7 @@
 //! (`families.rs`, `layout.rs`).
 
 pub(crate) mod convnext;
+pub(crate) mod cpu;
 mod efficientnet_lite;
 mod families;
 mod fold;

@@ -14,12 +14,13 @@
 //! Weights come in canonical names ([`VitConfig::tensors`]); the checkpoint
 //! layouts map them to upstream names (`layout.rs`).
 
-use burn::tensor::activation::{gelu, gelu_approximate, sigmoid};
+use burn::tensor::activation::{gelu_approximate, sigmoid};
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 
 use crate::checkpoint::HostTensor;
+use crate::model::cpu::gelu;
 use crate::model::layers::{Dense, Norm, last_axis_mean, scaled_dot_product, upload};
 use crate::model::pos_embed::resample_grid;
 use crate::model::tensors::Tensors;

@@ -18,8 +18,9 @@ use crate::config::{RunConfig, RunError};
 /// from another version are refused, never mixed in. 2: JPEGs decoded and
 /// resized as Pillow does (exact preprocessing). 3: the CNNs' BatchNorms
 /// folded into their convolutions (the same values up to rounding, so not
-/// the same bytes).
-pub const PARTS_LAYOUT: u64 = 3;
+/// the same bytes). 4: GELU on the CPU with ATen's vectorised erf (ViTs and
+/// ConvNeXts: again the same values up to rounding).
+pub const PARTS_LAYOUT: u64 = 4;
 
 /// Everything the records of a run depend on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -31,7 +31,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if matches!(cli.command, Command::Bench(_)) {
-        runtime_dir_for_bench();
+        environment_for_bench();
     }
     // Test builds only (cargo feature `failpoints`): `FAILPOINTS=…`.
     gpu_worker::failpoints::setup_from_env();
@@ -47,26 +47,35 @@ fn main() -> ExitCode {
     outcome.report()
 }
 
-/// `bench --model-only` and `--loader-only` open devices in this process,
-/// not in a child given a runtime folder (`coordinator/src/workers.rs`).
-/// Without a usable `XDG_RUNTIME_DIR`, this process is replaced by itself
-/// with the same private folder set, so Mesa's "XDG_RUNTIME_DIR is
-/// invalid" lines stay away here too. (`exec` keeps the pid, so signals and
-/// the exit code are the bench's own.)
-fn runtime_dir_for_bench() {
+/// `bench --model-only` and `--loader-only` run models in this process,
+/// not in a worker given its environment (`coordinator/src/workers.rs`).
+/// So when that environment is not already ours, this process is replaced
+/// by itself with it set: a usable `XDG_RUNTIME_DIR`, so Mesa's
+/// "XDG_RUNTIME_DIR is invalid" lines stay away here too, and the
+/// allocator's setting ([`pipeline_core::allocator_env`]), so the figures
+/// are a worker's. (`exec` keeps the pid, so signals and the exit code are
+/// the bench's own.)
+fn environment_for_bench() {
     use std::os::unix::process::CommandExt;
-    let Some(dir) = pipeline_core::runtime_dir_for_children() else {
+    let runtime = pipeline_core::runtime_dir_for_children();
+    let allocator = pipeline_core::allocator_env();
+    if runtime.is_none() && allocator.is_none() {
         return;
-    };
+    }
     let Ok(exe) = std::env::current_exe() else {
         return;
     };
-    let error = std::process::Command::new(exe)
-        .args(std::env::args_os().skip(1))
-        .env("XDG_RUNTIME_DIR", dir)
-        .exec();
+    let mut command = std::process::Command::new(exe);
+    command.args(std::env::args_os().skip(1));
+    if let Some(dir) = runtime {
+        command.env("XDG_RUNTIME_DIR", dir);
+    }
+    if let Some((name, value)) = allocator {
+        command.env(name, value);
+    }
+    let error = command.exec();
     // Only reached when exec failed: run here, chatter and all.
-    eprintln!("pipeline: warning: cannot set XDG_RUNTIME_DIR for the bench: {error}");
+    eprintln!("pipeline: warning: cannot set the bench's environment: {error}");
 }
 
 /// The worker process: the protocol on stdin/stdout, logs on stderr, and

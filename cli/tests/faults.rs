@@ -521,6 +521,14 @@ fn a_remote_run_survives_a_killed_worker_and_sigterm_and_resumes_to_the_same_byt
     });
     let workers = children(child.id());
     assert_eq!(workers.len(), 1, "one worker");
+    // Workers keep freed pages (`pipeline_core::allocator_env`).
+    let environ = fs::read(format!("/proc/{}/environ", workers[0])).expect("worker environ");
+    assert!(
+        environ
+            .split(|b| *b == 0)
+            .any(|v| v == b"MIMALLOC_PURGE_DELAY=-1"),
+        "the worker's allocator keeps freed pages"
+    );
     signal(workers[0], "KILL");
     let after_kill = committed_parts(&out);
     wait_until(

@@ -63,6 +63,9 @@ impl WorkerHandle {
         if let Some(dir) = pipeline_core::runtime_dir_for_children() {
             command.env("XDG_RUNTIME_DIR", dir);
         }
+        if let Some((name, value)) = pipeline_core::allocator_env() {
+            command.env(name, value);
+        }
         let mut child = command
             .arg("worker")
             .process_group(0)

@@ -69,6 +69,18 @@ pub fn autotune_dir() -> Option<std::path::PathBuf> {
     }
 }
 
+/// The allocator setting (mimalloc's, read from the environment when a
+/// process starts) for processes that run models: keep freed pages instead
+/// of returning them to the kernel after 10 ms. Tensors are freed and
+/// allocated again every few milliseconds, and each page handed back came
+/// back faulted and zeroed (ResNet-50 at batch 8 on the CPU: 11.1–11.6 img/s
+/// with the default, 13.3–14.3 without purging; BENCHMARKS.md). `None` when
+/// the user set it.
+pub fn allocator_env() -> Option<(&'static str, &'static str)> {
+    const NAME: &str = "MIMALLOC_PURGE_DELAY";
+    std::env::var_os(NAME).is_none().then_some((NAME, "-1"))
+}
+
 /// `XDG_RUNTIME_DIR` for a child process that may load a Vulkan driver,
 /// when ours is unset or not absolute: a private folder under the temp
 /// folder. Mesa's Wayland support prints "XDG_RUNTIME_DIR is invalid or

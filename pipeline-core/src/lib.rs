@@ -20,7 +20,9 @@ mod preprocess;
 mod protocol;
 mod source;
 
-pub use device::{DeviceSpec, UnknownDevice, autotune_dir, cache_dir, runtime_dir_for_children};
+pub use device::{
+    DeviceSpec, UnknownDevice, allocator_env, autotune_dir, cache_dir, runtime_dir_for_children,
+};
 pub use entries::{Cursor, Entries};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use kept::Kept;

@@ -471,7 +471,12 @@ fn a_pass_that_does_not_fit_beside_another_runs_alone_at_the_same_batch_size() {
     let summary = &report(&report_path)["summary"];
     assert_eq!(summary["oom_backoffs"], 0, "{summary}");
     assert_eq!(summary["restarts"], 0, "{summary}");
-    assert_eq!(summary["workers"][0]["batch_size"], 4, "{summary}");
+    let worker = &summary["workers"][0];
+    assert_eq!(worker["batch_size"], 4, "{summary}");
+    // The time to its first batch is reported, and includes its start-up.
+    let first = worker["first_batch_s"].as_f64().expect("a first batch");
+    let startup = worker["startup_s"].as_f64().expect("a start-up");
+    assert!(first > startup && startup > 0.0, "{worker}");
 }
 
 /// SIGINT, then SIGTERM, then an undisturbed re-run: exit 130, exit 143,

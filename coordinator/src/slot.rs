@@ -185,9 +185,13 @@ impl Slot {
             .is_some_and(|p| matches!(p.phase, Phase::Ready | Phase::Unreachable | Phase::Hung))
     }
 
-    /// It finished a batch: its first batch ends the start-up allowance.
+    /// It finished a batch: its first batch ends the start-up allowance,
+    /// and the slot's first one is reported ([`WorkerReport::first_batch_s`]).
     pub(crate) fn batch_done(&mut self) {
         if let Some(p) = self.process.as_mut() {
+            if !p.first_batch_done && self.report.first_batch_s.is_none() {
+                self.report.first_batch_s = Some(p.spawned.elapsed().as_secs_f64());
+            }
             p.first_batch_done = true;
         }
     }
@@ -253,7 +257,7 @@ impl Slot {
             p.isolated = None;
         }
         p.credit += 1;
-        p.first_batch_done = true;
+        self.batch_done();
     }
 
     /// It finished `images` the run needed; returns its rate since it

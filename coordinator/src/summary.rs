@@ -31,6 +31,11 @@ pub struct WorkerReport {
     pub infer_s: f64,
     /// Seconds from spawn to `Ready` (device open, model load).
     pub startup_s: f64,
+    /// Seconds from its first process's spawn to that process's first
+    /// finished batch: start-up plus kernel compilation or autotuning and
+    /// the first pass. What a persisted autotune cache shortens (cold
+    /// against warm: BENCHMARKS.md). `None` if it finished none.
+    pub first_batch_s: Option<f64>,
     /// Processes that filled this slot and died, and how.
     pub deaths: Vec<String>,
     /// Peak resident memory of its last process (Linux `VmHWM`, read just

@@ -145,13 +145,7 @@ impl Engine {
         );
         assert!(padded_rows >= rows, "padding cannot drop rows");
         let run = || self.forward(pixels, rows, padded_rows, side, normalize, times);
-        match catch_unwind(AssertUnwindSafe(run)) {
-            Ok(result) => result.map_err(|message| classify_error(message, padded_rows)),
-            Err(payload) => Err(classify_error(
-                pipeline_core::panic_message(payload.as_ref()),
-                padded_rows,
-            )),
-        }
+        guarded(padded_rows, run)
     }
 
     fn forward(
@@ -234,13 +228,7 @@ impl Engine {
                 started,
             })
         };
-        match catch_unwind(AssertUnwindSafe(run)) {
-            Ok(result) => result.map_err(|message| classify_error(message, padded_rows)),
-            Err(payload) => Err(classify_error(
-                pipeline_core::panic_message(payload.as_ref()),
-                padded_rows,
-            )),
-        }
+        guarded(padded_rows, run)
     }
 
     /// Waits for a launched pass and returns one prediction per real row.
@@ -273,13 +261,7 @@ impl Engine {
             times.batch_s.push((done - started).as_secs_f64());
             Ok(predictions)
         };
-        match catch_unwind(AssertUnwindSafe(run)) {
-            Ok(result) => result.map_err(|message| classify_error(message, padded_rows)),
-            Err(payload) => Err(classify_error(
-                pipeline_core::panic_message(payload.as_ref()),
-                padded_rows,
-            )),
-        }
+        guarded(padded_rows, run)
     }
 
     /// The batch's `u8` pixels, padded with zero images to `padded_rows`,
@@ -403,6 +385,18 @@ pub fn top_k_of(probs: &[f32], k: usize) -> Vec<ClassScore> {
             prob: probs[class as usize],
         })
         .collect()
+}
+
+/// Runs `run`, turning its error or panic (wgpu's error handler panics)
+/// into an [`EngineError`] for a pass of `batch` images.
+fn guarded<T>(batch: usize, run: impl FnOnce() -> Result<T, String>) -> Result<T, EngineError> {
+    match catch_unwind(AssertUnwindSafe(run)) {
+        Ok(result) => result.map_err(|message| classify_error(message, batch)),
+        Err(payload) => Err(classify_error(
+            pipeline_core::panic_message(payload.as_ref()),
+            batch,
+        )),
+    }
 }
 
 /// Classifies what burn, cubecl and wgpu said (an error or a panic

@@ -137,13 +137,7 @@ impl Engine {
         normalize: &Normalize,
         times: &mut SpanTimes,
     ) -> Result<Vec<Prediction>, EngineError> {
-        let image_len = 3 * side * side;
-        assert_eq!(
-            pixels.len(),
-            rows * image_len,
-            "pixels must hold exactly `rows` images"
-        );
-        assert!(padded_rows >= rows, "padding cannot drop rows");
+        assert_batch(pixels, rows, padded_rows, side);
         let run = || self.forward(pixels, rows, padded_rows, side, normalize, times);
         guarded(padded_rows, run)
     }
@@ -195,12 +189,7 @@ impl Engine {
         normalize: &Normalize,
         times: &mut SpanTimes,
     ) -> Result<InFlight, EngineError> {
-        assert_eq!(
-            pixels.len(),
-            rows * 3 * side * side,
-            "pixels must hold exactly `rows` images"
-        );
-        assert!(padded_rows >= rows, "padding cannot drop rows");
+        assert_batch(pixels, rows, padded_rows, side);
         let run = || -> Result<InFlight, String> {
             crate::failpoints::inject_oom(padded_rows)?;
             crate::failpoints::inject_overlap_oom(self.in_flight.load(Ordering::Relaxed))?;
@@ -385,6 +374,17 @@ pub fn top_k_of(probs: &[f32], k: usize) -> Vec<ClassScore> {
             prob: probs[class as usize],
         })
         .collect()
+}
+
+/// A batch's pixels hold exactly `rows` images of `side × side`, and its
+/// padding does not drop any.
+fn assert_batch(pixels: &[u8], rows: usize, padded_rows: usize, side: usize) {
+    assert_eq!(
+        pixels.len(),
+        rows * 3 * side * side,
+        "pixels must hold exactly `rows` images"
+    );
+    assert!(padded_rows >= rows, "padding cannot drop rows");
 }
 
 /// Runs `run`, turning its error or panic (wgpu's error handler panics)

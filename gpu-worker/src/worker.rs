@@ -192,9 +192,10 @@ struct DeviceLoop<'a, W: Write> {
     name: &'a str,
     backoff: OomBackoff,
     /// Launch the next pass before finishing the last (see
-    /// [`Engine::launch`]). Off after a memory backoff: a batch that does
-    /// not fit in one pass, or two passes that do not fit side by side, run
-    /// one pass at a time as before.
+    /// [`Engine::launch`]). Turned off for the rest of the process by an
+    /// out-of-memory at a launch beside another pass or at a finish. A
+    /// batch larger than the backoff's size runs one pass at a time either
+    /// way.
     overlap: bool,
     outbox: Outbox<'a, W>,
 }

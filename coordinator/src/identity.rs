@@ -19,8 +19,10 @@ use crate::config::{RunConfig, RunError};
 /// resized as Pillow does (exact preprocessing). 3: the CNNs' BatchNorms
 /// folded into their convolutions (the same values up to rounding, so not
 /// the same bytes). 4: GELU on the CPU with ATen's vectorised erf (ViTs and
-/// ConvNeXts: again the same values up to rounding).
-pub const PARTS_LAYOUT: u64 = 4;
+/// ConvNeXts: again the same values up to rounding). 5: on the CPU, GELU's
+/// and attention's kernels vectorised with their own `exp` (the same
+/// again).
+pub const PARTS_LAYOUT: u64 = 5;
 
 /// Everything the records of a run depend on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

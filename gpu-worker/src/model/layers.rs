@@ -5,8 +5,8 @@
 //! convolutions, attention broadcast products summed over the last axis.
 
 use burn::tensor::activation::softmax;
-use burn::tensor::module::{attention, conv2d, layer_norm, linear};
-use burn::tensor::ops::{AttentionModuleOptions, ConvOptions, PadMode};
+use burn::tensor::module::{conv2d, layer_norm, linear};
+use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::checkpoint::HostTensor;
@@ -113,8 +113,8 @@ impl Dense {
     }
 }
 
-/// `softmax(q·kᵀ/√d)·v` per head (`[N, H, T, Dh]`): burn's attention op,
-/// or on lavapipe, where its matmul kernels crash the driver, as broadcast
+/// `softmax(q·kᵀ/√d)·v` per head (`[N, H, T, Dh]`): burn's attention op
+/// (on the CPU, [`crate::model::cpu::attention`]), or on lavapipe, where its matmul kernels crash the driver, as broadcast
 /// products summed over the last axis (`N·H·Tq·Tk·Dh` floats of scratch:
 /// small models only).
 pub(crate) fn scaled_dot_product(
@@ -124,7 +124,7 @@ pub(crate) fn scaled_dot_product(
     software: bool,
 ) -> Tensor<4> {
     if !software {
-        return attention(q, k, v, None, None, AttentionModuleOptions::default());
+        return crate::model::cpu::attention(q, k, v);
     }
     let [n, h, tq, dh] = q.dims();
     let tk = k.dims()[2];

@@ -20,8 +20,8 @@ use crate::config::{RunConfig, RunError};
 /// folded into their convolutions (the same values up to rounding, so not
 /// the same bytes). 4: GELU on the CPU with ATen's vectorised erf (ViTs and
 /// ConvNeXts: again the same values up to rounding). 5: on the CPU, GELU's
-/// and attention's kernels vectorised with their own `exp` (the same
-/// again).
+/// and attention's kernels vectorised with their own `exp`, and ResNets
+/// channels-last (the same again).
 pub const PARTS_LAYOUT: u64 = 5;
 
 /// Everything the records of a run depend on.

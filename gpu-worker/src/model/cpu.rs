@@ -85,6 +85,11 @@ pub(crate) fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     Tensor::<4>::from_primitive::<Flex>(scores_flex).matmul(v)
 }
 
+/// Whether `x` is an f32 tensor on flex (the CPU).
+pub(crate) fn on_flex_f32<const D: usize>(x: &Tensor<D>) -> bool {
+    flex_f32(x).is_some()
+}
+
 /// The f32 flex tensor behind `x`, or `None` on other devices and types.
 fn flex_f32<const D: usize>(x: &Tensor<D>) -> Option<FlexTensor> {
     if x.dtype() != DType::F32 {
@@ -108,7 +113,7 @@ fn compact(tensor: FlexTensor) -> FlexTensor {
 
 /// Whether the CPU fuses multiply-add in hardware (and, on x86-64, has the
 /// AVX2 the fused kernels are compiled for).
-fn fused_multiply_add() -> bool {
+pub(crate) fn fused_multiply_add() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
@@ -187,19 +192,19 @@ fn erf<const FMA: bool>(x: f32) -> f32 {
 #[inline(always)]
 fn exp<const FMA: bool>(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
-    // ln 2 in two parts, the first with few enough bits that `n·LN2_HI`
-    // is exact.
-    const LN2_HI: f32 = 0.693_359_375;
+    // ln 2 in two parts, the first (0.693359375) with few enough bits that
+    // `n·LN2_HI` is exact. Cephes' constants, written as their f32 values.
+    const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     // 1.5·2²³: adding it rounds to an integer, kept in the low mantissa bits.
     const ROUND: f32 = 12_582_912.0;
     const P: [f32; 6] = [
-        1.987_569_150_0e-4,
-        1.398_199_950_7e-3,
-        8.333_451_907_3e-3,
-        4.166_579_589_4e-2,
-        1.666_666_545_9e-1,
-        5.000_000_120_1e-1,
+        1.987_569_1e-4,
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_6e-1,
+        0.5,
     ];
     let c = x.clamp(-87.3, 88.0);
     let r = madd::<FMA>(c, LOG2E, ROUND);

@@ -6,6 +6,7 @@
 
 pub(crate) mod convnext;
 pub(crate) mod cpu;
+mod cpu_resnet;
 mod efficientnet_lite;
 mod families;
 mod fold;
@@ -18,6 +19,7 @@ mod tiny;
 pub(crate) mod vit;
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use burn::module::{Module, ModuleMapper, Param};
 use burn::nn::conv::Conv2d;
@@ -28,6 +30,7 @@ use burn::tensor::{Device, Tensor};
 use pipeline_core::ModelKind;
 
 use self::convnext::ConvNext;
+use self::cpu_resnet::PackedResNet;
 use self::efficientnet_lite::EfficientNetLite;
 pub use self::families::{Architecture, checkpoint_layouts};
 use self::layers::Dense;
@@ -63,6 +66,9 @@ pub struct Model {
     logit_params: Option<LogitParams>,
     /// Zero-shot classification's head, replacing the model's own.
     zero_shot: Option<ZeroShotHead>,
+    /// A ResNet's convolutions packed for the CPU path (`cpu_resnet.rs`),
+    /// at the first pass on flex in f32; `None` inside where they cannot be.
+    packed: OnceLock<Option<PackedResNet>>,
 }
 
 /// Class text embeddings as a Linear layer over the normalised image
@@ -122,6 +128,7 @@ impl Model {
             software: false,
             logit_params: None,
             zero_shot: None,
+            packed: OnceLock::new(),
         }
     }
 
@@ -342,7 +349,15 @@ impl Model {
     pub fn features(&self, x: Tensor<4>) -> Tensor<2> {
         match &self.network {
             Network::Tiny(m) => m.features(x),
-            Network::ResNet(m) => m.features(x),
+            Network::ResNet(m) => {
+                let packed = (!self.software && cpu::on_flex_f32(&x))
+                    .then(|| self.packed.get_or_init(|| PackedResNet::pack(m)).as_ref())
+                    .flatten();
+                match packed {
+                    Some(packed) => packed.features(x),
+                    None => m.features(x),
+                }
+            }
             Network::Lite(m) => m.features(x),
             Network::Vit(m) => m.features(x, self.software),
             Network::ConvNext(m) => m.features(x, self.software),

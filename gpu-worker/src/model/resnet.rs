@@ -230,6 +230,35 @@ impl ResNet {
         }
     }
 
+    /// The stem convolution and each block's `[conv1, conv2, conv3,
+    /// downsample]`, or `None` while a BatchNorm is not folded.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn parts(&self) -> Option<(&Conv2d, Vec<[Option<&Conv2d>; 4]>)> {
+        let blocks = self
+            .layer1
+            .iter()
+            .chain(&self.layer2)
+            .chain(&self.layer3)
+            .chain(&self.layer4);
+        let mut parts = Vec::new();
+        for b in blocks {
+            let folded = b.bn1.is_none()
+                && b.bn2.is_none()
+                && b.bn3.is_none()
+                && b.downsample.as_ref().is_none_or(|d| d.bn.is_none());
+            if !folded {
+                return None;
+            }
+            parts.push([
+                Some(&b.conv1),
+                Some(&b.conv2),
+                b.conv3.as_ref(),
+                b.downsample.as_ref().map(|d| &d.conv),
+            ]);
+        }
+        self.bn1.is_none().then_some((&self.conv1, parts))
+    }
+
     /// Every convolution, for rewriting at construction.
     pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
         let (conv1, _, blocks) = self.layers_mut();

@@ -4,11 +4,17 @@ for the same models and batch sizes as `cargo bench -p benches -- model`
 and `pipeline bench --model-only --gpus cpu`.
 
     python3 scripts/bench_pytorch_models.py [--threads 2] [--seconds 10] [--models vit_b_16,clip_vit_b_32]
+        [--runtime torch|onnxruntime]
 
 Pre-made float32 tensors (no decoding), inference mode, warm-up excluded.
-Prints one Markdown row per (model, batch).
+With `--runtime onnxruntime` the same PyTorch model is exported to ONNX
+(opset 17, fixed batch; needs the `onnx` and `onnxruntime` packages) and
+timed in an onnxruntime session with all graph optimisations and
+`--threads` intra-op threads. Prints one Markdown row per (model, batch).
 """
 import argparse
+import os
+import tempfile
 import time
 
 import torch
@@ -82,26 +88,51 @@ MODELS = {
 }
 
 
+def onnxruntime_runner(model, x, threads, folder):
+    """`x → model(x)` in an onnxruntime session of `model` exported to ONNX."""
+    import onnxruntime
+    path = os.path.join(folder, "model.onnx")
+    with torch.inference_mode():
+        torch.onnx.export(model, (x,), path, input_names=["x"], opset_version=17, dynamo=False)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    feed = {"x": x.numpy()}
+    return lambda: session.run(None, feed)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--batches", default="1,8,32")
     ap.add_argument("--models", default="resnet18,resnet50,efficientnet_lite0")
+    ap.add_argument("--runtime", choices=["torch", "onnxruntime"], default="torch")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    print(f"| model | batch | PyTorch {torch.__version__} img/s ({args.threads} threads) |")
+    if args.runtime == "torch":
+        runtime = f"PyTorch {torch.__version__}"
+    else:
+        import onnxruntime
+        runtime = f"onnxruntime {onnxruntime.__version__}"
+    print(f"| model | batch | {runtime} img/s ({args.threads} threads) |")
     print("|---|---|---|")
     for name in args.models.split(","):
         model = MODELS[name]().eval()
         for batch in [int(b) for b in args.batches.split(",")]:
             x = torch.randn(batch, 3, 224, 224)
-            with torch.inference_mode():
+            with tempfile.TemporaryDirectory() as folder, torch.inference_mode():
+                if args.runtime == "torch":
+                    run = lambda: model(x)  # noqa: E731
+                else:
+                    run = onnxruntime_runner(model, x, args.threads, folder)
                 for _ in range(2):
-                    model(x)
+                    run()
                 n, start = 0, time.perf_counter()
                 while time.perf_counter() - start < args.seconds or n < 3:
-                    model(x)
+                    run()
                     n += 1
                 elapsed = time.perf_counter() - start
             print(f"| {name} | {batch} | {n * batch / elapsed:.1f} |", flush=True)

@@ -8,12 +8,15 @@
 //! head: mean over H×W → LayerNorm → Linear (embed stops before the Linear)
 //! ```
 
+use std::sync::OnceLock;
+
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 
-use crate::model::cpu::gelu;
+use crate::model::cpu::{gelu, on_flex_f32};
 use crate::model::layers::{Dense, Norm, upload};
+use crate::model::nhwc::{self, Nhwc, PackedConv, Then};
 use crate::model::tensors::Tensors;
 use crate::weights::WeightsError;
 
@@ -144,6 +147,79 @@ pub(crate) struct ConvNext {
     stages: Vec<Stage>,
     head_norm: Norm,
     classifier: Dense,
+    /// The convolutions and MLPs packed for the CPU's channels-last path,
+    /// at the first pass on flex in f32 (`None` inside where they cannot be).
+    packed: OnceLock<Option<Packed>>,
+}
+
+/// A block packed for the channels-last path: the depthwise filter as
+/// `[7, 7, C]`, and the layer scale γ folded into the second Linear
+/// (`γ·(W·x + b) = (γW)·x + γb`, exact up to rounding).
+#[derive(Debug)]
+struct PackedBlock {
+    dw_taps: Vec<f32>,
+    dw_bias: Vec<f32>,
+    fc1_bias: Vec<f32>,
+    fc2_weight: Tensor<2>,
+    fc2_bias: Vec<f32>,
+}
+
+#[derive(Debug)]
+struct Packed {
+    stem: PackedConv,
+    downs: Vec<Option<PackedConv>>,
+    blocks: Vec<Vec<PackedBlock>>,
+}
+
+fn host<const D: usize>(t: Tensor<D>) -> Option<Vec<f32>> {
+    t.into_data().try_to_vec::<f32>().ok()
+}
+
+impl Conv {
+    fn packed(&self) -> Option<PackedConv> {
+        let [stride, _] = self.options.stride;
+        let [(pad, _), _] = self.options.padding;
+        PackedConv::new(self.weight.clone(), Some(self.bias.clone()), stride, pad)
+    }
+}
+
+impl Packed {
+    fn new(model: &ConvNext) -> Option<Self> {
+        let mut downs = Vec::new();
+        let mut blocks = Vec::new();
+        for stage in &model.stages {
+            downs.push(match &stage.down {
+                Some((_, conv)) => Some(conv.packed()?),
+                None => None,
+            });
+            let mut packed = Vec::new();
+            for b in &stage.blocks {
+                // `[4C, C]`: Dense keeps weights as `[in, out]`.
+                let [c4, c] = b.fc2.weight.dims();
+                let gamma = host(b.gamma.clone())?;
+                let mut fc2 = host(b.fc2.weight.clone())?;
+                for row in fc2.chunks_exact_mut(c) {
+                    for (w, g) in row.iter_mut().zip(&gamma) {
+                        *w *= g;
+                    }
+                }
+                let fc2_bias = host(b.fc2.bias.clone()?)?;
+                packed.push(PackedBlock {
+                    dw_taps: host(b.dw.weight.clone().permute([2, 3, 1, 0]))?,
+                    dw_bias: host(b.dw.bias.clone())?,
+                    fc1_bias: host(b.fc1.bias.clone()?)?,
+                    fc2_weight: nhwc::matrix(fc2, c4, c),
+                    fc2_bias: fc2_bias.iter().zip(&gamma).map(|(b, g)| b * g).collect(),
+                });
+            }
+            blocks.push(packed);
+        }
+        Some(Self {
+            stem: model.stem.packed()?,
+            downs,
+            blocks,
+        })
+    }
 }
 
 /// LayerNorm over the channels of an NCHW tensor (torchvision's `LayerNorm2d`).
@@ -219,12 +295,19 @@ impl ConvNext {
             stages,
             head_norm: norm("classifier.0")?,
             classifier: dense("classifier.2")?,
+            packed: OnceLock::new(),
         })
     }
 
     /// Pre-logits features, `[N, C]`: the classifier's LayerNorm over the
     /// spatial mean.
     pub(crate) fn features(&self, x: Tensor<4>, software: bool) -> Tensor<2> {
+        let packed = (!software && on_flex_f32(&x))
+            .then(|| self.packed.get_or_init(|| Packed::new(self)).as_ref())
+            .flatten();
+        if let Some(packed) = packed {
+            return self.features_channels_last(packed, x);
+        }
         let mut x = norm_channels(&self.stem_norm, self.stem.forward(x), software);
         for stage in &self.stages {
             if let Some((norm, conv)) = &stage.down {
@@ -244,7 +327,74 @@ impl ConvNext {
         self.head_norm.run(pooled, software)
     }
 
+    /// [`ConvNext::features`] on the CPU, channels-last from the stem to the
+    /// pool (`nhwc.rs`): every LayerNorm over the last axis as it is, each
+    /// MLP two GEMMs with GELU in the first one's epilogue and the layer
+    /// scale and residual in the second's, no permutes.
+    fn features_channels_last(&self, packed: &Packed, x: Tensor<4>) -> Tensor<2> {
+        let x = packed.stem.run(&Nhwc::from_nchw(x), Then::Bias);
+        let mut x = x.with(self.stem_norm.forward(x.data.clone()));
+        for ((stage, down), blocks) in self.stages.iter().zip(&packed.downs).zip(&packed.blocks) {
+            if let (Some((norm, _)), Some(conv)) = (&stage.down, down) {
+                x = conv.run(&x.with(norm.forward(x.data.clone())), Then::Bias);
+            }
+            for (block, p) in stage.blocks.iter().zip(blocks) {
+                let h = nhwc::depthwise(&x, &p.dw_taps, &p.dw_bias, 7).data;
+                let h = nhwc::dense(
+                    block.norm.forward(h),
+                    &block.fc1.weight,
+                    &p.fc1_bias,
+                    Then::Gelu,
+                );
+                x = x.with(nhwc::dense(
+                    h,
+                    &p.fc2_weight,
+                    &p.fc2_bias,
+                    Then::Add(&x.data),
+                ));
+            }
+        }
+        self.head_norm.forward(x.global_mean())
+    }
+
     pub(crate) fn classifier(&self) -> &Dense {
         &self.classifier
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::tensors::Tensors;
+    use burn::tensor::Distribution;
+    use pipeline_core::DeviceSpec;
+
+    /// The channels-last path against the NCHW forward (the one GPUs run)
+    /// of the same small ConvNeXt, on an image size no stage divides.
+    #[test]
+    fn the_channels_last_path_matches_the_nchw_forward() {
+        let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
+        device.seed(11);
+        let config = ConvNextConfig {
+            dims: vec![8, 16, 24, 32],
+            depths: vec![1, 1, 2, 1],
+            classes: 5,
+        };
+        let tensors = Tensors::seeded(5, "convnext_test", config.tensors());
+        let model = ConvNext::new(&config, &tensors, &device).expect("declared shapes");
+        let x = Tensor::<4>::random([2, 3, 70, 90], Distribution::Normal(0.0, 1.0), &device);
+        let packed = Packed::new(&model).expect("f32 on flex packs");
+        let flat = |t: Tensor<2>| t.into_data().try_to_vec::<f32>().expect("f32");
+        let got = flat(model.features_channels_last(&packed, x.clone()));
+        // `software` forces the NCHW forms; without it the fast path runs.
+        let want = flat(model.features(x.clone(), true));
+        let fast = flat(model.features(x, false));
+        assert_eq!(fast, got, "features() takes the channels-last path on flex");
+        assert_eq!(got.len(), want.len());
+        let worst = got
+            .iter()
+            .zip(&want)
+            .fold(0.0f32, |m, (g, w)| m.max((g - w).abs()));
+        assert!(worst <= 1e-4, "max |difference| {worst:e}");
     }
 }

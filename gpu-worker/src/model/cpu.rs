@@ -152,13 +152,13 @@ fn softmax_plain(row: &mut [f32], scale: f32) {
 
 /// `a·b + c`: rounded once where the CPU fuses it (`FMA`), else twice.
 #[inline(always)]
-fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+pub(crate) fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
     if FMA { a.mul_add(b, c) } else { a * b + c }
 }
 
 /// `0.5·x·(1 + erf(x/√2))`.
 #[inline(always)]
-fn gelu_one<const FMA: bool>(x: f32) -> f32 {
+pub(crate) fn gelu_one<const FMA: bool>(x: f32) -> f32 {
     0.5 * x * (1.0 + erf::<FMA>(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 

@@ -12,6 +12,7 @@ mod families;
 mod fold;
 pub(crate) mod layers;
 pub(crate) mod layout;
+pub(crate) mod nhwc;
 mod pos_embed;
 mod resnet;
 pub(crate) mod tensors;

@@ -1,0 +1,562 @@
+//! Channels-last convolutional networks on the CPU backend (flex, f32).
+//! flex runs each NCHW convolution as: the input copied to NHWC by a scalar
+//! loop on one thread, the weights re-laid out on every call, im2col and a
+//! GEMM per tile of 512 pixels, each tile's result scattered back to NCHW
+//! one float at a time, then bias, activation and residual as passes of
+//! their own; its max pool and depthwise convolution are scalar. Here
+//! activations stay NHWC, as `[pixels, channels]` matrices ([`Nhwc`]), so
+//! that:
+//! - a 1×1 convolution or a Linear layer is one GEMM on the activation as
+//!   it is, a k×k convolution one GEMM on an im2col whose rows are copied as
+//!   runs of `k·C` contiguous floats, in parallel;
+//! - weights are packed once, as `[k·k·Cin, Cout]` ([`PackedConv`]);
+//! - bias, residual and activation are one pass over the GEMM's output
+//!   ([`Then`]);
+//! - a depthwise convolution and the max pool work on channel vectors.
+//!
+//! The GEMMs are flex's `matmul` (the `gemm` crate); the element loops are
+//! compiled again for AVX2 + FMA and picked at run time, as in `cpu.rs`.
+//! The same sums as PyTorch's, in another order: equal up to rounding.
+
+use burn::tensor::{DType, Tensor};
+use burn_flex::{Flex, FlexTensor, Layout};
+use burn_std::{Bytes, Shape};
+use multiversion::multiversion;
+use rayon::prelude::*;
+
+use super::cpu::{fused_multiply_add, gelu_one, madd};
+
+/// Output rows per parallel task of the epilogue.
+const ROWS: usize = 32;
+
+/// A channels-last activation: `[N·H·W, C]` on flex, with its image shape.
+#[derive(Debug, Clone)]
+pub(crate) struct Nhwc {
+    pub(crate) data: Tensor<2>,
+    pub(crate) n: usize,
+    pub(crate) h: usize,
+    pub(crate) w: usize,
+}
+
+impl Nhwc {
+    /// An NCHW batch, channels-last.
+    pub(crate) fn from_nchw(x: Tensor<4>) -> Self {
+        let [n, c, h, w] = x.dims();
+        let data = x.permute([0, 2, 3, 1]).reshape([n * h * w, c]);
+        Self { data, n, h, w }
+    }
+
+    pub(crate) fn channels(&self) -> usize {
+        self.data.dims()[1]
+    }
+
+    /// The same image shape with other values (`[N·H·W, C']`).
+    pub(crate) fn with(&self, data: Tensor<2>) -> Self {
+        Self {
+            data,
+            n: self.n,
+            h: self.h,
+            w: self.w,
+        }
+    }
+
+    /// `[N, C]`: the mean over each image's pixels.
+    pub(crate) fn global_mean(self) -> Tensor<2> {
+        let c = self.channels();
+        self.data
+            .reshape([self.n, self.h * self.w, c])
+            .mean_dim(1)
+            .reshape([self.n, c])
+    }
+}
+
+/// What follows a GEMM, in one pass over its output: bias, then optionally
+/// a residual, then optionally an activation.
+#[derive(Clone, Copy)]
+pub(crate) enum Then<'a> {
+    /// Bias only.
+    Bias,
+    /// Bias, then ReLU.
+    Relu,
+    /// Bias, then GELU (erf form).
+    Gelu,
+    /// Bias plus the residual.
+    Add(&'a Tensor<2>),
+    /// Bias plus the residual, then ReLU.
+    AddRelu(&'a Tensor<2>),
+}
+
+/// A convolution with its weights packed for [`Nhwc`] inputs.
+#[derive(Debug)]
+pub(crate) struct PackedConv {
+    /// `[k·k·Cin, Cout]`, rows in (ky, kx, cin) order: an im2col row's.
+    weight: Tensor<2>,
+    bias: Vec<f32>,
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+}
+
+impl PackedConv {
+    /// A square, ungrouped, undilated convolution's `[Cout, Cin, k, k]`
+    /// weights and bias, or `None` unless they are f32 on flex.
+    pub(crate) fn new(
+        weight: Tensor<4>,
+        bias: Option<Tensor<1>>,
+        stride: usize,
+        pad: usize,
+    ) -> Option<Self> {
+        flex_f32(&weight)?;
+        let [cout, cin, kh, kw] = weight.dims();
+        if kh != kw {
+            return None;
+        }
+        let bias = match bias {
+            Some(b) => b.into_data().try_to_vec::<f32>().ok()?,
+            None => vec![0.0; cout],
+        };
+        Some(Self {
+            weight: weight.permute([2, 3, 1, 0]).reshape([kh * kw * cin, cout]),
+            bias,
+            kernel: kh,
+            stride,
+            pad,
+        })
+    }
+
+    /// The convolution of `x`, then `then`.
+    pub(crate) fn run(&self, x: &Nhwc, then: Then<'_>) -> Nhwc {
+        let (k, s, p) = (self.kernel, self.stride, self.pad);
+        let ho = (x.h + 2 * p - k) / s + 1;
+        let wo = (x.w + 2 * p - k) / s + 1;
+        let lhs = if k == 1 && s == 1 && p == 0 {
+            x.data.clone()
+        } else {
+            im2col(x, k, s, p, ho, wo)
+        };
+        Nhwc {
+            data: dense(lhs, &self.weight, &self.bias, then),
+            n: x.n,
+            h: ho,
+            w: wo,
+        }
+    }
+}
+
+/// `x·weight`, then `then`: a Linear layer on `[rows, Cin]`.
+pub(crate) fn dense(x: Tensor<2>, weight: &Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
+    epilogue(x.matmul(weight.clone()), bias, then)
+}
+
+/// The f32 flex tensor behind `x`, or `None` on other devices and types.
+fn flex_f32<const D: usize>(x: &Tensor<D>) -> Option<FlexTensor> {
+    if x.dtype() != DType::F32 {
+        return None;
+    }
+    x.clone().try_into_primitive::<Flex>().ok()
+}
+
+/// A flex tensor's values, compact (copied if it is a view).
+fn compact(t: &Tensor<2>) -> FlexTensor {
+    let flex = flex_f32(t).expect("the channels-last path runs on flex in f32");
+    if flex.as_slice::<f32>().is_some() {
+        flex
+    } else {
+        flex.to_contiguous()
+    }
+}
+
+/// A `[rows, cols]` flex tensor of `values`, without copying them.
+pub(crate) fn matrix(values: Vec<f32>, rows: usize, cols: usize) -> Tensor<2> {
+    Tensor::from_primitive::<Flex>(FlexTensor::new(
+        Bytes::from_elems(values),
+        Layout::contiguous(Shape::from(vec![rows, cols])),
+        DType::F32,
+    ))
+}
+
+/// `[N·Ho·Wo, k·k·C]`: each output pixel's window, zero where it overhangs
+/// the image. For each window row (ky) the taps are `k·C` contiguous floats
+/// of the input, copied as one run.
+fn im2col(x: &Nhwc, k: usize, s: usize, p: usize, ho: usize, wo: usize) -> Tensor<2> {
+    let c = x.channels();
+    let source = compact(&x.data);
+    let input = source.as_slice::<f32>().expect("compact");
+    let row = k * k * c;
+    let mut col = vec![0.0f32; x.n * ho * wo * row];
+    col.par_chunks_mut(wo * row)
+        .enumerate()
+        .for_each(|(image_row, out)| {
+            let (b, oy) = (image_row / ho, image_row % ho);
+            for (ox, window) in out.chunks_exact_mut(row).enumerate() {
+                // Taps kx in [first, last) fall inside the image.
+                let left = (ox * s) as isize - p as isize;
+                let first = (-left).max(0) as usize;
+                let last = k.min((x.w as isize - left).max(0) as usize);
+                if first >= last {
+                    continue;
+                }
+                for ky in 0..k {
+                    let Some(iy) = (oy * s + ky).checked_sub(p).filter(|&iy| iy < x.h) else {
+                        continue;
+                    };
+                    let ix = (left + first as isize) as usize;
+                    let from = ((b * x.h + iy) * x.w + ix) * c;
+                    let len = (last - first) * c;
+                    window[(ky * k + first) * c..][..len].copy_from_slice(&input[from..from + len]);
+                }
+            }
+        });
+    matrix(col, x.n * ho * wo, row)
+}
+
+/// What [`epilogue_rows`] applies after bias and residual.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Activation {
+    None,
+    Relu,
+    Gelu,
+}
+
+/// `then` applied to a GEMM's output in place: `[rows, Cout]`.
+fn epilogue(out: Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
+    let [rows, cout] = out.dims();
+    assert_eq!(bias.len(), cout, "one bias per output channel");
+    let mut flex = compact(&out);
+    drop(out); // the storage is now ours alone
+    let (residual, activation) = match then {
+        Then::Bias => (None, Activation::None),
+        Then::Relu => (None, Activation::Relu),
+        Then::Gelu => (None, Activation::Gelu),
+        Then::Add(r) => (Some(r), Activation::None),
+        Then::AddRelu(r) => (Some(r), Activation::Relu),
+    };
+    let residual = residual.map(|r| {
+        assert_eq!(r.dims(), [rows, cout], "the residual matches the output");
+        compact(r)
+    });
+    let residual = residual
+        .as_ref()
+        .map(|r| r.as_slice::<f32>().expect("compact"));
+    let fused = fused_multiply_add();
+    let chunk = ROWS * cout;
+    flex.storage_mut::<f32>()
+        .par_chunks_mut(chunk)
+        .enumerate()
+        .for_each(|(i, out)| {
+            let res = residual.map(|r| &r[i * chunk..i * chunk + out.len()]);
+            if fused {
+                epilogue_fused(out, bias, res, activation)
+            } else {
+                epilogue_rows::<false>(out, bias, res, activation)
+            }
+        });
+    Tensor::from_primitive::<Flex>(flex)
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn epilogue_fused(out: &mut [f32], bias: &[f32], residual: Option<&[f32]>, act: Activation) {
+    epilogue_rows::<true>(out, bias, residual, act)
+}
+
+#[inline(always)]
+fn epilogue_rows<const FMA: bool>(
+    out: &mut [f32],
+    bias: &[f32],
+    residual: Option<&[f32]>,
+    act: Activation,
+) {
+    match act {
+        Activation::None => rows(out, bias, residual, |v| v),
+        // `max(v, 0)` with NaN kept, as PyTorch's ReLU.
+        Activation::Relu => rows(out, bias, residual, |v| if v < 0.0 { 0.0 } else { v }),
+        Activation::Gelu => rows(out, bias, residual, gelu_one::<FMA>),
+    }
+}
+
+#[inline(always)]
+fn rows(out: &mut [f32], bias: &[f32], residual: Option<&[f32]>, f: impl Fn(f32) -> f32) {
+    let width = bias.len();
+    match residual {
+        Some(res) => {
+            for (row, res) in out.chunks_exact_mut(width).zip(res.chunks_exact(width)) {
+                for ((v, b), r) in row.iter_mut().zip(bias).zip(res) {
+                    *v = f(*v + b + r);
+                }
+            }
+        }
+        None => {
+            for row in out.chunks_exact_mut(width) {
+                for (v, b) in row.iter_mut().zip(bias) {
+                    *v = f(*v + b);
+                }
+            }
+        }
+    }
+}
+
+/// A depthwise k×k convolution, stride 1, padding k/2, of `x` with
+/// `weight` as `[k, k, C]` and its bias: each output pixel the bias plus
+/// each tap's input vector times its weight vector.
+pub(crate) fn depthwise(x: &Nhwc, weight: &[f32], bias: &[f32], k: usize) -> Nhwc {
+    let c = x.channels();
+    assert_eq!(weight.len(), k * k * c, "one k×k filter per channel");
+    assert_eq!(bias.len(), c, "one bias per channel");
+    let p = k / 2;
+    let source = compact(&x.data);
+    let input = source.as_slice::<f32>().expect("compact");
+    let mut out = vec![0.0f32; x.n * x.h * x.w * c];
+    let fused = fused_multiply_add();
+    out.par_chunks_mut(x.w * c)
+        .enumerate()
+        .for_each(|(image_row, out)| {
+            let (b, oy) = (image_row / x.h, image_row % x.h);
+            for pixel in out.chunks_exact_mut(c) {
+                pixel.copy_from_slice(bias);
+            }
+            for ky in 0..k {
+                let Some(iy) = (oy + ky).checked_sub(p).filter(|&iy| iy < x.h) else {
+                    continue;
+                };
+                let from = (b * x.h + iy) * x.w * c;
+                let row = &input[from..from + x.w * c];
+                let taps = &weight[ky * k * c..(ky + 1) * k * c];
+                if fused {
+                    depthwise_row_fused(out, row, taps, c)
+                } else {
+                    depthwise_row::<false>(out, row, taps, c)
+                }
+            }
+        });
+    x.with(matrix(out, x.n * x.h * x.w, c))
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn depthwise_row_fused(out: &mut [f32], row: &[f32], taps: &[f32], c: usize) {
+    depthwise_row::<true>(out, row, taps, c)
+}
+
+/// One window row's taps (`[k, C]`) added into an output row from the
+/// input row they read.
+#[inline(always)]
+fn depthwise_row<const FMA: bool>(out: &mut [f32], row: &[f32], taps: &[f32], c: usize) {
+    let w = out.len() / c;
+    let k = taps.len() / c;
+    let p = k / 2;
+    for (kx, tap) in taps.chunks_exact(c).enumerate() {
+        // Output pixels whose input pixel `ox + kx − p` is inside the row.
+        let start = p.saturating_sub(kx);
+        let end = (w + p).saturating_sub(kx).min(w);
+        for ox in start..end {
+            let ix = ox + kx - p;
+            let o = &mut out[ox * c..(ox + 1) * c];
+            let i = &row[ix * c..(ix + 1) * c];
+            for ((o, &i), &t) in o.iter_mut().zip(i).zip(tap) {
+                *o = madd::<FMA>(i, t, *o);
+            }
+        }
+    }
+}
+
+/// torchvision's ResNet stem pool: 3×3, stride 2, padding 1 (padding never
+/// wins; NaN does, as in PyTorch).
+pub(crate) fn max_pool_3x3_s2(x: &Nhwc) -> Nhwc {
+    let c = x.channels();
+    let ho = (x.h - 1) / 2 + 1;
+    let wo = (x.w - 1) / 2 + 1;
+    let source = compact(&x.data);
+    let input = source.as_slice::<f32>().expect("compact");
+    let mut out = vec![f32::NEG_INFINITY; x.n * ho * wo * c];
+    let fused = fused_multiply_add();
+    out.par_chunks_mut(wo * c)
+        .enumerate()
+        .for_each(|(image_row, out)| {
+            let (b, oy) = (image_row / ho, image_row % ho);
+            // The input rows this output row's windows cover.
+            let rows: Vec<&[f32]> = (0..3)
+                .filter_map(|ky| {
+                    let iy = (oy * 2 + ky).checked_sub(1).filter(|&iy| iy < x.h)?;
+                    let from = (b * x.h + iy) * x.w * c;
+                    Some(&input[from..from + x.w * c])
+                })
+                .collect();
+            if fused {
+                pool_row_fused(out, &rows, c)
+            } else {
+                pool_row(out, &rows, c)
+            }
+        });
+    Nhwc {
+        data: matrix(out, x.n * ho * wo, c),
+        n: x.n,
+        h: ho,
+        w: wo,
+    }
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn pool_row_fused(out: &mut [f32], rows: &[&[f32]], c: usize) {
+    pool_row(out, rows, c)
+}
+
+/// One output row of the 3×3, stride 2, padding 1 pool from the input rows
+/// its windows cover.
+#[inline(always)]
+fn pool_row(out: &mut [f32], rows: &[&[f32]], c: usize) {
+    let w = rows.first().map_or(0, |r| r.len() / c);
+    for (ox, pixel) in out.chunks_exact_mut(c).enumerate() {
+        for ix in (2 * ox).saturating_sub(1)..(2 * ox + 2).min(w) {
+            for row in rows {
+                for (a, &v) in pixel.iter_mut().zip(&row[ix * c..(ix + 1) * c]) {
+                    if v > *a || v.is_nan() {
+                        *a = v;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::tensor::module::conv2d;
+    use burn::tensor::ops::ConvOptions;
+    use burn::tensor::{Distribution, TensorData};
+    use pipeline_core::DeviceSpec;
+
+    fn flat<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+        t.into_data().try_to_vec::<f32>().expect("f32")
+    }
+
+    fn assert_close(got: &[f32], want: &[f32], what: &str) {
+        assert_eq!(got.len(), want.len(), "{what}");
+        let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+        let worst = got
+            .iter()
+            .zip(want)
+            .fold(0.0f32, |m, (g, w)| m.max((g - w).abs()));
+        assert!(worst <= 1e-5 * scale, "{what}: max |difference| {worst:e}");
+    }
+
+    #[test]
+    fn the_pool_keeps_nan_and_ignores_padding() {
+        let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
+        // One image, 3×3, two channels: channel 0 all negative, channel 1
+        // with a NaN in the corner.
+        let mut values = Vec::new();
+        for i in 0..9 {
+            values.push(-1.0 - i as f32);
+            values.push(if i == 0 { f32::NAN } else { i as f32 });
+        }
+        let x = Nhwc {
+            data: Tensor::from_data(TensorData::new(values, [9, 2]), &device),
+            n: 1,
+            h: 3,
+            w: 3,
+        };
+        let pooled = max_pool_3x3_s2(&x);
+        assert_eq!((pooled.h, pooled.w), (2, 2));
+        let got = flat(pooled.data);
+        // Output (0,0) covers inputs (0..2, 0..2): max of channel 0 is -1,
+        // channel 1 sees the NaN.
+        assert_eq!(got[0], -1.0);
+        assert!(got[1].is_nan());
+        // Output (1,1) covers inputs (1..3, 1..3): -5 and 8.
+        assert_eq!(&got[6..8], &[-5.0, 8.0]);
+    }
+
+    /// Convolutions of every shape the ResNets and ConvNeXts use, against
+    /// burn's NCHW `conv2d`, on odd sizes (padding on every edge, strides
+    /// that do not divide the image).
+    #[test]
+    fn packed_and_depthwise_convolutions_match_burns() {
+        let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
+        device.seed(3);
+        let normal = Distribution::Normal(0.0, 1.0);
+        // (cin, cout, k, stride, pad, depthwise)
+        let cases = [
+            (3, 8, 7, 2, 3, false),
+            (5, 6, 3, 1, 1, false),
+            (5, 6, 3, 2, 1, false),
+            (6, 4, 1, 2, 0, false),
+            (6, 4, 1, 1, 0, false),
+            (3, 8, 4, 4, 0, false),
+            (4, 6, 2, 2, 0, false),
+            (12, 12, 7, 1, 3, true),
+        ];
+        for (cin, cout, k, s, p, dw) in cases {
+            let x = Tensor::<4>::random([2, cin, 13, 11], normal, &device);
+            let groups = if dw { cin } else { 1 };
+            let weight = Tensor::<4>::random([cout, cin / groups, k, k], normal, &device);
+            let bias = Tensor::<1>::random([cout], normal, &device);
+            let options = ConvOptions::new([s, s], [p, p], [1, 1], groups);
+            let want = conv2d(x.clone(), weight.clone(), Some(bias.clone()), options)
+                .permute([0, 2, 3, 1]);
+            let [_, ho, wo, _] = want.dims();
+            let x = Nhwc::from_nchw(x);
+            let got = if dw {
+                let taps = flat(weight.permute([2, 3, 1, 0]));
+                depthwise(&x, &taps, &flat(bias), k)
+            } else {
+                PackedConv::new(weight, Some(bias), s, p)
+                    .expect("f32 on flex packs")
+                    .run(&x, Then::Bias)
+            };
+            assert_eq!((got.h, got.w), (ho, wo));
+            assert_close(
+                &flat(got.data),
+                &flat(want),
+                &format!("{cin}→{cout} {k}×{k} /{s} pad {p} dw {dw}"),
+            );
+        }
+    }
+
+    #[test]
+    fn the_epilogue_adds_and_activates_in_one_pass() {
+        let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
+        let (rows, cols) = (70, 5); // more rows than one parallel task
+        let values: Vec<f32> = (0..rows * cols).map(|i| i as f32 / 50.0 - 3.0).collect();
+        let x = Tensor::<2>::from_data(TensorData::new(values.clone(), [rows, cols]), &device);
+        let residual: Vec<f32> = values.iter().map(|v| v * 0.5 - 0.25).collect();
+        let r = Tensor::<2>::from_data(TensorData::new(residual.clone(), [rows, cols]), &device);
+        let bias = [0.5, -1.0, 0.0, 2.0, -0.125];
+        let identity = matrix(
+            (0..cols * cols)
+                .map(|i| if i % (cols + 1) == 0 { 1.0 } else { 0.0 })
+                .collect(),
+            cols,
+            cols,
+        );
+        let gelu = |v: f32| {
+            (0.5 * f64::from(v) * (1.0 + libm::erf(f64::from(v) / std::f64::consts::SQRT_2))) as f32
+        };
+        for (then, name) in [
+            (Then::Bias, "bias"),
+            (Then::Relu, "relu"),
+            (Then::Gelu, "gelu"),
+            (Then::Add(&r), "add"),
+            (Then::AddRelu(&r), "add relu"),
+        ] {
+            let got = flat(dense(x.clone(), &identity, &bias, then));
+            let want: Vec<f32> = values
+                .iter()
+                .zip(&residual)
+                .enumerate()
+                .map(|(i, (v, res))| {
+                    let b = v + bias[i % cols];
+                    match name {
+                        "bias" => b,
+                        "relu" => b.max(0.0),
+                        "gelu" => gelu(b),
+                        "add" => b + res,
+                        _ => (b + res).max(0.0),
+                    }
+                })
+                .collect();
+            assert_close(&got, &want, name);
+        }
+        // The input itself is untouched (the GEMM's output is a new tensor).
+        assert_eq!(flat(x), values);
+    }
+}

@@ -129,18 +129,70 @@ impl PackedConv {
         let (k, s, p) = (self.kernel, self.stride, self.pad);
         let ho = (x.h + 2 * p - k) / s + 1;
         let wo = (x.w + 2 * p - k) / s + 1;
-        let lhs = if k == 1 && s == 1 && p == 0 {
-            x.data.clone()
+        let window = Window { k, s, p, ho, wo };
+        let pixels = x.n * ho * wo;
+        let row = k * k * x.channels();
+        let data = if k == 1 && s == 1 && p == 0 {
+            dense(x.data.clone(), &self.weight, &self.bias, then)
+        } else if pixels * row * size_of::<f32>() <= IM2COL_WHOLE {
+            let source = compact(&x.data);
+            let col = im2col(x, &source, &window, 0, pixels);
+            dense(matrix(col, pixels, row), &self.weight, &self.bias, then)
         } else {
-            im2col(x, k, s, p, ho, wo)
+            self.run_in_blocks(x, &window, then)
         };
         Nhwc {
-            data: dense(lhs, &self.weight, &self.bias, then),
+            data,
             n: x.n,
             h: ho,
             w: wo,
         }
     }
+
+    /// [`PackedConv::run`] a block of output pixels at a time: each block's
+    /// im2col stays in cache, and none of the whole is ever allocated (or
+    /// zeroed, or faulted in).
+    fn run_in_blocks(&self, x: &Nhwc, window: &Window, then: Then<'_>) -> Tensor<2> {
+        let pixels = x.n * window.ho * window.wo;
+        let row = window.k * window.k * x.channels();
+        let cout = self.bias.len();
+        let block = (IM2COL_BLOCK / (row * size_of::<f32>())).max(MIN_BLOCK_PIXELS);
+        let source = compact(&x.data);
+        let (residual, activation) = then.parts();
+        let residual = residual.map(|r| {
+            assert_eq!(r.dims(), [pixels, cout], "the residual matches the output");
+            compact(r)
+        });
+        let residual = residual
+            .as_ref()
+            .map(|r| r.as_slice::<f32>().expect("compact"));
+        let mut out = vec![0.0f32; pixels * cout];
+        for (i, out) in out.chunks_mut(block * cout).enumerate() {
+            let (first, rows) = (i * block, out.len() / cout);
+            let col = im2col(x, &source, window, first, rows);
+            let product = compact(&matrix(col, rows, row).matmul(self.weight.clone()));
+            out.copy_from_slice(product.as_slice::<f32>().expect("compact"));
+            let residual = residual.map(|r| &r[first * cout..(first + rows) * cout]);
+            epilogue_in_place(out, &self.bias, residual, activation);
+        }
+        matrix(out, pixels, cout)
+    }
+}
+
+/// An im2col at most this large is built whole; a larger one a block of
+/// output pixels at a time, each block about [`IM2COL_BLOCK`] bytes (at
+/// least [`MIN_BLOCK_PIXELS`] pixels, so that each GEMM stays large).
+const IM2COL_WHOLE: usize = 16 << 20;
+const IM2COL_BLOCK: usize = 4 << 20;
+const MIN_BLOCK_PIXELS: usize = 256;
+
+/// A convolution's window over the input, and the output's size.
+struct Window {
+    k: usize,
+    s: usize,
+    p: usize,
+    ho: usize,
+    wo: usize,
 }
 
 /// `x·weight`, then `then`: a Linear layer on `[rows, Cin]`.
@@ -175,39 +227,45 @@ pub(crate) fn matrix(values: Vec<f32>, rows: usize, cols: usize) -> Tensor<2> {
     ))
 }
 
-/// `[N·Ho·Wo, k·k·C]`: each output pixel's window, zero where it overhangs
-/// the image. For each window row (ky) the taps are `k·C` contiguous floats
-/// of the input, copied as one run.
-fn im2col(x: &Nhwc, k: usize, s: usize, p: usize, ho: usize, wo: usize) -> Tensor<2> {
+/// Output pixels `first..first + count` (in N, Ho, Wo order) of the
+/// im2col of `x` (whose compact values are `source`), `[count, k·k·C]`:
+/// each pixel's window, zero where it overhangs the image. For each window
+/// row (ky) the taps are `k·C` contiguous floats of the input, copied as
+/// one run.
+fn im2col(x: &Nhwc, source: &FlexTensor, window: &Window, first: usize, count: usize) -> Vec<f32> {
+    const PIXELS_PER_TASK: usize = 32;
+    let Window { k, s, p, ho, wo } = *window;
     let c = x.channels();
-    let source = compact(&x.data);
     let input = source.as_slice::<f32>().expect("compact");
     let row = k * k * c;
-    let mut col = vec![0.0f32; x.n * ho * wo * row];
-    col.par_chunks_mut(wo * row)
+    let mut col = vec![0.0f32; count * row];
+    col.par_chunks_mut(PIXELS_PER_TASK * row)
         .enumerate()
-        .for_each(|(image_row, out)| {
-            let (b, oy) = (image_row / ho, image_row % ho);
-            for (ox, window) in out.chunks_exact_mut(row).enumerate() {
-                // Taps kx in [first, last) fall inside the image.
+        .for_each(|(task, windows)| {
+            for (j, window) in windows.chunks_exact_mut(row).enumerate() {
+                let pixel = first + task * PIXELS_PER_TASK + j;
+                let (b, at) = (pixel / (ho * wo), pixel % (ho * wo));
+                let (oy, ox) = (at / wo, at % wo);
+                // Taps kx in [first_tap, last_tap) fall inside the image.
                 let left = (ox * s) as isize - p as isize;
-                let first = (-left).max(0) as usize;
-                let last = k.min((x.w as isize - left).max(0) as usize);
-                if first >= last {
+                let first_tap = (-left).max(0) as usize;
+                let last_tap = k.min((x.w as isize - left).max(0) as usize);
+                if first_tap >= last_tap {
                     continue;
                 }
                 for ky in 0..k {
                     let Some(iy) = (oy * s + ky).checked_sub(p).filter(|&iy| iy < x.h) else {
                         continue;
                     };
-                    let ix = (left + first as isize) as usize;
+                    let ix = (left + first_tap as isize) as usize;
                     let from = ((b * x.h + iy) * x.w + ix) * c;
-                    let len = (last - first) * c;
-                    window[(ky * k + first) * c..][..len].copy_from_slice(&input[from..from + len]);
+                    let len = (last_tap - first_tap) * c;
+                    window[(ky * k + first_tap) * c..][..len]
+                        .copy_from_slice(&input[from..from + len]);
                 }
             }
         });
-    matrix(col, x.n * ho * wo, row)
+    col
 }
 
 /// What [`epilogue_rows`] applies after bias and residual.
@@ -218,19 +276,25 @@ enum Activation {
     Gelu,
 }
 
+impl<'a> Then<'a> {
+    /// The residual, if any, and the activation.
+    fn parts(self) -> (Option<&'a Tensor<2>>, Activation) {
+        match self {
+            Then::Bias => (None, Activation::None),
+            Then::Relu => (None, Activation::Relu),
+            Then::Gelu => (None, Activation::Gelu),
+            Then::Add(r) => (Some(r), Activation::None),
+            Then::AddRelu(r) => (Some(r), Activation::Relu),
+        }
+    }
+}
+
 /// `then` applied to a GEMM's output in place: `[rows, Cout]`.
 fn epilogue(out: Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
     let [rows, cout] = out.dims();
-    assert_eq!(bias.len(), cout, "one bias per output channel");
     let mut flex = compact(&out);
     drop(out); // the storage is now ours alone
-    let (residual, activation) = match then {
-        Then::Bias => (None, Activation::None),
-        Then::Relu => (None, Activation::Relu),
-        Then::Gelu => (None, Activation::Gelu),
-        Then::Add(r) => (Some(r), Activation::None),
-        Then::AddRelu(r) => (Some(r), Activation::Relu),
-    };
+    let (residual, activation) = then.parts();
     let residual = residual.map(|r| {
         assert_eq!(r.dims(), [rows, cout], "the residual matches the output");
         compact(r)
@@ -238,9 +302,22 @@ fn epilogue(out: Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
     let residual = residual
         .as_ref()
         .map(|r| r.as_slice::<f32>().expect("compact"));
+    epilogue_in_place(flex.storage_mut::<f32>(), bias, residual, activation);
+    Tensor::from_primitive::<Flex>(flex)
+}
+
+/// Bias, residual and activation on `[rows, Cout]` values, in parallel.
+fn epilogue_in_place(
+    values: &mut [f32],
+    bias: &[f32],
+    residual: Option<&[f32]>,
+    activation: Activation,
+) {
+    let cout = bias.len();
+    assert_eq!(values.len() % cout, 0, "one bias per output channel");
     let fused = fused_multiply_add();
     let chunk = ROWS * cout;
-    flex.storage_mut::<f32>()
+    values
         .par_chunks_mut(chunk)
         .enumerate()
         .for_each(|(i, out)| {
@@ -251,7 +328,6 @@ fn epilogue(out: Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
                 epilogue_rows::<false>(out, bias, res, activation)
             }
         });
-    Tensor::from_primitive::<Flex>(flex)
 }
 
 #[multiversion(targets("x86_64+avx2+fma"))]
@@ -510,6 +586,33 @@ mod tests {
                 &format!("{cin}→{cout} {k}×{k} /{s} pad {p} dw {dw}"),
             );
         }
+    }
+
+    /// An im2col above [`IM2COL_WHOLE`] runs in blocks; the last one
+    /// partial, each with its slice of the residual.
+    #[test]
+    fn a_large_convolution_runs_in_blocks_with_the_same_result() {
+        let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
+        device.seed(4);
+        let normal = Distribution::Normal(0.0, 1.0);
+        let (c, side) = (32, 130);
+        let pixels = side * side;
+        assert!(pixels * 9 * c * size_of::<f32>() > IM2COL_WHOLE);
+        assert!(pixels % (IM2COL_BLOCK / (9 * c * size_of::<f32>())) != 0);
+        let x = Tensor::<4>::random([1, c, side, side], normal, &device);
+        let weight = Tensor::<4>::random([c, c, 3, 3], normal, &device);
+        let bias = Tensor::<1>::random([c], normal, &device);
+        let residual = Tensor::<4>::random([1, c, side, side], normal, &device);
+        let options = ConvOptions::new([1, 1], [1, 1], [1, 1], 1);
+        let want = burn::tensor::activation::relu(
+            conv2d(x.clone(), weight.clone(), Some(bias.clone()), options) + residual.clone(),
+        )
+        .permute([0, 2, 3, 1]);
+        let residual = Nhwc::from_nchw(residual).data;
+        let got = PackedConv::new(weight, Some(bias), 1, 1)
+            .expect("f32 on flex packs")
+            .run(&Nhwc::from_nchw(x), Then::AddRelu(&residual));
+        assert_close(&flat(got.data), &flat(want), "3×3 in blocks");
     }
 
     #[test]

@@ -91,7 +91,7 @@ pub(crate) fn on_flex_f32<const D: usize>(x: &Tensor<D>) -> bool {
 }
 
 /// The f32 flex tensor behind `x`, or `None` on other devices and types.
-fn flex_f32<const D: usize>(x: &Tensor<D>) -> Option<FlexTensor> {
+pub(crate) fn flex_f32<const D: usize>(x: &Tensor<D>) -> Option<FlexTensor> {
     if x.dtype() != DType::F32 {
         return None;
     }
@@ -99,8 +99,8 @@ fn flex_f32<const D: usize>(x: &Tensor<D>) -> Option<FlexTensor> {
 }
 
 /// `tensor` itself if its storage is exactly its elements in order, else a
-/// compact copy.
-fn compact(tensor: FlexTensor) -> FlexTensor {
+/// compact copy: safe to write through `storage_mut` row by row.
+pub(crate) fn compact(tensor: FlexTensor) -> FlexTensor {
     let exact = tensor
         .as_slice::<f32>()
         .is_some_and(|s| s.len() == tensor.storage::<f32>().len());

@@ -34,18 +34,12 @@ impl PackedResNet {
         let stem = pack(stem)?;
         let blocks = blocks
             .into_iter()
-            .map(|[conv1, conv2, conv3, downsample]| {
+            .map(|b| {
                 Some(Block {
-                    conv1: pack(conv1?)?,
-                    conv2: pack(conv2?)?,
-                    conv3: match conv3 {
-                        Some(c) => Some(pack(c)?),
-                        None => None,
-                    },
-                    downsample: match downsample {
-                        Some(c) => Some(pack(c)?),
-                        None => None,
-                    },
+                    conv1: pack(b.conv1)?,
+                    conv2: pack(b.conv2)?,
+                    conv3: pack_if_any(b.conv3)?,
+                    downsample: pack_if_any(b.downsample)?,
                 })
             })
             .collect::<Option<Vec<_>>>()?;
@@ -71,6 +65,14 @@ impl PackedResNet {
             };
         }
         x.global_mean()
+    }
+}
+
+/// `Some(None)` for no convolution, `None` for one that does not pack.
+fn pack_if_any(conv: Option<&Conv2d>) -> Option<Option<PackedConv>> {
+    match conv {
+        Some(conv) => pack(conv).map(Some),
+        None => Some(None),
     }
 }
 

@@ -114,9 +114,9 @@ impl Dense {
 }
 
 /// `softmax(q·kᵀ/√d)·v` per head (`[N, H, T, Dh]`): burn's attention op
-/// (on the CPU, [`crate::model::cpu::attention`]), or on lavapipe, where its matmul kernels crash the driver, as broadcast
-/// products summed over the last axis (`N·H·Tq·Tk·Dh` floats of scratch:
-/// small models only).
+/// (on the CPU, [`crate::model::cpu::attention`]), or on lavapipe, where
+/// its matmul kernels crash the driver, as broadcast products summed over
+/// the last axis (`N·H·Tq·Tk·Dh` floats of scratch: small models only).
 pub(crate) fn scaled_dot_product(
     q: Tensor<4>,
     k: Tensor<4>,

@@ -69,6 +69,7 @@ pub struct Model {
     zero_shot: Option<ZeroShotHead>,
     /// A ResNet's convolutions packed for the CPU path (`cpu_resnet.rs`),
     /// at the first pass on flex in f32; `None` inside where they cannot be.
+    /// Emptied by every method that changes the weights.
     packed: OnceLock<Option<PackedResNet>>,
 }
 
@@ -164,6 +165,7 @@ impl Model {
     /// the host in f32). The transformers and ConvNeXt are built on their
     /// device and so already carry its default float type.
     pub fn with_float_dtype(mut self, dtype: burn::tensor::FloatDType) -> Self {
+        self.packed = OnceLock::new();
         let mut cast = CastFloats(dtype);
         self.network = match self.network {
             Network::Tiny(m) => Network::Tiny(Box::new(m.map(&mut cast))),
@@ -177,6 +179,7 @@ impl Model {
     /// Folds every eval-mode BatchNorm of the CNNs into the convolution
     /// before it (`fold.rs`); the transformers and ConvNeXt have none.
     fn with_folded_batch_norms(mut self) -> Self {
+        self.packed = OnceLock::new();
         match &mut self.network {
             Network::Tiny(m) => m.fold_batch_norms(),
             Network::ResNet(m) => m.fold_batch_norms(),
@@ -332,6 +335,7 @@ impl Model {
     /// software forms instead. Forward code stays as upstream writes it.
     pub fn with_pointwise_as_3x1(mut self, on: bool) -> Self {
         self.software = on;
+        self.packed = OnceLock::new();
         if on {
             let convolutions = match &mut self.network {
                 Network::Tiny(m) => m.convolutions(),

@@ -24,7 +24,7 @@ use burn_std::{Bytes, Shape};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::cpu::{fused_multiply_add, gelu_one, madd};
+use super::cpu::{self, flex_f32, fused_multiply_add, gelu_one, madd};
 
 /// Output rows per parallel task of the epilogue.
 const ROWS: usize = 32;
@@ -200,22 +200,9 @@ pub(crate) fn dense(x: Tensor<2>, weight: &Tensor<2>, bias: &[f32], then: Then<'
     epilogue(x.matmul(weight.clone()), bias, then)
 }
 
-/// The f32 flex tensor behind `x`, or `None` on other devices and types.
-fn flex_f32<const D: usize>(x: &Tensor<D>) -> Option<FlexTensor> {
-    if x.dtype() != DType::F32 {
-        return None;
-    }
-    x.clone().try_into_primitive::<Flex>().ok()
-}
-
 /// A flex tensor's values, compact (copied if it is a view).
 fn compact(t: &Tensor<2>) -> FlexTensor {
-    let flex = flex_f32(t).expect("the channels-last path runs on flex in f32");
-    if flex.as_slice::<f32>().is_some() {
-        flex
-    } else {
-        flex.to_contiguous()
-    }
+    cpu::compact(flex_f32(t).expect("the channels-last path runs on flex in f32"))
 }
 
 /// A `[rows, cols]` flex tensor of `values`, without copying them.

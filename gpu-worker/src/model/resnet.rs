@@ -120,6 +120,15 @@ impl Block {
     }
 }
 
+/// One residual block's convolutions, in forward order.
+pub(crate) struct BlockConvs<'a> {
+    pub(crate) conv1: &'a Conv2d,
+    pub(crate) conv2: &'a Conv2d,
+    /// A bottleneck's third convolution.
+    pub(crate) conv3: Option<&'a Conv2d>,
+    pub(crate) downsample: Option<&'a Conv2d>,
+}
+
 /// torchvision `ResNet`.
 #[derive(Module, Debug)]
 pub(crate) struct ResNet {
@@ -230,10 +239,9 @@ impl ResNet {
         }
     }
 
-    /// The stem convolution and each block's `[conv1, conv2, conv3,
-    /// downsample]`, or `None` while a BatchNorm is not folded.
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn parts(&self) -> Option<(&Conv2d, Vec<[Option<&Conv2d>; 4]>)> {
+    /// The stem convolution and each block's convolutions, or `None` while
+    /// a BatchNorm is not folded.
+    pub(crate) fn parts(&self) -> Option<(&Conv2d, Vec<BlockConvs<'_>>)> {
         let blocks = self
             .layer1
             .iter()
@@ -249,12 +257,12 @@ impl ResNet {
             if !folded {
                 return None;
             }
-            parts.push([
-                Some(&b.conv1),
-                Some(&b.conv2),
-                b.conv3.as_ref(),
-                b.downsample.as_ref().map(|d| &d.conv),
-            ]);
+            parts.push(BlockConvs {
+                conv1: &b.conv1,
+                conv2: &b.conv2,
+                conv3: b.conv3.as_ref(),
+                downsample: b.downsample.as_ref().map(|d| &d.conv),
+            });
         }
         self.bn1.is_none().then_some((&self.conv1, parts))
     }

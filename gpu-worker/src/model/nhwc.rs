@@ -158,11 +158,7 @@ impl PackedConv {
         let cout = self.bias.len();
         let block = (IM2COL_BLOCK / (row * size_of::<f32>())).max(MIN_BLOCK_PIXELS);
         let source = compact(&x.data);
-        let (residual, activation) = then.parts();
-        let residual = residual.map(|r| {
-            assert_eq!(r.dims(), [pixels, cout], "the residual matches the output");
-            compact(r)
-        });
+        let (residual, activation) = then.parts(pixels, cout);
         let residual = residual
             .as_ref()
             .map(|r| r.as_slice::<f32>().expect("compact"));
@@ -263,16 +259,22 @@ enum Activation {
     Gelu,
 }
 
-impl<'a> Then<'a> {
-    /// The residual, if any, and the activation.
-    fn parts(self) -> (Option<&'a Tensor<2>>, Activation) {
-        match self {
+impl Then<'_> {
+    /// The residual's compact values, if any (checked to be `[rows, cout]`,
+    /// the output's shape), and the activation.
+    fn parts(self, rows: usize, cout: usize) -> (Option<FlexTensor>, Activation) {
+        let (residual, activation) = match self {
             Then::Bias => (None, Activation::None),
             Then::Relu => (None, Activation::Relu),
             Then::Gelu => (None, Activation::Gelu),
             Then::Add(r) => (Some(r), Activation::None),
             Then::AddRelu(r) => (Some(r), Activation::Relu),
-        }
+        };
+        let residual = residual.map(|r| {
+            assert_eq!(r.dims(), [rows, cout], "the residual matches the output");
+            compact(r)
+        });
+        (residual, activation)
     }
 }
 
@@ -281,11 +283,7 @@ fn epilogue(out: Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
     let [rows, cout] = out.dims();
     let mut flex = compact(&out);
     drop(out); // the storage is now ours alone
-    let (residual, activation) = then.parts();
-    let residual = residual.map(|r| {
-        assert_eq!(r.dims(), [rows, cout], "the residual matches the output");
-        compact(r)
-    });
+    let (residual, activation) = then.parts(rows, cout);
     let residual = residual
         .as_ref()
         .map(|r| r.as_slice::<f32>().expect("compact"));

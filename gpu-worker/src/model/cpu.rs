@@ -85,6 +85,44 @@ pub(crate) fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     Tensor::<4>::from_primitive::<Flex>(scores_flex).matmul(v)
 }
 
+/// The fewest rows a GEMM on the CPU is given, for `n` columns. Below it
+/// the `gemm` crate takes other paths (`m ≤ 64 && n ≤ 64`, `m·n ≤ 256`, a
+/// matrix-vector product for one row) that sum each dot product in other
+/// groups, so an image's bits would depend on how many rows share its GEMM:
+/// on the batch size. At or above it, the grouping depends on `k` alone.
+pub(crate) fn min_gemm_rows(n: usize) -> usize {
+    65.max(256 / n.max(1) + 1)
+}
+
+/// `lhs·rhs` (`[rows, k]·[k, n]`). On flex in f32 with fewer than
+/// [`min_gemm_rows`] rows, zero rows are added and their results dropped,
+/// so that every row's result is the same whatever the rows beside it.
+pub(crate) fn matmul_rows(lhs: Tensor<2>, rhs: Tensor<2>) -> Tensor<2> {
+    let [rows, k] = lhs.dims();
+    let least = min_gemm_rows(rhs.dims()[1]);
+    if rows >= least || !on_flex_f32(&lhs) {
+        return lhs.matmul(rhs);
+    }
+    let padding = Tensor::<2>::zeros([least - rows, k], &lhs.device());
+    Tensor::cat(vec![lhs, padding], 0)
+        .matmul(rhs)
+        .narrow(0, 0, rows)
+}
+
+/// A Linear layer on `[rows, in]` with weights `[in, out]`: on flex in f32
+/// through [`matmul_rows`] (a batch's logits are the same bits for every
+/// batch size), elsewhere burn's `linear`.
+pub(crate) fn linear_rows(x: Tensor<2>, weight: Tensor<2>, bias: Option<Tensor<1>>) -> Tensor<2> {
+    if !on_flex_f32(&x) {
+        return module::linear(x, weight, bias);
+    }
+    let y = matmul_rows(x, weight);
+    match bias {
+        Some(bias) => y + bias.unsqueeze(),
+        None => y,
+    }
+}
+
 /// Whether `x` is an f32 tensor on flex (the CPU).
 pub(crate) fn on_flex_f32<const D: usize>(x: &Tensor<D>) -> bool {
     flex_f32(x).is_some()

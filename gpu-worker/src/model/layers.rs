@@ -98,7 +98,20 @@ pub(crate) struct Dense {
 }
 
 impl Dense {
+    /// The layer on `[..., in]`. On `[rows, in]` (a head over a batch's
+    /// features) through [`crate::model::cpu::linear_rows`], so that on
+    /// the CPU the logits do not depend on the batch size.
     pub(crate) fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        if D == 2 {
+            let [rows, features] = [x.dims()[0], x.dims()[D - 1]];
+            let out = self.weight.dims()[1];
+            let y = crate::model::cpu::linear_rows(
+                x.reshape([rows, features]),
+                self.weight.clone(),
+                self.bias.clone(),
+            );
+            return y.reshape(std::array::from_fn(|i| if i == 0 { rows } else { out }));
+        }
         linear(x, self.weight.clone(), self.bias.clone())
     }
 

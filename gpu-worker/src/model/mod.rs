@@ -380,7 +380,10 @@ impl Model {
                 .expect("the worker refuses classify for models without a classifier head")
                 .forward(features),
             Network::ConvNext(m) => m.classifier().forward(features),
-            _ => self.classifier().forward(features),
+            _ => {
+                let fc = self.classifier();
+                cpu::linear_rows(features, fc.weight.val(), fc.bias.as_ref().map(Param::val))
+            }
         }
     }
 
@@ -535,6 +538,46 @@ mod tests {
                 .zip(&got)
                 .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
             assert!(worst <= 1e-4 * scale.max(1.0), "{kind}: {worst} of {scale}");
+        }
+    }
+
+    /// On the CPU an image's logits are the same bits alone as in a batch
+    /// of any size: no GEMM's path may depend on the rows beside it (the
+    /// `gemm` crate sums in other groups for small shapes, and one row is a
+    /// matrix-vector product). 32×32 images make the ResNets' last stage one
+    /// pixel per image; ResNet-50's and Lite0's heads sum over more than
+    /// one block of 512 features.
+    #[test]
+    fn an_images_logits_do_not_depend_on_its_batch_on_the_cpu() {
+        let device = Device::flex();
+        let batch = Tensor::<4>::random(
+            [3, 3, 32, 32],
+            burn::tensor::Distribution::Uniform(-1.0, 1.0),
+            &device,
+        );
+        for kind in [
+            ModelKind::Tiny,
+            ModelKind::Resnet18,
+            ModelKind::Resnet50,
+            ModelKind::EfficientnetLite0,
+        ] {
+            let model = Model::random(kind, 9, &device);
+            let logits = |x: Tensor<4>| {
+                model
+                    .head(model.features(x))
+                    .into_data()
+                    .try_to_vec::<f32>()
+                    .expect("f32")
+            };
+            let together = logits(batch.clone());
+            for i in 0..3 {
+                let alone = logits(batch.clone().narrow(0, i, 1));
+                let row = &together[i * NUM_CLASSES..(i + 1) * NUM_CLASSES];
+                assert!(
+                    alone == row,
+                    "{kind}: image {i} alone differs from its batch"
+                );
+            }
         }
     }
 }

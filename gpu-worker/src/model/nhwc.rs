@@ -166,7 +166,10 @@ impl PackedConv {
         for (i, out) in out.chunks_mut(block * cout).enumerate() {
             let (first, rows) = (i * block, out.len() / cout);
             let col = im2col(x, &source, window, first, rows);
-            let product = compact(&matrix(col, rows, row).matmul(self.weight.clone()));
+            let product = compact(&cpu::matmul_rows(
+                matrix(col, rows, row),
+                self.weight.clone(),
+            ));
             out.copy_from_slice(product.as_slice::<f32>().expect("compact"));
             let residual = residual.map(|r| &r[first * cout..(first + rows) * cout]);
             epilogue_in_place(out, &self.bias, residual, activation);
@@ -193,7 +196,7 @@ struct Window {
 
 /// `x·weight`, then `then`: a Linear layer on `[rows, Cin]`.
 pub(crate) fn dense(x: Tensor<2>, weight: &Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
-    epilogue(x.matmul(weight.clone()), bias, then)
+    epilogue(cpu::matmul_rows(x, weight.clone()), bias, then)
 }
 
 /// A flex tensor's values, compact (copied if it is a view).

@@ -143,4 +143,26 @@ mod tests {
             }
         }
     }
+
+    /// At 224×224, three images make the stem's im2col large enough to run
+    /// in blocks, one image does not: the block boundaries and the GEMMs'
+    /// threading differ, the bits may not.
+    #[test]
+    fn features_alone_and_in_a_batch_are_the_same_bits() {
+        let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
+        device.seed(8);
+        let mut model = ResNet::new(ResNetDepth::R18, 10, &device);
+        model.fold_batch_norms();
+        let packed = PackedResNet::pack(&model).expect("a folded f32 ResNet packs");
+        let x = Tensor::<4>::random([3, 3, 224, 224], Distribution::Normal(0.0, 1.0), &device);
+        let together = flat(packed.features(x.clone()));
+        let width = together.len() / 3;
+        for i in 0..3 {
+            let alone = flat(packed.features(x.clone().narrow(0, i, 1)));
+            assert!(
+                alone == together[i * width..(i + 1) * width],
+                "image {i} alone differs from its batch"
+            );
+        }
+    }
 }

@@ -373,6 +373,7 @@ mod tests {
     /// of the same small ConvNeXt, on an image size no stage divides.
     #[test]
     fn the_channels_last_path_matches_the_nchw_forward() {
+        let _rng = crate::model::host_rng();
         let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
         device.seed(11);
         let config = ConvNextConfig {

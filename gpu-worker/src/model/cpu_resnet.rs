@@ -116,6 +116,7 @@ mod tests {
     /// odd widths) and both block types.
     #[test]
     fn the_channels_last_path_matches_the_nchw_forward() {
+        let _rng = crate::model::host_rng();
         let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
         device.seed(7);
         for depth in [ResNetDepth::R18, ResNetDepth::R50] {
@@ -149,6 +150,7 @@ mod tests {
     /// threading differ, the bits may not.
     #[test]
     fn features_alone_and_in_a_batch_are_the_same_bits() {
+        let _rng = crate::model::host_rng();
         let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
         device.seed(8);
         let mut model = ResNet::new(ResNetDepth::R18, 10, &device);

@@ -480,12 +480,24 @@ impl ModuleMapper for Materialize {
     }
 }
 
+/// Held by every unit test that seeds flex's process-wide random generator
+/// or draws from it (`Model::random`, `Tensor::random`): tests run on
+/// threads of one process, and a draw between another test's seed and its
+/// draws gives that test other weights (two "same-seed" models that differ).
+#[cfg(test)]
+pub(crate) fn host_rng() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn the_matmul_free_head_computes_the_linear_layer() {
+        let _rng = crate::model::host_rng();
         let device = Device::flex();
         let model = Model::random(ModelKind::Tiny, 3, &device);
         let features = Tensor::<2>::random(
@@ -510,6 +522,7 @@ mod tests {
 
     #[test]
     fn pointwise_convolutions_rewritten_as_3x1_compute_the_same() {
+        let _rng = crate::model::host_rng();
         let device = Device::flex();
         let input = Tensor::<4>::random(
             [2, 3, 64, 64],
@@ -549,6 +562,7 @@ mod tests {
     /// one block of 512 features.
     #[test]
     fn an_images_logits_do_not_depend_on_its_batch_on_the_cpu() {
+        let _rng = crate::model::host_rng();
         let device = Device::flex();
         let batch = Tensor::<4>::random(
             [3, 3, 32, 32],

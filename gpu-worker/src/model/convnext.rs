@@ -328,7 +328,7 @@ impl ConvNext {
     }
 
     /// [`ConvNext::features`] on the CPU, channels-last from the stem to the
-    /// pool (`nhwc.rs`): every LayerNorm over the last axis as it is, each
+    /// pool (`nhwc/`): every LayerNorm over the last axis as it is, each
     /// MLP two GEMMs with GELU in the first one's epilogue and the layer
     /// scale and residual in the second's, no permutes.
     fn features_channels_last(&self, packed: &Packed, x: Tensor<4>) -> Tensor<2> {

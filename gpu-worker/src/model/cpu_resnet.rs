@@ -1,4 +1,4 @@
-//! ResNets on the CPU backend (flex, f32), channels-last (`nhwc.rs`): a
+//! ResNets on the CPU backend (flex, f32), channels-last (`nhwc/`): a
 //! folded ResNet's convolutions packed once, at the first pass, and every
 //! block's bias, residual and ReLU in one pass over its last GEMM. flex's
 //! NCHW forward spent a third of a ResNet-50 pass outside its GEMMs

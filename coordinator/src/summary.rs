@@ -159,7 +159,9 @@ pub struct Recovery {
     pub restarts: u64,
     /// Workers killed for making no progress.
     pub hangs: u64,
-    /// Remote requests (`s3://`, `http(s)://`) sent again after a timeout,
-    /// reset, 5xx or 429, over all workers.
+    /// Remote requests (`s3://`, `http(s)://`) sent again, over the workers
+    /// and the coordinator's own reads (listings, manifests).
     pub remote_retries: u64,
+    /// The same retries, by what went wrong with the request before.
+    pub remote_retry_kinds: pipeline_core::RemoteRetries,
 }

@@ -132,7 +132,7 @@ where
         outbox: Outbox {
             output,
             open_spans: HashMap::new(),
-            retries_reported: 0,
+            retries_reported: pipeline_core::RemoteRetries::default(),
         },
     };
     let mut in_flight: Option<Launched> = None;
@@ -317,7 +317,7 @@ impl<W: Write> DeviceLoop<'_, W> {
 struct Outbox<'a, W: Write> {
     output: &'a mut W,
     open_spans: HashMap<u64, (Vec<ItemOutcome>, SpanTimes)>,
-    retries_reported: u64,
+    retries_reported: pipeline_core::RemoteRetries,
 }
 
 impl<W: Write> Outbox<'_, W> {
@@ -365,8 +365,8 @@ impl<W: Write> Outbox<'_, W> {
             let (mut outcomes, mut times) = self.open_spans.remove(&span).unwrap_or_default();
             // The process's retries since the last span closed: exact in
             // total, approximate per span (fetching runs ahead).
-            let retries = loader::remote::retries();
-            times.remote_retries = retries - self.retries_reported;
+            let retries = loader::remote::retry_counts();
+            times.remote_retries = retries.since(&self.retries_reported);
             self.retries_reported = retries;
             outcomes.sort_unstable_by_key(|o| o.index);
             FromWorker::SpanDone {

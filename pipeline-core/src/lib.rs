@@ -37,9 +37,9 @@ pub use model::{
 pub use panic::panic_message;
 pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};
 pub use protocol::{
-    Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, SpanTimes, ToWorker,
-    WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,
-    write_frame,
+    Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, RemoteRetries, SpanTimes,
+    ToWorker, WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig,
+    read_frame, write_frame,
 };
 pub use source::{
     ByteRange, DataSpec, InputFormat, Location, RemoteSpec, UnknownInputFormat, is_url,

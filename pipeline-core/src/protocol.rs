@@ -33,7 +33,7 @@ use crate::preprocess::{DecodeLimits, PreprocessSpec};
 use crate::source::{Location, RemoteSpec};
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -150,9 +150,54 @@ pub struct SpanTimes {
     pub readback_s: f64,
     /// Each forward pass's seconds, upload to read-back (batch latency).
     pub batch_s: Vec<f64>,
-    /// Remote requests sent again after a timeout, reset, 5xx or 429 (a
-    /// count, not a time: it travels with the span's stage figures).
-    pub remote_retries: u64,
+    /// Remote requests sent again, by why (counts, not times: they travel
+    /// with the span's stage figures).
+    pub remote_retries: RemoteRetries,
+}
+
+/// Remote requests sent again, by what went wrong with the one before.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RemoteRetries {
+    /// No answer: the connection was refused or reset before the headers.
+    pub connect: u64,
+    /// `--io-timeout` passed before the headers or the body's end.
+    pub timeout: u64,
+    /// A 5xx (but 503) or a 408.
+    pub server: u64,
+    /// A 429, or a 503 (S3's SlowDown).
+    pub throttled: u64,
+    /// The body broke after the headers: a reset, fewer bytes than
+    /// declared, a broken chunked or compressed transfer. Resumed with a
+    /// ranged request where the server allows it.
+    pub body: u64,
+}
+
+impl RemoteRetries {
+    /// Every retry, whatever its kind.
+    pub fn total(&self) -> u64 {
+        self.connect + self.timeout + self.server + self.throttled + self.body
+    }
+
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &RemoteRetries) {
+        self.connect += other.connect;
+        self.timeout += other.timeout;
+        self.server += other.server;
+        self.throttled += other.throttled;
+        self.body += other.body;
+    }
+
+    /// These counts less `earlier`'s (what happened since `earlier`).
+    pub fn since(&self, earlier: &RemoteRetries) -> RemoteRetries {
+        RemoteRetries {
+            connect: self.connect.saturating_sub(earlier.connect),
+            timeout: self.timeout.saturating_sub(earlier.timeout),
+            server: self.server.saturating_sub(earlier.server),
+            throttled: self.throttled.saturating_sub(earlier.throttled),
+            body: self.body.saturating_sub(earlier.body),
+        }
+    }
 }
 
 impl SpanTimes {
@@ -166,7 +211,7 @@ impl SpanTimes {
         self.compute_s += other.compute_s;
         self.readback_s += other.readback_s;
         self.batch_s.extend_from_slice(&other.batch_s);
-        self.remote_retries += other.remote_retries;
+        self.remote_retries.add(&other.remote_retries);
     }
 
     /// Device seconds: upload, compute and read-back.

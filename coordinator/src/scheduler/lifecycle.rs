@@ -174,7 +174,12 @@ impl Scheduler<'_> {
             .map(|s| s.report.clone())
             .collect();
         summary.stages = Stages::from_worker(&self.tally.times);
-        summary.recovery.remote_retries = self.tally.times.remote_retries;
+        // The workers' retries, and the coordinator's own (listings and
+        // manifests it read before the workers started).
+        let mut remote = self.tally.times.remote_retries;
+        remote.add(&loader::remote::retry_counts());
+        summary.recovery.remote_retries = remote.total();
+        summary.recovery.remote_retry_kinds = remote;
         summary.batch_latencies_s = std::mem::take(&mut self.tally.times.batch_s);
         summary.steady = self.tally.timeline.steady();
         summary

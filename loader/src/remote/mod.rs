@@ -1,38 +1,50 @@
 //! Objects behind `s3://` and `http(s)://` URLs, through `object_store`.
 //!
 //! One [`Remote`] per process: a small tokio runtime, one HTTP client shared
-//! by every store, and a store per S3 bucket or web origin. Timeouts and
-//! retries (exponential backoff with jitter, on timeouts, resets, 5xx and
-//! 429) are `object_store`'s; what is left here is mapping a final failure
-//! to an item's error kind and counting the retries.
+//! by every store, and a store per S3 bucket or web origin. Nothing read is
+//! lost to the network while `--io-retries` lasts:
+//! - requests that got no usable answer (refused, reset or timed out before
+//!   the headers, 5xx, 408, 429) are sent again by the HTTP layer
+//!   (`connector.rs`), obeying `Retry-After`;
+//! - a body that breaks after the headers (a reset, fewer bytes than its
+//!   `Content-Length`, a stall past `--io-timeout`) is resumed here
+//!   ([`Remote::read`]) with a ranged request for the bytes still missing,
+//!   pinned to the first response's ETag, or read again whole where the
+//!   server gives no ETag or ignores the range;
+//! - every retry of an item draws on one budget (`retry.rs`), is counted
+//!   by kind, and is logged with `PIPELINE_LOG=debug`.
 //!
 //! S3 settings come from the standard environment (`AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
 //! `AWS_ENDPOINT_URL` for MinIO, Ceph and friends; web identity and
 //! instance credentials). An `http://` endpoint is allowed as given.
 
+mod connector;
+mod retry;
+
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use std::time::Instant;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3Builder;
-use object_store::client::{
-    HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService, ReqwestConnector,
-};
 use object_store::http::HttpBuilder;
 use object_store::path::Path as ObjectPath;
-use object_store::{BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, RetryConfig};
-use pipeline_core::{ItemError, ItemErrorKind, RemoteSpec};
+use object_store::{BackoffConfig, GetOptions, GetRange, ObjectStore, RetryConfig};
+use pipeline_core::{ItemError, ItemErrorKind, RemoteRetries, RemoteSpec};
 use url::Url;
 
-/// Remote requests this process sent again, so far (0 before any).
-pub fn retries() -> u64 {
-    SHARED.get().map_or(0, Remote::retries)
+use connector::{Connector, Shared};
+use retry::{BUDGET, Budget, RetryKind, backoff};
+
+/// Remote requests this process sent again, by kind, so far.
+pub fn retry_counts() -> RemoteRetries {
+    SHARED
+        .get()
+        .map_or_else(RemoteRetries::default, |r| r.connector.counts.snapshot())
 }
 
 static SHARED: OnceLock<Remote> = OnceLock::new();
@@ -66,11 +78,8 @@ pub struct RemoteError {
 pub struct Remote {
     spec: RemoteSpec,
     runtime: tokio::runtime::Runtime,
-    connector: Arc<CountingConnector>,
+    connector: Arc<Connector>,
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
-    /// Logical requests made (each `get`, `get_range`, list page counts one
-    /// when it needs no retry).
-    logical: AtomicU64,
 }
 
 impl Remote {
@@ -89,13 +98,8 @@ impl Remote {
         Ok(Self {
             spec,
             runtime,
-            connector: Arc::new(CountingConnector {
-                client: OnceLock::new(),
-                requests: Arc::default(),
-                spec,
-            }),
+            connector: Arc::new(Connector::new(spec)),
             stores: Mutex::new(HashMap::new()),
-            logical: AtomicU64::new(0),
         })
     }
 
@@ -110,8 +114,7 @@ impl Remote {
 
     /// Requests sent again after a failure, so far.
     pub fn retries(&self) -> u64 {
-        let sent = self.connector.requests.load(Ordering::Relaxed);
-        sent.saturating_sub(self.logical.load(Ordering::Relaxed))
+        self.connector.counts.snapshot().total()
     }
 
     /// The whole object, or the item error it ends in.
@@ -148,10 +151,11 @@ impl Remote {
     pub fn list(&self, url: &str) -> Result<Vec<ObjectInfo>, RemoteError> {
         let (store, prefix, base) = self.store(url).map_err(|e| e.into_setup(url))?;
         let prefix = (!prefix.as_ref().is_empty()).then_some(prefix);
-        let listed: Result<Vec<_>, _> = self.runtime.block_on(async {
-            self.logical.fetch_add(1, Ordering::Relaxed);
-            store.list(prefix.as_ref()).try_collect::<Vec<_>>().await
-        });
+        // Each page gets its own retries (the HTTP layer's): a listing of
+        // a million keys is a thousand requests.
+        let listed: Result<Vec<_>, _> = self
+            .runtime
+            .block_on(store.list(prefix.as_ref()).try_collect::<Vec<_>>());
         let mut objects: Vec<ObjectInfo> = listed
             .map_err(|e| item_error(url, e).into_setup(url))?
             .into_iter()
@@ -167,28 +171,108 @@ impl Remote {
 
     async fn fetch(&self, url: &str, range: Option<Range<u64>>) -> Result<Bytes, ItemError> {
         let (store, path, _) = self.store(url)?;
-        self.logical.fetch_add(1, Ordering::Relaxed);
-        let bytes = match range {
-            Some(range) => {
-                let want = range.end - range.start;
-                let bytes = store
-                    .get_range(&path, range)
-                    .await
-                    .map_err(|e| item_error(url, e))?;
-                if bytes.len() as u64 != want {
-                    return Err(ItemError::new(
-                        ItemErrorKind::Io,
-                        format!("{url}: {} of {want} bytes", bytes.len()),
-                    ));
-                }
-                bytes
+        let budget = Arc::new(Budget::new(self.spec.retries));
+        let read = self.read(url, store.as_ref(), &path, range.clone(), &budget);
+        let bytes = BUDGET.scope(Arc::clone(&budget), read).await?;
+        if let Some(range) = range {
+            let want = range.end - range.start;
+            if bytes.len() as u64 != want {
+                return Err(ItemError::new(
+                    ItemErrorKind::Io,
+                    format!("{url}: {} of {want} bytes", bytes.len()),
+                ));
             }
-            None => {
-                let got = store.get(&path).await.map_err(|e| item_error(url, e))?;
-                got.bytes().await.map_err(|e| item_error(url, e))?
-            }
-        };
+        }
         Ok(bytes)
+    }
+
+    /// Reads `range` of the object (all of it when `None`), resuming a body
+    /// that breaks: the bytes that arrived are kept, and the rest is asked
+    /// for with a ranged request pinned to the first response's ETag
+    /// (`If-Match`). Without an ETag, or where the server ignores the range
+    /// or the object changed, the read starts again from the beginning.
+    async fn read(
+        &self,
+        url: &str,
+        store: &dyn ObjectStore,
+        path: &ObjectPath,
+        range: Option<Range<u64>>,
+        budget: &Budget,
+    ) -> Result<Bytes, ItemError> {
+        let mut got = BytesMut::new();
+        // The object's range the first response covered, and its ETag:
+        // known once a body broke with an ETag to resume it by.
+        let mut resume: Option<(Range<u64>, String)> = None;
+        loop {
+            let options = match &resume {
+                Some((whole, etag)) => GetOptions {
+                    range: Some(GetRange::Bounded(whole.start + got.len() as u64..whole.end)),
+                    if_match: Some(etag.clone()),
+                    ..GetOptions::default()
+                },
+                None => GetOptions {
+                    range: range.clone().map(GetRange::Bounded),
+                    ..GetOptions::default()
+                },
+            };
+            let failure = match store.get_opts(path, options).await {
+                Ok(result) => {
+                    let (whole, etag) = match &resume {
+                        Some(resumed) => resumed.clone(),
+                        None => {
+                            got = BytesMut::with_capacity(
+                                (result.range.end - result.range.start) as usize,
+                            );
+                            (
+                                result.range.clone(),
+                                result.meta.e_tag.clone().unwrap_or_default(),
+                            )
+                        }
+                    };
+                    let mut body = result.into_stream();
+                    let broke = loop {
+                        match body.next().await {
+                            Some(Ok(chunk)) => got.extend_from_slice(&chunk),
+                            Some(Err(e)) => break Some(e),
+                            None => break None,
+                        }
+                    };
+                    let Some(e) = broke else {
+                        return Ok(got.freeze());
+                    };
+                    let kind = RetryKind::of_body(&e);
+                    resume = (!etag.is_empty()).then_some((whole, etag));
+                    (kind, e)
+                }
+                // A resume that the server would not serve as asked (the
+                // object changed, or ranges are not honoured): from the
+                // start, on the same budget.
+                Err(e) if resume.is_some() && !final_error(&e) => {
+                    resume = None;
+                    (RetryKind::Body, e)
+                }
+                Err(e) => return Err(item_error(url, e)),
+            };
+            let (kind, error) = failure;
+            let Some(n) = budget.take() else {
+                let mut e = item_error(url, error);
+                e.message = format!(
+                    "{} ({} bytes arrived; {} retries spent)",
+                    e.message,
+                    got.len(),
+                    budget.used()
+                );
+                return Err(e);
+            };
+            if resume.is_none() {
+                got.clear();
+            }
+            let wait = backoff(n, None);
+            self.connector
+                .counts
+                .record(kind, url, n, self.spec.retries, wait);
+            tokio::time::sleep(wait).await;
+        }
     }
 
     /// The store for `url`, the object's path in it, and the URL prefix
@@ -232,17 +316,16 @@ impl Remote {
                 max_backoff: std::time::Duration::from_secs(10),
                 base: 2.0,
             },
-            max_retries: self.spec.retries as usize,
-            // Bounded by the retries, not by a clock of its own.
-            retry_timeout: self.spec.timeout() * (self.spec.retries + 1)
-                + std::time::Duration::from_secs(60),
+            // Retries are the connector's and `read`'s (see the module doc).
+            max_retries: 0,
+            retry_timeout: std::time::Duration::ZERO,
         };
-        let connector = Arc::clone(&self.connector) as Arc<dyn HttpConnector>;
+        let connector = Arc::clone(&self.connector);
         if scheme == "s3" {
             let mut builder = AmazonS3Builder::from_env()
                 .with_url(key)
                 .with_retry(retry)
-                .with_http_connector(ArcConnector(connector));
+                .with_http_connector(Shared(connector));
             let endpoint = std::env::var("AWS_ENDPOINT_URL_S3")
                 .or_else(|_| std::env::var("AWS_ENDPOINT_URL"))
                 .or_else(|_| std::env::var("AWS_ENDPOINT"))
@@ -262,19 +345,21 @@ impl Remote {
                 HttpBuilder::new()
                     .with_url(key)
                     .with_retry(retry)
-                    .with_http_connector(ArcConnector(connector))
+                    .with_http_connector(Shared(connector))
                     .build()?,
             ))
         }
     }
+}
 
-    /// The options of the one HTTP client every store shares.
-    fn client_options(spec: &RemoteSpec) -> ClientOptions {
-        ClientOptions::new()
-            .with_timeout(spec.timeout())
-            .with_connect_timeout(spec.timeout().min(std::time::Duration::from_secs(10)))
-            .with_allow_http(true)
-    }
+/// An error no new request would mend: the object is missing or denied.
+fn final_error(e: &object_store::Error) -> bool {
+    matches!(
+        e,
+        object_store::Error::NotFound { .. }
+            | object_store::Error::PermissionDenied { .. }
+            | object_store::Error::Unauthenticated { .. }
+    )
 }
 
 /// The error kind a failed request ends in.
@@ -302,52 +387,5 @@ impl IntoSetup for ItemError {
             message: self.message,
             kind: self.kind,
         }
-    }
-}
-
-/// Builds the HTTP client once and counts the requests it sends, retries
-/// included (`object_store` retries inside; this is where they are seen).
-#[derive(Debug)]
-struct CountingConnector {
-    client: OnceLock<HttpClient>,
-    requests: Arc<AtomicU64>,
-    spec: RemoteSpec,
-}
-
-impl HttpConnector for CountingConnector {
-    fn connect(&self, _: &ClientOptions) -> object_store::Result<HttpClient> {
-        if let Some(client) = self.client.get() {
-            return Ok(client.clone());
-        }
-        let inner = ReqwestConnector::default().connect(&Remote::client_options(&self.spec))?;
-        let client = HttpClient::new(Counting {
-            inner,
-            requests: Arc::clone(&self.requests),
-        });
-        Ok(self.client.get_or_init(|| client).clone())
-    }
-}
-
-/// An `Arc`'d connector handed to each builder.
-#[derive(Debug)]
-struct ArcConnector(Arc<dyn HttpConnector>);
-
-impl HttpConnector for ArcConnector {
-    fn connect(&self, options: &ClientOptions) -> object_store::Result<HttpClient> {
-        self.0.connect(options)
-    }
-}
-
-#[derive(Debug)]
-struct Counting {
-    inner: HttpClient,
-    requests: Arc<AtomicU64>,
-}
-
-#[async_trait::async_trait]
-impl HttpService for Counting {
-    async fn call(&self, req: HttpRequest) -> Result<HttpResponse, HttpError> {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        self.inner.execute(req).await
     }
 }

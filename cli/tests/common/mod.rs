@@ -9,6 +9,8 @@
 use std::path::Path;
 use std::process::Command;
 
+pub(crate) mod data;
+
 /// Passed through from the test's own environment.
 const KEPT: [&str; 9] = [
     "PATH",

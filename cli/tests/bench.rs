@@ -215,6 +215,11 @@ fn a_half_precision_model_only_sweep_runs_every_point() {
         .map(|p| p["batch"].as_u64().expect("batch"))
         .collect();
     assert_eq!(batches, [2, 4]);
+    // Each point ran its passes in f16, not just named them.
+    for point in sweep {
+        assert_eq!(point["batch_latency_ms"]["batches"], 2, "{point}");
+        assert!(number(&point["images_per_s"], "rate") > 0.0, "{point}");
+    }
 }
 
 #[test]

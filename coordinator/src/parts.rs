@@ -378,6 +378,12 @@ mod tests {
         floats.preprocess.normalize.std = [58.395, 57.12, 57.375];
         PartStore::open(&out, &floats).expect("created");
         PartStore::open(&out, &floats).expect("the same floats reopen");
+        // Equal means equal: a float one ulp away is another run.
+        let mut nudged = floats.clone();
+        let std = &mut nudged.preprocess.normalize.std[0];
+        *std = f32::from_bits(std.to_bits() + 1);
+        let error = PartStore::open(&out, &nudged).expect_err("one ulp is another run");
+        assert!(error.to_string().contains("preprocess"), "{error}");
     }
 
     #[test]

@@ -26,7 +26,9 @@ pub(crate) fn write_safetensors(path: &Path, tensors: &[RawTensor]) {
 /// Runs `body` in a child process (this test binary, re-run on one test)
 /// so that a driver crash is caught and reported instead of killing the
 /// whole test run. Returns the signal that killed the child, if one did;
-/// any other failure of the child fails the test.
+/// any other failure of the child fails the test, and so does a child that
+/// did not run exactly the test named (a renamed test would run none, and
+/// pass).
 pub(crate) fn in_child(test: &str, body: impl FnOnce()) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
     if std::env::var_os("PIPELINE_TEST_CHILD").is_some() {
@@ -39,7 +41,8 @@ pub(crate) fn in_child(test: &str, body: impl FnOnce()) -> Option<i32> {
         .env("PIPELINE_TEST_CHILD", "1")
         .output()
         .expect("re-run the test binary");
-    print!("{}", String::from_utf8_lossy(&output.stdout));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    print!("{stdout}");
     if let Some(signal) = output.status.signal() {
         return Some(signal);
     }
@@ -48,5 +51,22 @@ pub(crate) fn in_child(test: &str, body: impl FnOnce()) -> Option<i32> {
         "{test} failed in its child process:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    assert_eq!(
+        tests_passed(&stdout),
+        Some(1),
+        "the child process did not run exactly `{test}` (is the name in_child was given the \
+         test's own?):\n{stdout}"
+    );
     None
+}
+
+/// How many tests the libtest summary line in `stdout` says passed.
+pub(crate) fn tests_passed(stdout: &str) -> Option<u32> {
+    stdout.lines().find_map(|line| {
+        line.strip_prefix("test result: ok. ")?
+            .split(' ')
+            .next()?
+            .parse()
+            .ok()
+    })
 }

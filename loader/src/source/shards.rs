@@ -16,11 +16,19 @@ use crate::remote::Remote;
 /// pattern (`shards/{00000..00099}.tar`), local or remote.
 pub fn shards(data: &str) -> Result<Vec<String>, SourceError> {
     if data.contains('{') {
-        let expanded = bracoxide::bracoxidize(data).map_err(|e| SourceError::Read {
+        let bad = |message: String| SourceError::Read {
             path: data.to_owned(),
-            message: format!("bad brace pattern: {e:?}"),
-        })?;
-        return Ok(expanded);
+            message: format!("bad brace pattern: {message}"),
+        };
+        let tokens = bracoxide::tokenizer::tokenize(data).map_err(|e| bad(format!("{e:?}")))?;
+        let pattern = bracoxide::parser::parse(&tokens).map_err(|e| bad(format!("{e:?}")))?;
+        // Counted before it is expanded: `{a,b}` twenty times over, or
+        // `{0..99999999999}`, would fill the memory first (found by the
+        // `manifest_parsers` fuzz target).
+        if expansions(&pattern).is_none_or(|n| n > MAX_SHARDS) {
+            return Err(bad(format!("it names more than {MAX_SHARDS} shards")));
+        }
+        return bracoxide::expand(&pattern).map_err(|e| bad(format!("{e:?}")));
     }
     let path = Path::new(data);
     if !is_url(data) && path.is_dir() {
@@ -38,6 +46,40 @@ pub fn shards(data: &str) -> Result<Vec<String>, SourceError> {
         return Ok(tars);
     }
     Ok(vec![data.to_owned()])
+}
+
+/// The most shards one `--data` brace pattern may name (LAION-5B is about
+/// 230,000 shards of 10,000 samples).
+const MAX_SHARDS: u64 = 10_000_000;
+
+/// How many names `node` expands to, `None` when it or any part of it
+/// would expand to more than [`MAX_SHARDS`] (a part is expanded whole
+/// even when the product is empty).
+fn expansions(node: &bracoxide::parser::Node) -> Option<u64> {
+    use bracoxide::parser::Node;
+    let n = match node {
+        Node::Text { .. } => 1,
+        Node::BraceExpansion {
+            prefix,
+            inside,
+            postfix,
+            ..
+        } => {
+            let part = |p: &Option<Box<Node>>| p.as_deref().map_or(Some(1), expansions);
+            part(prefix)?
+                .checked_mul(part(inside)?)?
+                .checked_mul(part(postfix)?)?
+        }
+        Node::Collection { items, .. } => items
+            .iter()
+            .try_fold(0u64, |sum, item| sum.checked_add(expansions(item)?))?,
+        // A bound that is no number is refused when expanded.
+        Node::Range { from, to, .. } => match (from.parse::<u64>(), to.parse::<u64>()) {
+            (Ok(from), Ok(to)) => to.checked_sub(from).map_or(0, |d| d.saturating_add(1)),
+            _ => 1,
+        },
+    };
+    (n <= MAX_SHARDS).then_some(n)
 }
 
 /// WebDataset shards: an item per key with an image member, named
@@ -262,5 +304,22 @@ mod tests {
     fn brace_patterns_expand_in_order() {
         let got = shards("s/{00..02}.tar").expect("expands");
         assert_eq!(got, ["s/00.tar", "s/01.tar", "s/02.tar"]);
+        let got = shards("{a,b}/{1..2}.tar").expect("expands");
+        assert_eq!(got, ["a/1.tar", "a/2.tar", "b/1.tar", "b/2.tar"]);
+    }
+
+    #[test]
+    fn brace_patterns_too_large_to_expand_are_refused_before_expanding() {
+        // 2^30 names; and a range past the limit whose product is empty.
+        let doubling = "{a,b}".repeat(30);
+        for pattern in [
+            format!("s/{doubling}.tar"),
+            "s/{0..99999999999}.tar".to_owned(),
+            "s/{1..99999999}{5..1}.tar".to_owned(),
+        ] {
+            let message = shards(&pattern).expect_err("too many").to_string();
+            assert!(message.contains("more than 10000000 shards"), "{message}");
+        }
+        assert_eq!(shards("s/{0..9999}.tar").expect("expands").len(), 10_000);
     }
 }

@@ -299,6 +299,7 @@ pub fn load_bytes(
     out: &mut [u8],
 ) -> Result<(), ItemError> {
     let image = crate::decode::decode_bytes(bytes, spec, limits)?;
+    crate::preprocess::check_resize(&image, spec, limits)?;
     PREPROCESSOR.with(|p| p.borrow_mut().run(&image, spec, out))
 }
 

@@ -179,11 +179,14 @@ pub(crate) struct RunArgs {
     /// Remote reads (`s3://`, `http(s)://`) in flight per worker.
     #[arg(long, default_value_t = 32, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub(crate) io_concurrency: u32,
-    /// Seconds one remote request may take, body included.
+    /// Seconds one remote request may take, body included (a request that
+    /// resumes a broken body gets its own).
     #[arg(long, default_value_t = 30.0, value_name = "SECONDS")]
     pub(crate) io_timeout: f64,
-    /// Retries of a remote request that timed out, was reset or got a 5xx
-    /// or 429, with exponential backoff and jitter.
+    /// Retries per remote item, with exponential backoff and jitter: after
+    /// no answer, a timeout, a 5xx, 408 or 429 (obeying `Retry-After`), or
+    /// a body that broke (resumed from where it broke where the server
+    /// allows).
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub(crate) io_retries: u32,
     /// Largest image, in pixels, decoded (larger ones become `too_large`

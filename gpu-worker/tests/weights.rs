@@ -71,7 +71,11 @@ fn a_complete_file_loads_its_values_and_num_batches_tracked_is_skipped() {
     // With zero features the logits are `fc.bias`, as the file holds it.
     let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");
     let zeros = burn::tensor::Tensor::<2>::zeros([1, 128], &device);
-    let logits: Vec<f32> = model.head(zeros).into_data().to_vec().expect("f32 logits");
+    let logits: Vec<f32> = model
+        .head(zeros)
+        .into_data()
+        .try_to_vec::<f32>()
+        .expect("f32 logits");
     let written: Vec<f32> = (0..1000).map(|i| (i % 7) as f32 * 0.1 + 0.5).collect();
     assert_eq!(logits, written);
 }

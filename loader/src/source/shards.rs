@@ -23,10 +23,16 @@ pub fn shards(data: &str) -> Result<Vec<String>, SourceError> {
         let tokens = bracoxide::tokenizer::tokenize(data).map_err(|e| bad(format!("{e:?}")))?;
         let pattern = bracoxide::parser::parse(&tokens).map_err(|e| bad(format!("{e:?}")))?;
         // Counted before it is expanded: `{a,b}` twenty times over, or
-        // `{0..99999999999}`, would fill the memory first (found by the
-        // `manifest_parsers` fuzz target).
-        if expansions(&pattern).is_none_or(|n| n > MAX_SHARDS) {
-            return Err(bad(format!("it names more than {MAX_SHARDS} shards")));
+        // `{0..99999999999}`, or a long pattern named many times, would
+        // fill the memory first (found by the `manifest_parsers` fuzz
+        // target). Each name is at most about as long as the pattern.
+        let names = expansions(&pattern).filter(|&n| n <= MAX_SHARDS);
+        let bytes = names.map(|n| n.saturating_mul(data.len() as u64 + 20));
+        if bytes.is_none_or(|b| b > MAX_SHARD_NAME_BYTES) {
+            return Err(bad(format!(
+                "it names more than {MAX_SHARDS} shards, or more than {} MiB of names",
+                MAX_SHARD_NAME_BYTES >> 20
+            )));
         }
         return bracoxide::expand(&pattern).map_err(|e| bad(format!("{e:?}")));
     }
@@ -50,7 +56,10 @@ pub fn shards(data: &str) -> Result<Vec<String>, SourceError> {
 
 /// The most shards one `--data` brace pattern may name (LAION-5B is about
 /// 230,000 shards of 10,000 samples).
-const MAX_SHARDS: u64 = 10_000_000;
+const MAX_SHARDS: u64 = 1_000_000;
+
+/// The most bytes of shard names one brace pattern may expand to.
+const MAX_SHARD_NAME_BYTES: u64 = 256 << 20;
 
 /// How many names `node` expands to, `None` when it or any part of it
 /// would expand to more than [`MAX_SHARDS`] (a part is expanded whole
@@ -316,9 +325,11 @@ mod tests {
             format!("s/{doubling}.tar"),
             "s/{0..99999999999}.tar".to_owned(),
             "s/{1..99999999}{5..1}.tar".to_owned(),
+            // 500,000 names of 1 KB each.
+            format!("s/{}{{0..499999}}.tar", "x".repeat(1000)),
         ] {
             let message = shards(&pattern).expect_err("too many").to_string();
-            assert!(message.contains("more than 10000000 shards"), "{message}");
+            assert!(message.contains("more than 1000000 shards"), "{message}");
         }
         assert_eq!(shards("s/{0..9999}.tar").expect("expands").len(), 10_000);
     }

@@ -1,15 +1,34 @@
 //! Any bytes through the loader's per-item work (format sniffing, header
 //! checks, decode under limits, resize, crop): it must return a crop or an
 //! error, never panic, and never allocate past the limits (run with
-//! `-malloc_limit_mb` just above `max_alloc_bytes`, see the README).
+//! `-malloc_limit_mb` just above `max_alloc_bytes`, see ARCHITECTURE.md).
 //! Odd-length inputs take the JPEG draft (reduced-DCT) path.
+//!
+//! A third-party decoder that panics (the `tiff` crate does, on some
+//! files) is caught by the loader's `load_into` and becomes a `decode`
+//! record: the target catches it the same way. A panic in this
+//! workspace's own code is still a finding.
 
 #![no_main]
+
+use std::cell::RefCell;
 
 use libfuzzer_sys::fuzz_target;
 use pipeline_core::{DecodeLimits, ModelKind};
 
+thread_local! {
+    /// Where the last panic happened.
+    static PANIC_AT: RefCell<String> = const { RefCell::new(String::new()) };
+}
+
 fuzz_target!(|data: &[u8]| {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let at = info.location().map(|l| l.file().to_owned()).unwrap_or_default();
+            PANIC_AT.with(|p| *p.borrow_mut() = format!("{at}: {info}"));
+        }))
+    });
     let mut spec = ModelKind::Resnet50.default_preprocess();
     spec.jpeg_draft = data.len() % 2 == 1;
     let limits = DecodeLimits {
@@ -18,5 +37,12 @@ fuzz_target!(|data: &[u8]| {
         max_file_bytes: 64 << 20,
     };
     let mut out = vec![0u8; 3 * 224 * 224];
-    let _ = loader::load_bytes(data, &spec, &limits, &mut out);
+    let run = std::panic::AssertUnwindSafe(|| loader::load_bytes(data, &spec, &limits, &mut out));
+    if std::panic::catch_unwind(run).is_err() {
+        let at = PANIC_AT.with(|p| p.borrow().clone());
+        // Third-party crates live under the cargo registry.
+        if !at.contains("/registry/src/") {
+            panic!("a panic in the workspace's own code: {at}");
+        }
+    }
 });

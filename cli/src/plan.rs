@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use gpu_worker::zero_shot::ClassMatrix;
 use pipeline_core::{
-    DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, Family, InputFormat, ModelKind,
+    CropRounding, DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, Family, InputFormat, ModelKind,
     PreprocessSpec, RemoteSpec, Task, WorkerConfig, ZeroShotClasses,
 };
 
@@ -131,24 +131,32 @@ fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), Strin
     Ok((chosen, None))
 }
 
-/// The weight file to use and a notice for the user.
-fn weights(args: &RunArgs, model: ModelKind) -> Result<(Option<PathBuf>, String), String> {
+/// The weight file to use, a notice for the user, and how the file's
+/// upstream rounds its centre crop (a Hugging Face checkpoint is
+/// preprocessed as its HF processor does; anything else as torchvision).
+fn weights(
+    args: &RunArgs,
+    model: ModelKind,
+) -> Result<(Option<PathBuf>, String, CropRounding), String> {
     if let Some(path) = &args.weights {
         if !path.is_file() {
             return Err(format!("--weights {}: no such file", path.display()));
         }
         // Names and shapes only, here, so that a checkpoint of another
         // model is one line before any worker starts.
-        gpu_worker::Model::check_file(model, path).map_err(|e| format!("--weights: {e}"))?;
-        return Ok((Some(path.clone()), String::new()));
+        let rounding =
+            gpu_worker::Model::check_file(model, path).map_err(|e| format!("--weights: {e}"))?;
+        return Ok((Some(path.clone()), String::new(), rounding));
     }
+    // The cached files are torchvision's and EfficientNet-Lite0's; seeded
+    // weights have no upstream but torchvision's.
     let cached = cached_file_name(model)
         .and_then(|name| Some(weights_dir()?.join(name)))
         .filter(|p| p.is_file());
     Ok(match cached {
         Some(path) => {
             let notice = format!("pipeline: {model} weights from {}", path.display());
-            (Some(path), notice)
+            (Some(path), notice, CropRounding::HalfEven)
         }
         None => (
             None,
@@ -157,6 +165,7 @@ fn weights(args: &RunArgs, model: ModelKind) -> Result<(Option<PathBuf>, String)
                  so its predictions mean nothing; for real ones run scripts/fetch-weights.sh",
                 args.seed
             ),
+            CropRounding::HalfEven,
         ),
     })
 }
@@ -186,7 +195,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
     };
     let (devices, device_notice) = chosen_devices(&args.gpus)?;
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
-    let (weights, weights_notice) = weights(args, model)?;
+    let (weights, weights_notice, crop_rounding) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let loader_threads = args.loader_threads.map_or_else(
         || default_loader_threads(cores, worker_devices.len(), load_average()),
@@ -254,6 +263,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             preprocess: PreprocessSpec {
                 jpeg_draft: args.jpeg_draft,
                 fast: args.fast_preprocess,
+                crop_rounding,
                 ..model.default_preprocess()
             },
             limits: DecodeLimits {

@@ -35,7 +35,9 @@ pub use model::{
     ClassScore, EmbedPooling, Family, ModelKind, Precision, Prediction, Task, UnknownModel,
 };
 pub use panic::panic_message;
-pub use preprocess::{DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError};
+pub use preprocess::{
+    CropRounding, DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError,
+};
 pub use protocol::{
     Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, RemoteRetries, SpanTimes,
     ToWorker, WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig,

@@ -88,6 +88,10 @@ pub struct PreprocessSpec {
     pub square: bool,
     /// Side of the square centre crop (torchvision `CenterCrop(n)`).
     pub crop: u32,
+    /// How the crop's offset rounds an odd margin: as the checkpoint's
+    /// upstream preprocesses (torchvision, or a Hugging Face processor).
+    #[serde(default, skip_serializing_if = "CropRounding::is_torchvision")]
+    pub crop_rounding: CropRounding,
     /// Resampling filter of the resize.
     pub filter: ResizeFilter,
     /// Applied on the device, carried with each batch.
@@ -109,6 +113,7 @@ impl Default for PreprocessSpec {
             resize_shorter: 256,
             square: false,
             crop: 224,
+            crop_rounding: CropRounding::HalfEven,
             filter: ResizeFilter::Bilinear,
             normalize: Normalize::imagenet(),
             jpeg_draft: false,
@@ -179,12 +184,41 @@ impl PreprocessSpec {
     }
 
     /// Top-left corner `(x, y)` of the centre crop in a `width × height`
-    /// resized image: Python's `round((size - crop) / 2)`, half to even.
+    /// resized image: half the margin, rounded as [`CropRounding`] says.
     pub fn crop_origin(&self, width: u32, height: u32) -> (u32, u32) {
+        let half = |margin: u32| match self.crop_rounding {
+            CropRounding::HalfEven => round_half_even_half(margin),
+            CropRounding::Floor => margin / 2,
+        };
         (
-            round_half_even_half(width.saturating_sub(self.crop)),
-            round_half_even_half(height.saturating_sub(self.crop)),
+            half(width.saturating_sub(self.crop)),
+            half(height.saturating_sub(self.crop)),
         )
+    }
+}
+
+/// How a centre crop's offset rounds half an odd margin. The two upstreams
+/// agree on everything else a crop depends on: the resized size (the
+/// shorter side to `n`, the longer `int(n * long / short)`), Pillow's
+/// resampling, and (never reached here, as the resize is at least the
+/// crop) padding an image smaller than the crop.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CropRounding {
+    /// torchvision's `CenterCrop`: `round(margin / 2)`, half to even. For
+    /// torchvision, open_clip and torch-hub checkpoints.
+    #[default]
+    HalfEven,
+    /// Hugging Face image processors' `center_crop`: `margin // 2`. For
+    /// checkpoints in Hugging Face layouts (`CLIPModel`, `SiglipModel`,
+    /// `Dinov2Model`): a 455-wide resize with a 224 crop starts at 115,
+    /// where torchvision starts at 116.
+    Floor,
+}
+
+impl CropRounding {
+    fn is_torchvision(&self) -> bool {
+        *self == CropRounding::HalfEven
     }
 }
 
@@ -253,6 +287,35 @@ mod tests {
         assert_eq!(spec.crop_origin(341, 256), (58, 16));
         assert_eq!(spec.crop_origin(227, 225), (2, 0));
         assert_eq!(spec.crop_origin(224, 224), (0, 0));
+        // 231/2 = 115.5 -> 116
+        assert_eq!(spec.crop_origin(455, 256), (116, 16));
+    }
+
+    #[test]
+    fn hugging_face_crops_floor_the_margin() {
+        let spec = PreprocessSpec {
+            crop_rounding: CropRounding::Floor,
+            ..PreprocessSpec::default()
+        };
+        assert_eq!(spec.crop_origin(455, 256), (115, 16));
+        assert_eq!(spec.crop_origin(227, 225), (1, 0));
+        // Where half-even rounds down too, the two agree.
+        assert_eq!(spec.crop_origin(341, 256), (58, 16));
+    }
+
+    #[test]
+    fn a_torchvision_spec_serialises_as_before_the_rounding_existed() {
+        // Run identities written before `crop_rounding` still match.
+        let json = serde_json::to_string(&PreprocessSpec::default()).expect("JSON");
+        assert!(!json.contains("crop_rounding"), "{json}");
+        let hf = PreprocessSpec {
+            crop_rounding: CropRounding::Floor,
+            ..PreprocessSpec::default()
+        };
+        let json = serde_json::to_string(&hf).expect("JSON");
+        assert!(json.contains(r#""crop_rounding":"floor""#), "{json}");
+        let back: PreprocessSpec = serde_json::from_str(&json).expect("read back");
+        assert_eq!(back, hf);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 use std::fmt;
 
+use pipeline_core::CropRounding;
 use regex::Regex;
 
 use crate::checkpoint::Checkpoint;
@@ -121,6 +122,20 @@ impl Layout {
             Self::HfSiglip | Self::HfSiglipBare => HF_SIGLIP,
             Self::HfDinov2 => HF_DINOV2,
             Self::HubDinov2 => HUB_DINOV2,
+        }
+    }
+
+    /// How the upstream that publishes this layout rounds its centre crop:
+    /// checkpoints are used with their upstream's preprocessing, and HF's
+    /// image processors floor an odd margin where torchvision rounds it.
+    pub(crate) fn crop_rounding(self) -> CropRounding {
+        match self {
+            Self::TorchvisionVit | Self::TorchvisionConvNext | Self::OpenClip | Self::HubDinov2 => {
+                CropRounding::HalfEven
+            }
+            Self::HfClip | Self::HfSiglip | Self::HfSiglipBare | Self::HfDinov2 => {
+                CropRounding::Floor
+            }
         }
     }
 
@@ -443,6 +458,48 @@ pub(crate) fn summarise(context: &str, problems: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hugging_face_layouts_crop_as_hf_processors_and_the_others_as_torchvision() {
+        let vectors =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/families");
+        for (file, layout, rounding) in [
+            (
+                "hf_clip/model.safetensors",
+                Layout::HfClip,
+                CropRounding::Floor,
+            ),
+            (
+                "hf_siglip/model.safetensors",
+                Layout::HfSiglip,
+                CropRounding::Floor,
+            ),
+            (
+                "hf_dinov2/model.safetensors",
+                Layout::HfDinov2,
+                CropRounding::Floor,
+            ),
+            (
+                "open_clip_model.safetensors",
+                Layout::OpenClip,
+                CropRounding::HalfEven,
+            ),
+            (
+                "dinov2_hub_tiny.pth",
+                Layout::HubDinov2,
+                CropRounding::HalfEven,
+            ),
+            (
+                "vit_b_tiny.pth",
+                Layout::TorchvisionVit,
+                CropRounding::HalfEven,
+            ),
+        ] {
+            let checkpoint = Checkpoint::open(&vectors.join(file)).expect("a committed file");
+            assert_eq!(Layout::detect(&checkpoint), Some(layout), "{file}");
+            assert_eq!(layout.crop_rounding(), rounding, "{file}");
+        }
+    }
 
     #[test]
     fn hf_blocks_stack_q_k_v() {

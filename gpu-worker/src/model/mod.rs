@@ -28,7 +28,7 @@ use burn::nn::{Linear, PaddingConfig2d};
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, Tensor};
-use pipeline_core::ModelKind;
+use pipeline_core::{CropRounding, ModelKind};
 
 use self::convnext::ConvNext;
 use self::cpu_resnet::PackedResNet;
@@ -205,14 +205,17 @@ impl Model {
 
     /// Checks that `path` is a checkpoint of `kind` in a layout it accepts,
     /// reading names and shapes only: no device, no tensor data. For a clear
-    /// error before any worker starts.
-    pub fn check_file(kind: ModelKind, path: &Path) -> Result<(), WeightsError> {
+    /// error before any worker starts. Gives how the layout's upstream
+    /// rounds its centre crop (torchvision's half to even for the models
+    /// without layouts, torchvision's CNNs).
+    pub fn check_file(kind: ModelKind, path: &Path) -> Result<CropRounding, WeightsError> {
         match Architecture::of(kind) {
             Some(arch) => {
                 let checkpoint = crate::checkpoint::Checkpoint::open(path)?;
-                families::check(&arch, kind.name(), &checkpoint).map(|_| ())
+                let (layout, _) = families::check(&arch, kind.name(), &checkpoint)?;
+                Ok(layout.crop_rounding())
             }
-            None => Ok(()),
+            None => Ok(CropRounding::HalfEven),
         }
     }
 

@@ -19,6 +19,7 @@ mod panic;
 mod preprocess;
 mod protocol;
 mod source;
+mod span_times;
 
 pub use device::{
     DeviceSpec, UnknownDevice, allocator_env, autotune_dir, cache_dir, runtime_dir_for_children,
@@ -39,10 +40,11 @@ pub use preprocess::{
     CropRounding, DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError,
 };
 pub use protocol::{
-    Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, RemoteRetries, SpanTimes,
-    ToWorker, WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig,
-    read_frame, write_frame,
+    Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker,
+    WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,
+    write_frame,
 };
 pub use source::{
     ByteRange, DataSpec, InputFormat, Location, RemoteSpec, UnknownInputFormat, is_url,
 };
+pub use span_times::{RemoteRetries, SpanTimes};

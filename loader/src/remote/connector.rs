@@ -90,7 +90,7 @@ pub(crate) fn redirect_refusal(from: &str, to: &str, hops: usize) -> Option<Stri
     }
 }
 
-/// An `ArcConnector` of the one connector, for each store's builder.
+/// The one connector, handed to each store's builder.
 #[derive(Debug)]
 pub(crate) struct Shared(pub(crate) Arc<Connector>);
 
@@ -115,7 +115,6 @@ impl HttpService for Retrying {
         // read whole here.
         let read_whole = BUDGET.try_with(|_| ()).is_err();
         let (parts, body) = req.into_parts();
-        let url = parts.uri.to_string();
         loop {
             let mut request = HttpRequest::new(body.clone());
             *request.method_mut() = parts.method.clone();
@@ -160,7 +159,9 @@ impl HttpService for Retrying {
                 return outcome;
             };
             let wait = backoff(n, wait_at_least);
-            self.counts.record(kind, &url, n, self.retries, wait);
+            // The URL as text only when a retry is logged, not per request.
+            self.counts
+                .record(kind, &parts.uri.to_string(), n, self.retries, wait);
             tokio::time::sleep(wait).await;
         }
     }

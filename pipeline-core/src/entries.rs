@@ -25,8 +25,20 @@ use std::path::PathBuf;
 use integer_encoding::VarInt;
 
 use crate::item::ItemIndex;
-use crate::manifest::ManifestEntry;
 use crate::source::{ByteRange, Location};
+
+/// One image of the dataset.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestEntry {
+    /// Position in the manifest.
+    pub index: ItemIndex,
+    /// What the output's `path` says: the path relative to a folder (as
+    /// found on disk, possibly not UTF-8), a list's line, a table's cell,
+    /// `SHARD/KEY` of a WebDataset member.
+    pub name: PathBuf,
+    /// Where its bytes are.
+    pub location: Location,
+}
 
 /// Items per block: a random access decodes at most this many names.
 pub(crate) const BLOCK: usize = 16;

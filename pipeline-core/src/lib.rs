@@ -24,13 +24,13 @@ mod span_times;
 pub use device::{
     DeviceSpec, UnknownDevice, allocator_env, autotune_dir, cache_dir, runtime_dir_for_children,
 };
-pub use entries::{Cursor, Entries};
+pub use entries::{Cursor, Entries, ManifestEntry};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use kept::Kept;
 pub use labels::{ClassLabels, IMAGENET_CLASSES, ZeroShotClasses, imagenet_label, imagenet_labels};
 pub use manifest::{
-    BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ManifestEntry, ScanError, ScanProblem,
-    Shard, plan_chunks, stamp_of,
+    BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ScanError, ScanProblem, Shard, plan_chunks,
+    stamp_of,
 };
 pub use model::{
     ClassScore, EmbedPooling, Family, ModelKind, Precision, Prediction, Task, UnknownModel,

@@ -22,19 +22,6 @@ use crate::source::Location;
 /// Extensions (lower-case) the scan picks up.
 pub const IMAGE_EXTENSIONS: [&str; 8] = ["jpg", "jpeg", "png", "webp", "bmp", "gif", "tif", "tiff"];
 
-/// One image of the dataset.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ManifestEntry {
-    /// Position in the manifest.
-    pub index: ItemIndex,
-    /// What the output's `path` says: the path relative to a folder (as
-    /// found on disk, possibly not UTF-8), a list's line, a table's cell,
-    /// `SHARD/KEY` of a WebDataset member.
-    pub name: PathBuf,
-    /// Where its bytes are.
-    pub location: Location,
-}
-
 /// Something the scan could not look into.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScanProblem {

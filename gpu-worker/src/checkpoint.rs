@@ -11,7 +11,7 @@ use std::sync::Arc;
 use burn::store::pytorch_reader::{DType as PtDType, PytorchReader, Tensor as PtTensor};
 use safetensors::{Dtype as StDtype, SafeTensors};
 
-use crate::weights::WeightsError;
+use crate::weights_error::WeightsError;
 
 /// A tensor on the host, row-major.
 #[derive(Debug, Clone, PartialEq)]

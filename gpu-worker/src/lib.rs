@@ -15,6 +15,7 @@ pub mod failpoints;
 mod model;
 mod model_only;
 mod weights;
+mod weights_error;
 mod worker;
 pub mod zero_shot;
 
@@ -28,5 +29,5 @@ pub use model::convnext::ConvNextConfig;
 pub use model::vit::{Activation, Pooling, PosInterpolation, VitConfig};
 pub use model::{Architecture, Model, NUM_CLASSES, checkpoint_layouts};
 pub use model_only::{ModelOnlyError, ModelOnlyRun, model_only};
-pub use weights::WeightsError;
+pub use weights_error::WeightsError;
 pub use worker::{PREFETCH_SPANS, SetupError, WorkerError, ignore_stop_signals, serve};

@@ -3,40 +3,11 @@
 //! model does not use, or a wrong shape is an error that names it. Integer
 //! bookkeeping tensors (`num_batches_tracked`) are the one tolerated extra.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::store::{ApplyResult, KeyRemapper, ModuleSnapshot, PytorchStore, SafetensorsStore};
 
-/// A weight file that cannot be used with the chosen model.
-#[derive(Debug, thiserror::Error)]
-pub enum WeightsError {
-    /// The file does not exist.
-    #[error(
-        "weight file {0} does not exist (scripts/fetch-weights.sh fetches real weights; omit --weights for seeded random ones)"
-    )]
-    NotFound(PathBuf),
-    /// Neither `.pth`/`.pt` nor `.safetensors`.
-    #[error("weight file {0} has an unknown extension; expected .pth, .pt or .safetensors")]
-    UnknownFormat(PathBuf),
-    /// The file could not be parsed.
-    #[error("cannot read weight file {path}: {message}")]
-    Unreadable {
-        /// The file.
-        path: PathBuf,
-        /// What the reader said.
-        message: String,
-    },
-    /// The file does not fit the model.
-    #[error("weight file {path} does not fit model {model}: {problem}")]
-    Mismatch {
-        /// The file.
-        path: PathBuf,
-        /// The model's name.
-        model: String,
-        /// Which tensors are missing, extra or mis-shaped.
-        problem: String,
-    },
-}
+use crate::weights_error::{WeightsError, summarise};
 
 /// Loads `path` into `module`, renaming checkpoint keys by `remap`
 /// (regex → replacement) first.
@@ -114,6 +85,6 @@ fn check(result: &ApplyResult) -> Result<(), String> {
         Ok(())
     } else {
         let context = format!("{} tensors do not match", problems.len());
-        Err(crate::model::layout::summarise(&context, &problems))
+        Err(summarise(&context, &problems))
     }
 }

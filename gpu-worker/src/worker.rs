@@ -397,7 +397,7 @@ pub enum SetupError {
     Device(#[from] crate::device::DeviceError),
     /// The weight file did not load.
     #[error(transparent)]
-    Weights(#[from] crate::weights::WeightsError),
+    Weights(#[from] crate::weights_error::WeightsError),
     /// The class file did not load.
     #[error(transparent)]
     Classes(#[from] crate::zero_shot::ClassesError),

@@ -29,7 +29,7 @@ use pipeline_core::{Family, ModelKind};
 use safetensors::SafeTensors;
 
 use crate::checkpoint::Checkpoint;
-use crate::weights::WeightsError;
+use crate::weights_error::WeightsError;
 
 /// A class file that cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -18,7 +18,7 @@ use crate::model::cpu::{gelu, on_flex_f32};
 use crate::model::layers::{Dense, Norm, upload};
 use crate::model::nhwc::{self, Nhwc, PackedConv, Then};
 use crate::model::tensors::Tensors;
-use crate::weights::WeightsError;
+use crate::weights_error::WeightsError;
 
 /// LayerNorm eps of every ConvNeXt norm.
 const EPS: f64 = 1e-6;

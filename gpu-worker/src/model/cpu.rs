@@ -136,6 +136,11 @@ pub(crate) fn flex_f32<const D: usize>(x: &Tensor<D>) -> Option<FlexTensor> {
     x.clone().try_into_primitive::<Flex>().ok()
 }
 
+/// A flex f32 matrix's values, compact (copied if it is a view).
+pub(crate) fn compact_values(t: &Tensor<2>) -> FlexTensor {
+    compact(flex_f32(t).expect("the channels-last path runs on flex in f32"))
+}
+
 /// `tensor` itself if its storage is exactly its elements in order, else a
 /// compact copy: safe to write through `storage_mut` row by row.
 pub(crate) fn compact(tensor: FlexTensor) -> FlexTensor {

@@ -6,11 +6,11 @@
 use pipeline_core::ModelKind;
 
 use super::convnext::ConvNextConfig;
-use super::layout::{Layout, summarise};
+use super::layout::Layout;
 use super::tensors::Tensors;
 use super::vit::{Activation, Pooling, PosInterpolation, VitConfig};
 use crate::checkpoint::Checkpoint;
-use crate::weights::WeightsError;
+use crate::weights_error::{WeightsError, summarise};
 
 /// A model architecture built from canonical tensors.
 #[derive(Debug, Clone, PartialEq)]

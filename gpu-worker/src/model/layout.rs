@@ -439,22 +439,6 @@ pub(crate) fn file_shapes(place: &Place, shape: &[usize]) -> Vec<(String, Vec<us
     }
 }
 
-/// `context: first; second; third; and N more`, on one line.
-pub(crate) fn summarise(context: &str, problems: &[String]) -> String {
-    const SHOWN: usize = 3;
-    let mut line = format!(
-        "{context}; {}",
-        problems[..problems.len().min(SHOWN)].join("; ")
-    );
-    if problems.len() > SHOWN {
-        line.push_str(&format!(
-            "; and {} more mismatched tensors",
-            problems.len() - SHOWN
-        ));
-    }
-    line
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -538,16 +522,6 @@ mod tests {
         assert_eq!(
             place(Layout::TorchvisionConvNext, "features.1.0.block.0.weight"),
             Place::Key("features.1.0.block.0.weight".into())
-        );
-    }
-
-    #[test]
-    fn summaries_stay_short() {
-        let problems: Vec<String> = (0..200).map(|i| format!("t{i} is missing")).collect();
-        let line = summarise("ctx", &problems);
-        assert_eq!(
-            line,
-            "ctx; t0 is missing; t1 is missing; t2 is missing; and 197 more mismatched tensors"
         );
     }
 }

@@ -38,7 +38,8 @@ use self::layers::Dense;
 use self::resnet::{ResNet, ResNetDepth};
 use self::tiny::Tiny;
 use self::vit::Vit;
-use crate::weights::{self, WeightsError};
+use crate::weights;
+use crate::weights_error::WeightsError;
 use crate::zero_shot::{ClassMatrix, LogitParams, Probabilities, ZeroShotError, ZeroShotRule};
 
 /// ImageNet classes of every built-in model.

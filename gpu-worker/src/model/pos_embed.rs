@@ -1,7 +1,15 @@
 //! Position embeddings on another grid than the checkpoint's: PyTorch's
 //! bicubic resampling, as Hugging Face and DINOv2's hub code call it.
 
-use super::vit::PosInterpolation;
+/// How position embeddings are resampled to another grid (bicubic, as
+/// PyTorch's `interpolate(mode="bicubic", align_corners=False)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PosInterpolation {
+    /// `size=(g, g)`: Hugging Face.
+    Size,
+    /// `scale_factor=(g + 0.1) / G`: DINOv2's torch-hub code.
+    HubOffset,
+}
 
 /// Resamples a `[G, G, D]` grid (row-major, channels last) to `[g, g, D]`
 /// with PyTorch's bicubic (`A = -0.75`, `align_corners=False`, border

@@ -7,8 +7,9 @@ use std::collections::BTreeSet;
 use regex::Regex;
 
 use crate::checkpoint::{Checkpoint, HostTensor};
-use crate::model::layout::{Layout, Place, file_shapes, place, summarise};
-use crate::weights::WeightsError;
+use crate::model::layout::{Layout, Place, file_shapes, place};
+use crate::weights_error::WeightsError;
+use crate::weights_error::summarise;
 
 /// Where a model's tensors come from.
 enum Origin<'a> {

@@ -22,9 +22,10 @@ use burn::tensor::{Device, Tensor};
 use crate::checkpoint::HostTensor;
 use crate::model::cpu::gelu;
 use crate::model::layers::{Dense, Norm, last_axis_mean, scaled_dot_product, upload};
+pub use crate::model::pos_embed::PosInterpolation;
 use crate::model::pos_embed::resample_grid;
 use crate::model::tensors::Tensors;
-use crate::weights::WeightsError;
+use crate::weights_error::WeightsError;
 
 /// The MLP's activation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,16 +49,6 @@ pub enum Pooling {
     ClassAndMean,
     /// SigLIP's multihead attention pooling head.
     Map,
-}
-
-/// How position embeddings are resampled to another grid (bicubic, as
-/// PyTorch's `interpolate(mode="bicubic", align_corners=False)`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PosInterpolation {
-    /// `size=(g, g)`: Hugging Face.
-    Size,
-    /// `scale_factor=(g + 0.1) / G`: DINOv2's torch-hub code.
-    HubOffset,
 }
 
 /// Everything that tells the ViT families apart.

@@ -6,8 +6,7 @@ use burn_flex::{Flex, FlexTensor};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::compact;
-use crate::model::cpu::{fused_multiply_add, gelu_one};
+use crate::model::cpu::{compact_values, fused_multiply_add, gelu_one};
 
 /// Output rows per parallel task of the epilogue.
 const ROWS: usize = 32;
@@ -49,7 +48,7 @@ impl Then<'_> {
         };
         let residual = residual.map(|r| {
             assert_eq!(r.dims(), [rows, cout], "the residual matches the output");
-            compact(r)
+            compact_values(r)
         });
         (residual, activation)
     }
@@ -58,7 +57,7 @@ impl Then<'_> {
 /// `then` applied to a GEMM's output in place: `[rows, Cout]`.
 pub(super) fn epilogue(out: Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
     let [rows, cout] = out.dims();
-    let mut flex = compact(&out);
+    let mut flex = compact_values(&out);
     drop(out); // the storage is now ours alone
     let (residual, activation) = then.parts(rows, cout);
     let residual = residual

@@ -24,7 +24,7 @@ use burn_std::{Bytes, Shape};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use super::cpu::{self, flex_f32, fused_multiply_add, madd};
+use super::cpu::{self, compact_values, flex_f32, fused_multiply_add, madd};
 
 mod epilogue;
 
@@ -121,7 +121,7 @@ impl PackedConv {
         let data = if k == 1 && s == 1 && p == 0 {
             dense(x.data.clone(), &self.weight, &self.bias, then)
         } else if pixels * row * size_of::<f32>() <= IM2COL_WHOLE {
-            let source = compact(&x.data);
+            let source = compact_values(&x.data);
             let col = im2col(x, &source, &window, 0, pixels);
             dense(matrix(col, pixels, row), &self.weight, &self.bias, then)
         } else {
@@ -143,7 +143,7 @@ impl PackedConv {
         let row = window.k * window.k * x.channels();
         let cout = self.bias.len();
         let block = (IM2COL_BLOCK / (row * size_of::<f32>())).max(MIN_BLOCK_PIXELS);
-        let source = compact(&x.data);
+        let source = compact_values(&x.data);
         let (residual, activation) = then.parts(pixels, cout);
         let residual = residual
             .as_ref()
@@ -152,7 +152,7 @@ impl PackedConv {
         for (i, out) in out.chunks_mut(block * cout).enumerate() {
             let (first, rows) = (i * block, out.len() / cout);
             let col = im2col(x, &source, window, first, rows);
-            let product = compact(&cpu::matmul_rows(
+            let product = compact_values(&cpu::matmul_rows(
                 matrix(col, rows, row),
                 self.weight.clone(),
             ));
@@ -183,11 +183,6 @@ struct Window {
 /// `x·weight`, then `then`: a Linear layer on `[rows, Cin]`.
 pub(crate) fn dense(x: Tensor<2>, weight: &Tensor<2>, bias: &[f32], then: Then<'_>) -> Tensor<2> {
     epilogue(cpu::matmul_rows(x, weight.clone()), bias, then)
-}
-
-/// A flex tensor's values, compact (copied if it is a view).
-pub(super) fn compact(t: &Tensor<2>) -> FlexTensor {
-    cpu::compact(flex_f32(t).expect("the channels-last path runs on flex in f32"))
 }
 
 /// A `[rows, cols]` flex tensor of `values`, without copying them.
@@ -248,7 +243,7 @@ pub(crate) fn depthwise(x: &Nhwc, weight: &[f32], bias: &[f32], k: usize) -> Nhw
     assert_eq!(weight.len(), k * k * c, "one k×k filter per channel");
     assert_eq!(bias.len(), c, "one bias per channel");
     let p = k / 2;
-    let source = compact(&x.data);
+    let source = compact_values(&x.data);
     let input = source.as_slice::<f32>().expect("compact");
     let mut out = vec![0.0f32; x.n * x.h * x.w * c];
     let fused = fused_multiply_add();
@@ -309,7 +304,7 @@ pub(crate) fn max_pool_3x3_s2(x: &Nhwc) -> Nhwc {
     let c = x.channels();
     let ho = (x.h - 1) / 2 + 1;
     let wo = (x.w - 1) / 2 + 1;
-    let source = compact(&x.data);
+    let source = compact_values(&x.data);
     let input = source.as_slice::<f32>().expect("compact");
     let mut out = vec![f32::NEG_INFINITY; x.n * ho * wo * c];
     let fused = fused_multiply_add();

@@ -11,7 +11,7 @@ use std::path::Path;
 use pipeline_core::Chunk;
 
 use crate::output::{OutputFormat, OutputSpec, open_sink, partial_path};
-use crate::part_file::{decode_jsonl, jsonl_error, line_index};
+use crate::output::{decode_jsonl, jsonl_error, line_index};
 use crate::parts::{
     KEYS_FILE, PartStore, PartsError, RUN_FILE, failures_path, io_error, keys_path, part_name,
 };

@@ -1,5 +1,4 @@
-//! What a run is given ([`RunConfig`], validated by the front end) and
-//! how it can fail ([`RunError`]).
+//! What a run is given ([`RunConfig`], validated by the front end).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -7,9 +6,6 @@ use std::time::Duration;
 use pipeline_core::{DataSpec, DeviceSpec, Shard, WorkerConfig};
 
 use crate::output::{OutputFormat, OutputLayout, UnknownFormat};
-use crate::parts::PartsError;
-use crate::signals::signal_name;
-use crate::update::{Update, UpdateError};
 
 /// Everything one run needs, validated by the front end.
 #[derive(Debug, Clone)]
@@ -146,94 +142,16 @@ impl RunConfig {
     }
 }
 
-/// A run that could not complete its output.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// `--data` is not usable.
-    #[error(transparent)]
-    Source(#[from] loader::source::SourceError),
-    /// The output could not be written.
-    #[error("cannot write {path}: {source}")]
-    Output {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// A finished chunk could not be committed (a full disk, say).
-    #[error(
-        "cannot write a part to {dir}: {source}; the parts committed so far are kept: fix \
-         that and run the same command again to finish"
-    )]
-    Commit {
-        /// The part folder.
-        dir: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The output exists and the run was not told what to do with it.
-    #[error(
-        "--out {0} already exists; pass --overwrite to replace it, or --resume to keep it \
-         as the finished result"
-    )]
-    OutputExists(PathBuf),
-    /// The part folder cannot be used or assembled.
-    #[error(transparent)]
-    Parts(#[from] PartsError),
-    /// The output layout flags do not fit the format or task.
-    #[error("{0}")]
-    Layout(String),
-    /// `--update` cannot work on this output.
-    #[error(transparent)]
-    Update(#[from] UpdateError),
-    /// `pipeline merge` found neither parts nor an output.
-    #[error("{0} does not exist: no shard has committed anything for this output yet")]
-    NothingToMerge(PathBuf),
-    /// `--overwrite` would delete the parts other shards committed.
-    #[error(
-        "--overwrite with shards would delete the parts the other shards commit; delete \
-         {0} once before starting the shards instead"
-    )]
-    OverwriteShards(PathBuf),
-    /// The weight or class file could not be read for the run's
-    /// fingerprint.
-    #[error("{flag} {path}: {source}")]
-    Fingerprint {
-        /// `--weights` or `--classes`.
-        flag: &'static str,
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The worker executable could not be started.
-    #[error("cannot start a worker ({exe}): {source}")]
-    Spawn {
-        /// What was run.
-        exe: PathBuf,
-        /// Why it failed.
-        source: std::io::Error,
-    },
-    /// Every worker failed; the message is the first worker's.
-    #[error("{0}")]
-    WorkersFailed(String),
-    /// SIGINT or SIGTERM stopped the run; what finished is committed.
-    #[error(
-        "stopped by {}: {committed} of {total} chunks are committed in {}; \
-         run the same command again to finish",
-        signal_name(*signal),
-        dir.display()
-    )]
-    Interrupted {
-        /// The signal.
-        signal: i32,
-        /// Chunks committed.
-        committed: u64,
-        /// Chunks in the run.
-        total: u64,
-        /// The part folder.
-        dir: PathBuf,
-    },
+/// What `--update` does with a complete output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Update {
+    /// Nothing: a complete output is refused or kept as it is.
+    #[default]
+    No,
+    /// `--update`: compute new and changed items, drop deleted ones.
+    Changed,
+    /// `--retry-failed`: that, and compute the items that failed.
+    AlsoFailed,
 }
 
 /// The output format implied by `--format`, else the file extension, else JSONL.

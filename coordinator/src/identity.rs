@@ -12,7 +12,7 @@ use pipeline_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::config::{RunConfig, RunError};
+use crate::config::RunConfig;
 
 /// Version of the part-folder layout and of what its records mean: parts
 /// from another version are refused, never mixed in. 2: JPEGs decoded and
@@ -110,12 +110,24 @@ pub struct ClassFile {
     pub labels: Vec<String>,
 }
 
+/// The weight or class file could not be read for the run's fingerprint.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag} {}: {source}", path.display())]
+pub struct FingerprintError {
+    /// `--weights` or `--classes`.
+    flag: &'static str,
+    /// The file.
+    path: std::path::PathBuf,
+    /// Why.
+    source: std::io::Error,
+}
+
 impl RunIdentity {
     /// The identity of `config` over `manifest`; reads the weight and class
     /// files to fingerprint them.
-    pub(crate) fn of(config: &RunConfig, manifest: &Manifest) -> Result<Self, RunError> {
+    pub(crate) fn of(config: &RunConfig, manifest: &Manifest) -> Result<Self, FingerprintError> {
         let fingerprint = |flag: &'static str, path: &Path| {
-            file_fingerprint(path).map_err(|source| RunError::Fingerprint {
+            file_fingerprint(path).map_err(|source| FingerprintError {
                 flag,
                 path: path.to_owned(),
                 source,

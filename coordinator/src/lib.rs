@@ -15,14 +15,13 @@ mod book;
 mod cluster;
 mod config;
 mod failpoints;
-mod folder_out;
 mod identity;
 mod output;
-mod part_file;
 mod parts;
 mod readback;
 mod report;
 mod run;
+mod run_error;
 mod scheduler;
 mod signals;
 mod slot;
@@ -34,18 +33,18 @@ mod workers;
 pub use book::{BadOutcomes, ISOLATED_FAILURES, check_outcomes};
 pub use cluster::{Env, ShardChoice, choose_shard, process_env, scheduler_gpus};
 pub use config::{
-    DEFAULT_GRACE, Existing, MAX_RESTARTS, Patience, RunConfig, RunError, Sharding, choose_format,
+    DEFAULT_GRACE, Existing, MAX_RESTARTS, Patience, RunConfig, Sharding, Update, choose_format,
 };
 pub use identity::{ClassFile, Inputs, PARTS_LAYOUT, RunIdentity, Weights};
 pub use output::{
     Compression, DEFAULT_SHARD_ROWS, EmbeddingDtype, OutputFormat, OutputLayout, Record,
-    UnknownFormat,
+    UnknownFormat, encode_part,
 };
-pub use part_file::encode_part;
 pub use parts::{PartStore, PartsError, failures_path, keys_path, parts_dir};
 pub use report::{Report, Silent};
 pub use run::{COMMIT_THREADS, merge, run};
+pub use run_error::RunError;
 pub use stats::{Stages, SteadyWindow};
 pub use summary::{ChunkCounts, Records, Recovery, RunSummary, Times, WorkerReport};
-pub use update::{Update, UpdateCounts, UpdateError};
+pub use update::{UpdateCounts, UpdateError};
 pub use workers::describe_exit;

@@ -277,8 +277,8 @@ fn read_identity(run_file: &Path, bytes: &[u8]) -> Result<RunIdentity, PartsErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::output::encode_jsonl;
     use crate::output::{OutputFormat, OutputSpec, Record, partial_path};
-    use crate::part_file::encode_jsonl;
     use pipeline_core::{ClassLabels, Task};
     use pipeline_core::{ClassScore, ItemError, ItemErrorKind, Prediction, plan_chunks};
 

@@ -17,8 +17,8 @@ use arrow_schema::DataType;
 use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
 use pipeline_core::{ClassScore, ItemError, Prediction, Task};
 
+use crate::output::decode_jsonl;
 use crate::output::{OutputFormat, OutputSpec};
-use crate::part_file::decode_jsonl;
 
 /// One row's result.
 pub(crate) type RowResult = Result<Prediction, ItemError>;

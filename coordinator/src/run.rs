@@ -31,16 +31,17 @@ use std::time::Instant;
 use pipeline_core::{Chunk, ClassLabels, ItemOutcome, Manifest, plan_chunks};
 
 use crate::assemble::Merge;
-use crate::config::{Existing, RunConfig, RunError};
+use crate::config::{Existing, RunConfig, Update};
 use crate::identity::{Inputs, RunIdentity};
+use crate::output::encode_part;
 use crate::output::{OutputFormat, OutputLayout, OutputSpec};
-use crate::part_file::encode_part;
 use crate::parts::{PartStore, parts_dir};
 use crate::report::Report;
+use crate::run_error::RunError;
 use crate::scheduler::Scheduler;
 use crate::signals::StopSignals;
 use crate::summary::RunSummary;
-use crate::update::{self, Update, UpdateError};
+use crate::update::{self, UpdateError};
 use crate::workers::Event;
 
 /// Threads writing part files. Each part costs two fsyncs (the file, the

@@ -31,21 +31,9 @@ use serde::Serialize;
 use crate::assemble::{Assembled, sync_failures};
 use crate::identity::RunIdentity;
 use crate::output::{OutputSpec, Record, open_sink};
-use crate::part_file::{decode_jsonl, encode_jsonl};
+use crate::output::{decode_jsonl, encode_jsonl};
 use crate::parts::{PartStore, PartsError, io_error, keys_path, part_name};
 use crate::readback;
-
-/// What `--update` does with a complete output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Update {
-    /// Nothing: a complete output is refused or kept as it is.
-    #[default]
-    No,
-    /// `--update`: compute new and changed items, drop deleted ones.
-    Changed,
-    /// `--retry-failed`: that, and compute the items that failed.
-    AlsoFailed,
-}
 
 /// How many records an update reused, computed and dropped.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

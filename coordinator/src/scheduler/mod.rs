@@ -12,9 +12,10 @@ use pipeline_core::{
 };
 
 use crate::book::{Death, Finished, SpanBook, SpanId};
-use crate::config::{RunConfig, RunError};
+use crate::config::RunConfig;
 use crate::parts::PartStore;
 use crate::report::Report;
+use crate::run_error::RunError;
 use crate::signals::{StopSignals, signal_name};
 use crate::slot::{Closed, Phase, Restart, Slot};
 use crate::stats::{Stages, Timeline};

@@ -1,7 +1,10 @@
 //! One run's sample, the repeats of one point, and their statistics:
 //! medians, nearest-rank percentiles, stage rows and the limiting stage.
 
-use super::*;
+use coordinator::Stages;
+use serde::Serialize;
+
+use super::sweep::{Mode, Point};
 
 /// A batch this many times slower than the median is warm-up.
 pub(super) const WARM_UP_FACTOR: f64 = 4.0;

@@ -10,6 +10,7 @@
 //!
 //! Output: a Markdown table on stdout, `--json FILE`, `--plot FILE.svg`.
 
+mod dataset;
 mod measure;
 mod modes;
 mod report;
@@ -17,55 +18,15 @@ mod sweep;
 #[cfg(test)]
 mod tests;
 
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Instant;
-
-use coordinator::{OutputFormat, RunConfig, RunSummary, Stages};
-use pipeline_core::{DeviceSpec, SpanTimes, WorkerConfig};
-use rayon::prelude::*;
-use serde::Serialize;
-
 use crate::args::BenchArgs;
 use crate::exit::Outcome;
-use crate::plan::{
-    check_parent, current_exe, data_spec, default_loader_threads, load_average, per_worker,
-    plan_workers,
-};
-use crate::progress::Progress;
+use crate::plan::{check_parent, data_spec, default_loader_threads, load_average, plan_workers};
 
-use self::measure::*;
-use self::modes::*;
-use self::report::*;
-use self::sweep::*;
-
-/// Batch size assumed for the default chunk size when `--batch-size auto`
-/// (the CPU's default).
-pub(super) const AUTO_BATCH_GUESS: u64 = 16;
-
-/// Where the bench reads its images from.
-pub(super) struct Dataset {
-    /// Read once; every run of the bench reads the same list.
-    pub(super) manifest: pipeline_core::Manifest,
-    /// What end-to-end runs read.
-    pub(super) spec: pipeline_core::DataSpec,
-    pub(super) source: DatasetSource,
-}
-
-/// What the bench read, as the JSON report names it.
-#[derive(Serialize)]
-#[serde(rename_all = "snake_case")]
-pub(super) enum DatasetSource {
-    /// `--data`: a folder, manifest, shards or URL.
-    Data(String),
-    /// `--synthetic N` photo-like JPEGs.
-    Synthetic {
-        images: u64,
-        width: u32,
-        height: u32,
-        jpeg_quality: u8,
-    },
-}
+use self::dataset::dataset;
+use self::measure::Measured;
+use self::modes::{loader_only, model_only, pipeline};
+use self::report::{plot, report_json, table};
+use self::sweep::{Axis, Mode, Point, parse_size, parse_sweep, points};
 
 pub(crate) fn run(args: &BenchArgs) -> Outcome {
     match bench(args) {
@@ -183,50 +144,4 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
             .map_err(|e| format!("--plot {}: {e}", path.display()))?;
     }
     Ok(())
-}
-
-/// `--data`, or `--synthetic N` photo-like JPEGs written under `scratch`.
-pub(super) fn dataset(
-    args: &BenchArgs,
-    spec: Option<&pipeline_core::DataSpec>,
-    remote: pipeline_core::RemoteSpec,
-    (width, height): (u32, u32),
-    scratch: &Path,
-) -> Result<Dataset, String> {
-    let open = |spec: &pipeline_core::DataSpec| {
-        loader::source::open(spec, remote).map_err(|e| e.to_string())
-    };
-    if let Some(spec) = spec {
-        return Ok(Dataset {
-            manifest: open(spec)?,
-            spec: spec.clone(),
-            source: DatasetSource::Data(spec.data.clone()),
-        });
-    }
-    let count = args.synthetic.unwrap_or(0);
-    let dir = scratch.join("synthetic");
-    std::fs::create_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    if !args.quiet {
-        eprintln!(
-            "pipeline bench: writing {count} synthetic {width}x{height} JPEGs to {}",
-            dir.display()
-        );
-    }
-    (0..count).into_par_iter().try_for_each(|i| {
-        let bytes = loader::synthetic::jpeg_photo(width, height, i, 90)
-            .map_err(|e| format!("cannot make a synthetic JPEG: {e}"))?;
-        let path = dir.join(format!("{i:08}.jpg"));
-        std::fs::write(&path, bytes).map_err(|e| format!("{}: {e}", path.display()))
-    })?;
-    let spec = pipeline_core::DataSpec::new(dir.to_string_lossy());
-    Ok(Dataset {
-        manifest: open(&spec)?,
-        spec,
-        source: DatasetSource::Synthetic {
-            images: count,
-            width,
-            height,
-            jpeg_quality: 90,
-        },
-    })
 }

@@ -1,7 +1,23 @@
 //! The three things a bench run measures: the whole pipeline, the model
 //! alone on pre-made batches, and the loader alone.
 
-use super::*;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use coordinator::{OutputFormat, RunConfig, RunSummary, Stages};
+use pipeline_core::{DeviceSpec, SpanTimes, WorkerConfig};
+
+use super::dataset::Dataset;
+use super::measure::{Sample, process_cpu_seconds};
+use super::sweep::Point;
+use crate::args::BenchArgs;
+use crate::plan::{current_exe, per_worker};
+use crate::progress::Progress;
+
+/// Batch size assumed for the default chunk size when `--batch-size auto`
+/// (the CPU's default).
+pub(super) const AUTO_BATCH_GUESS: u64 = 16;
 
 /// The worker configuration at `point`.
 pub(super) fn worker_at(worker: &WorkerConfig, point: &Point) -> WorkerConfig {

@@ -1,6 +1,14 @@
 //! What a bench run says: the Markdown table, the JSON report and the plot.
 
-use super::*;
+use std::path::Path;
+
+use pipeline_core::{DeviceSpec, WorkerConfig};
+use serde::Serialize;
+
+use super::dataset::{Dataset, DatasetSource};
+use super::measure::{Latency, Measured, PointReport, StageRow, percentile};
+use super::sweep::{Mode, plural};
+use crate::args::BenchArgs;
 
 pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> String {
     let mode = Mode::of(args);

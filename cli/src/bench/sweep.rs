@@ -1,6 +1,8 @@
 //! `--sweep` and the points it spans: what each run of the bench varies.
 
-use super::*;
+use serde::Serialize;
+
+use crate::args::BenchArgs;
 
 /// What a bench run measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,3 +1,7 @@
+use coordinator::Stages;
+
+use super::measure::{Sample, median, percentile};
+use super::modes::default_chunk;
 use super::*;
 
 #[test]

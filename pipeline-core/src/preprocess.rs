@@ -37,7 +37,7 @@ pub struct Normalize {
 
 impl Normalize {
     /// torchvision's ImageNet statistics.
-    pub fn imagenet() -> Self {
+    pub const fn imagenet() -> Self {
         Self {
             mean: [0.485 * 255.0, 0.456 * 255.0, 0.406 * 255.0],
             std: [0.229 * 255.0, 0.224 * 255.0, 0.225 * 255.0],
@@ -45,7 +45,7 @@ impl Normalize {
     }
 
     /// OpenAI CLIP's statistics (open_clip's `OPENAI_DATASET_MEAN/STD`).
-    pub fn clip() -> Self {
+    pub const fn clip() -> Self {
         Self {
             mean: [
                 0.481_454_66 * 255.0,
@@ -61,7 +61,7 @@ impl Normalize {
     }
 
     /// `(x/255 - 0.5) / 0.5`, SigLIP's image processor.
-    pub fn half() -> Self {
+    pub const fn half() -> Self {
         Self {
             mean: [127.5; 3],
             std: [127.5; 3],
@@ -69,7 +69,7 @@ impl Normalize {
     }
 
     /// EfficientNet-Lite's `(x - 127) / 128`.
-    pub fn efficientnet_lite() -> Self {
+    pub const fn efficientnet_lite() -> Self {
         Self {
             mean: [127.0; 3],
             std: [128.0; 3],
@@ -107,18 +107,24 @@ pub struct PreprocessSpec {
     pub fast: bool,
 }
 
+impl PreprocessSpec {
+    /// torchvision's ImageNet evaluation transform: resize the shorter side
+    /// to 256 (bilinear), centre crop 224, ImageNet statistics.
+    pub const IMAGENET: Self = Self {
+        resize_shorter: 256,
+        square: false,
+        crop: 224,
+        crop_rounding: CropRounding::HalfEven,
+        filter: ResizeFilter::Bilinear,
+        normalize: Normalize::imagenet(),
+        jpeg_draft: false,
+        fast: false,
+    };
+}
+
 impl Default for PreprocessSpec {
     fn default() -> Self {
-        Self {
-            resize_shorter: 256,
-            square: false,
-            crop: 224,
-            crop_rounding: CropRounding::HalfEven,
-            filter: ResizeFilter::Bilinear,
-            normalize: Normalize::imagenet(),
-            jpeg_draft: false,
-            fast: false,
-        }
+        Self::IMAGENET
     }
 }
 

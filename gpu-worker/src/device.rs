@@ -54,6 +54,15 @@ pub fn device_for(spec: &DeviceSpec) -> Result<Device, DeviceError> {
     })
 }
 
+/// Whether models on `device` take their software forms: Mesa's lavapipe
+/// (the software adapter), whose shader compiler crashes on burn's matmul,
+/// `layer_norm`, 1×1-convolution and fused reduce-then-elementwise
+/// kernels. The one place that decides it: the layers ask it of their
+/// tensors' device (`model/layers.rs`), the engine of its own.
+pub(crate) fn takes_software_forms(device: &Device) -> bool {
+    *device == Device::vulkan(DeviceKind::Cpu)
+}
+
 /// One Vulkan adapter as the driver describes it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct AdapterSummary {

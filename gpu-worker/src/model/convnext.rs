@@ -16,6 +16,7 @@ use burn::tensor::{Device, Tensor};
 
 use crate::model::cpu::{gelu, on_flex_f32};
 use crate::model::layers::{Dense, Norm, upload};
+use crate::model::network::Network;
 use crate::model::nhwc::{self, Nhwc, PackedConv, Then};
 use crate::model::tensors::Tensors;
 use crate::weights_error::WeightsError;
@@ -223,9 +224,8 @@ impl Packed {
 }
 
 /// LayerNorm over the channels of an NCHW tensor (torchvision's `LayerNorm2d`).
-fn norm_channels(norm: &Norm, x: Tensor<4>, software: bool) -> Tensor<4> {
-    norm.run(x.permute([0, 2, 3, 1]), software)
-        .permute([0, 3, 1, 2])
+fn norm_channels(norm: &Norm, x: Tensor<4>) -> Tensor<4> {
+    norm.run(x.permute([0, 2, 3, 1])).permute([0, 3, 1, 2])
 }
 
 impl ConvNext {
@@ -300,23 +300,17 @@ impl ConvNext {
     }
 
     /// Pre-logits features, `[N, C]`: the classifier's LayerNorm over the
-    /// spatial mean.
-    pub(crate) fn features(&self, x: Tensor<4>, software: bool) -> Tensor<2> {
-        let packed = (!software && on_flex_f32(&x))
-            .then(|| self.packed.get_or_init(|| Packed::new(self)).as_ref())
-            .flatten();
-        if let Some(packed) = packed {
-            return self.features_channels_last(packed, x);
-        }
-        let mut x = norm_channels(&self.stem_norm, self.stem.forward(x), software);
+    /// spatial mean, NCHW (as GPUs run it).
+    fn features_nchw(&self, x: Tensor<4>) -> Tensor<2> {
+        let mut x = norm_channels(&self.stem_norm, self.stem.forward(x));
         for stage in &self.stages {
             if let Some((norm, conv)) = &stage.down {
-                x = conv.forward(norm_channels(norm, x, software));
+                x = conv.forward(norm_channels(norm, x));
             }
             for block in &stage.blocks {
                 let h = block.dw.forward(x.clone()).permute([0, 2, 3, 1]);
-                let h = block.norm.run(h, software);
-                let h = block.fc2.run(gelu(block.fc1.run(h, software)), software);
+                let h = block.norm.run(h);
+                let h = block.fc2.run(gelu(block.fc1.run(h)));
                 let c = block.gamma.dims()[0];
                 let h = h * block.gamma.clone().reshape([1, 1, 1, c]);
                 x = x + h.permute([0, 3, 1, 2]);
@@ -324,10 +318,10 @@ impl ConvNext {
         }
         let [n, c, h, w] = x.dims();
         let pooled = x.reshape([n, c, h * w]).mean_dim(2).reshape([n, c]);
-        self.head_norm.run(pooled, software)
+        self.head_norm.run(pooled)
     }
 
-    /// [`ConvNext::features`] on the CPU, channels-last from the stem to the
+    /// [`ConvNext::features_nchw`] on the CPU, channels-last from the stem to the
     /// pool (`nhwc/`): every LayerNorm over the last axis as it is, each
     /// MLP two GEMMs with GELU in the first one's epilogue and the layer
     /// scale and residual in the second's, no permutes.
@@ -356,9 +350,22 @@ impl ConvNext {
         }
         self.head_norm.forward(x.global_mean())
     }
+}
 
-    pub(crate) fn classifier(&self) -> &Dense {
-        &self.classifier
+impl Network for ConvNext {
+    /// On flex in f32 channels-last, elsewhere NCHW.
+    fn features(&self, x: Tensor<4>) -> Tensor<2> {
+        let packed = on_flex_f32(&x)
+            .then(|| self.packed.get_or_init(|| Packed::new(self)).as_ref())
+            .flatten();
+        match packed {
+            Some(packed) => self.features_channels_last(packed, x),
+            None => self.features_nchw(x),
+        }
+    }
+
+    fn classifier(&self) -> Option<Dense> {
+        Some(self.classifier.clone())
     }
 }
 
@@ -387,9 +394,8 @@ mod tests {
         let packed = Packed::new(&model).expect("f32 on flex packs");
         let flat = |t: Tensor<2>| t.into_data().try_to_vec::<f32>().expect("f32");
         let got = flat(model.features_channels_last(&packed, x.clone()));
-        // `software` forces the NCHW forms; without it the fast path runs.
-        let want = flat(model.features(x.clone(), true));
-        let fast = flat(model.features(x, false));
+        let want = flat(model.features_nchw(x.clone()));
+        let fast = flat(model.features(x));
         assert_eq!(fast, got, "features() takes the channels-last path on flex");
         assert_eq!(got.len(), want.len());
         let worst = got

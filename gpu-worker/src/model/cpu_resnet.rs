@@ -1,15 +1,71 @@
-//! ResNets on the CPU backend (flex, f32), channels-last (`nhwc/`): a
-//! folded ResNet's convolutions packed once, at the first pass, and every
-//! block's bias, residual and ReLU in one pass over its last GEMM. flex's
-//! NCHW forward spent a third of a ResNet-50 pass outside its GEMMs
+//! The ResNet family's network: the burn module on every device, and on
+//! the CPU backend (flex, f32) its channels-last form (`nhwc/`): a folded
+//! ResNet's convolutions packed once, at the first pass, and every block's
+//! bias, residual and ReLU in one pass over its last GEMM. flex's NCHW
+//! forward spent a third of a ResNet-50 pass outside its GEMMs
 //! (BENCHMARKS.md).
+
+use std::sync::OnceLock;
 
 use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2d;
-use burn::tensor::Tensor;
+use burn::tensor::{FloatDType, Tensor};
 
+use super::cpu::on_flex_f32;
+use super::layers::Dense;
+use super::network::{Network, cast_module, dense_of};
 use super::nhwc::{Nhwc, PackedConv, Then, max_pool_3x3_s2};
 use super::resnet::ResNet;
+
+/// A folded ResNet, with its convolutions packed for the CPU at the first
+/// pass on flex in f32.
+#[derive(Debug)]
+pub(crate) struct ResNetNetwork {
+    net: ResNet,
+    /// `None` inside where they cannot be packed; emptied by every method
+    /// that changes the weights.
+    packed: OnceLock<Option<PackedResNet>>,
+}
+
+impl ResNetNetwork {
+    /// `net`, its BatchNorms folded.
+    pub(crate) fn new(net: ResNet) -> Self {
+        Self {
+            net,
+            packed: OnceLock::new(),
+        }
+    }
+}
+
+impl Network for ResNetNetwork {
+    fn features(&self, x: Tensor<4>) -> Tensor<2> {
+        let packed = on_flex_f32(&x)
+            .then(|| {
+                self.packed
+                    .get_or_init(|| PackedResNet::pack(&self.net))
+                    .as_ref()
+            })
+            .flatten();
+        match packed {
+            Some(packed) => packed.features(x),
+            None => self.net.features(x),
+        }
+    }
+
+    fn classifier(&self) -> Option<Dense> {
+        Some(dense_of(self.net.classifier()))
+    }
+
+    fn cast(&mut self, dtype: FloatDType) {
+        self.packed = OnceLock::new();
+        self.net = cast_module(self.net.clone(), dtype);
+    }
+
+    fn convolutions(&mut self) -> Vec<&mut Conv2d> {
+        self.packed = OnceLock::new();
+        self.net.convolutions()
+    }
+}
 
 #[derive(Debug)]
 struct Block {

@@ -12,8 +12,10 @@ use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d
 
 use super::fold::{fold, norm};
 use burn::tensor::activation::relu6;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, FloatDType, Tensor};
 
+use super::layers::Dense;
+use super::network::{Network, cast_module, dense_of};
 use super::resnet::global_avg_pool;
 
 /// The image side the static padding is computed for.
@@ -119,6 +121,9 @@ pub(crate) struct EfficientNetLite {
 }
 
 impl EfficientNetLite {
+    /// Width of the pooled features (the head convolution's output).
+    pub(crate) const FEATURES: usize = 1280;
+
     pub(crate) fn lite0(classes: usize, device: &Device) -> Self {
         let mut size = IMAGE_SIZE;
         let stem = conv(3, 32, 3, 2, 1, size, device);
@@ -135,9 +140,9 @@ impl EfficientNetLite {
             _conv_stem: stem,
             _bn0: Some(bn(32, device)),
             _blocks: blocks,
-            _conv_head: conv(320, 1280, 1, 1, 1, size, device),
-            _bn1: Some(bn(1280, device)),
-            _fc: LinearConfig::new(1280, classes).init(device),
+            _conv_head: conv(320, Self::FEATURES, 1, 1, 1, size, device),
+            _bn1: Some(bn(Self::FEATURES, device)),
+            _fc: LinearConfig::new(Self::FEATURES, classes).init(device),
         }
     }
 
@@ -153,20 +158,10 @@ impl EfficientNetLite {
         }
         fold(&mut self._conv_head, &mut self._bn1);
     }
+}
 
-    /// Every convolution, for rewriting at construction.
-    pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
-        let mut all = vec![&mut self._conv_stem];
-        for block in &mut self._blocks {
-            all.extend(block._expand_conv.as_mut());
-            all.push(&mut block._depthwise_conv);
-            all.push(&mut block._project_conv);
-        }
-        all.push(&mut self._conv_head);
-        all
-    }
-
-    pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
+impl Network for EfficientNetLite {
+    fn features(&self, x: Tensor<4>) -> Tensor<2> {
         let mut x = relu6(norm(&self._bn0, self._conv_stem.forward(x)));
         for block in &self._blocks {
             x = block.forward(x);
@@ -175,8 +170,23 @@ impl EfficientNetLite {
         global_avg_pool(x)
     }
 
-    pub(crate) fn classifier(&self) -> &Linear {
-        &self._fc
+    fn classifier(&self) -> Option<Dense> {
+        Some(dense_of(&self._fc))
+    }
+
+    fn cast(&mut self, dtype: FloatDType) {
+        *self = cast_module(self.clone(), dtype);
+    }
+
+    fn convolutions(&mut self) -> Vec<&mut Conv2d> {
+        let mut all = vec![&mut self._conv_stem];
+        for block in &mut self._blocks {
+            all.extend(block._expand_conv.as_mut());
+            all.push(&mut block._depthwise_conv);
+            all.push(&mut block._project_conv);
+        }
+        all.push(&mut self._conv_head);
+        all
     }
 }
 

@@ -1,20 +1,30 @@
-//! The transformer and ConvNeXt models by name: each one's architecture and
-//! the checkpoint layouts it accepts. Adding a model of an existing family
-//! is one entry in [`Architecture::of`]; a new family is a module beside
-//! `vit.rs` and `convnext.rs` plus its layouts in `layout.rs`.
+//! Every model's architecture, by name ([`Architecture::of`]), and the
+//! checkpoint layouts each accepts. Adding a model of an existing family is
+//! a registry row (`pipeline_core::ModelSpec`) and its arm here; a new
+//! family is a type implementing `network::Network` in a file of its own,
+//! a variant here, and its layouts in `layout.rs`.
 
 use pipeline_core::ModelKind;
 
 use super::convnext::ConvNextConfig;
+use super::efficientnet_lite::EfficientNetLite;
 use super::layout::Layout;
+use super::resnet::ResNetDepth;
 use super::tensors::Tensors;
+use super::tiny::Tiny;
 use super::vit::{Activation, Pooling, PosInterpolation, VitConfig};
 use crate::checkpoint::Checkpoint;
 use crate::weights_error::{WeightsError, summarise};
 
-/// A model architecture built from canonical tensors.
+/// A model architecture: a family and its configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Architecture {
+    /// The test CNN (a burn module).
+    Tiny,
+    /// A torchvision ResNet (a burn module).
+    ResNet(ResNetDepth),
+    /// EfficientNet-Lite0 (a burn module).
+    EfficientNetLite0,
     /// A Vision Transformer (torchvision ViT, CLIP, SigLIP, DINOv2).
     Vit(VitConfig),
     /// torchvision's ConvNeXt.
@@ -73,10 +83,16 @@ fn dinov2(width: usize, depth: usize, heads: usize) -> VitConfig {
 }
 
 impl Architecture {
-    /// The architecture of a named model, `None` for the models built as
-    /// burn modules (tiny, ResNets, EfficientNet-Lite).
-    pub fn of(kind: ModelKind) -> Option<Self> {
-        Some(match kind {
+    /// The architecture of a named model.
+    pub fn of(kind: ModelKind) -> Self {
+        match kind {
+            ModelKind::Tiny => Self::Tiny,
+            ModelKind::Resnet18 => Self::ResNet(ResNetDepth::R18),
+            ModelKind::Resnet34 => Self::ResNet(ResNetDepth::R34),
+            ModelKind::Resnet50 => Self::ResNet(ResNetDepth::R50),
+            ModelKind::Resnet101 => Self::ResNet(ResNetDepth::R101),
+            ModelKind::Resnet152 => Self::ResNet(ResNetDepth::R152),
+            ModelKind::EfficientnetLite0 => Self::EfficientNetLite0,
             ModelKind::VitB16 => Self::Vit(torchvision_vit(16, 768, 12, 12)),
             ModelKind::VitB32 => Self::Vit(torchvision_vit(32, 768, 12, 12)),
             ModelKind::VitL16 => Self::Vit(torchvision_vit(16, 1024, 24, 16)),
@@ -97,19 +113,15 @@ impl Architecture {
             ModelKind::Dinov2Vits14 => Self::Vit(dinov2(384, 12, 6)),
             ModelKind::Dinov2Vitb14 => Self::Vit(dinov2(768, 12, 12)),
             ModelKind::Dinov2Vitl14 => Self::Vit(dinov2(1024, 24, 16)),
-            ModelKind::Tiny
-            | ModelKind::Resnet18
-            | ModelKind::Resnet34
-            | ModelKind::Resnet50
-            | ModelKind::Resnet101
-            | ModelKind::Resnet152
-            | ModelKind::EfficientnetLite0 => return None,
-        })
+        }
     }
 
-    /// The checkpoint layouts this architecture loads.
+    /// The checkpoint layouts this architecture loads by canonical tensor
+    /// names. The burn-module CNNs have none: they load through
+    /// `burn::store` by their own field names (`weights.rs`).
     pub(crate) fn layouts(&self) -> &'static [Layout] {
         match self {
+            Self::Tiny | Self::ResNet(_) | Self::EfficientNetLite0 => &[],
             Self::ConvNext(_) => &[Layout::TorchvisionConvNext],
             Self::Vit(c) if c.pooling == Pooling::Map => &[Layout::HfSiglip, Layout::HfSiglipBare],
             Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
@@ -118,9 +130,11 @@ impl Architecture {
         }
     }
 
-    /// Canonical tensors and shapes, as `layout` holds them.
+    /// Canonical tensors and shapes, as `layout` holds them (none for the
+    /// burn-module CNNs, see [`Architecture::layouts`]).
     pub(crate) fn tensors(&self, layout: Option<Layout>) -> Vec<(String, Vec<usize>)> {
         match self {
+            Self::Tiny | Self::ResNet(_) | Self::EfficientNetLite0 => Vec::new(),
             Self::Vit(config) => for_layout(config, layout).tensors(),
             Self::ConvNext(config) => config.tensors(),
         }
@@ -129,6 +143,9 @@ impl Architecture {
     /// Length of the model's embedding.
     pub fn feature_dim(&self) -> usize {
         match self {
+            Self::Tiny => Tiny::WIDTHS[Tiny::WIDTHS.len() - 1],
+            Self::ResNet(depth) => depth.feature_dim(),
+            Self::EfficientNetLite0 => EfficientNetLite::FEATURES,
             Self::Vit(c) => c.feature_dim(),
             Self::ConvNext(c) => c.feature_dim(),
         }
@@ -137,12 +154,13 @@ impl Architecture {
 
 /// The checkpoint layouts `kind` loads, in words, for `pipeline models`.
 pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
-    let Some(arch) = Architecture::of(kind) else {
-        return match kind {
-            ModelKind::Tiny => vec!["pipeline's own test CNN (.pth, .safetensors)"],
-            ModelKind::EfficientnetLite0 => vec!["efficientnet-lite-pytorch state_dict (.pth)"],
-            _ => vec!["torchvision state_dict (.pth, .safetensors)"],
-        };
+    let arch = match Architecture::of(kind) {
+        Architecture::Tiny => return vec!["pipeline's own test CNN (.pth, .safetensors)"],
+        Architecture::ResNet(_) => return vec!["torchvision state_dict (.pth, .safetensors)"],
+        Architecture::EfficientNetLite0 => {
+            return vec!["efficientnet-lite-pytorch state_dict (.pth)"];
+        }
+        arch @ (Architecture::Vit(_) | Architecture::ConvNext(_)) => arch,
     };
     arch.layouts()
         .iter()
@@ -240,7 +258,7 @@ mod tests {
         let mut checked = 0;
         for (name, layouts) in &all {
             let kind: ModelKind = name.parse().expect("a model name");
-            let arch = Architecture::of(kind).expect("an architecture");
+            let arch = Architecture::of(kind);
             for (layout, shapes) in layouts {
                 let checkpoint = Checkpoint::from_shapes(layout, shapes.clone());
                 if let Err(e) = check(&arch, name, &checkpoint) {
@@ -261,7 +279,7 @@ mod tests {
         for extra in ["input_resolution", "context_length", "vocab_size"] {
             shapes.insert(extra.to_owned(), Vec::new());
         }
-        let arch = Architecture::of(ModelKind::ClipVitB32).expect("an architecture");
+        let arch = Architecture::of(ModelKind::ClipVitB32);
         let openai = Checkpoint::from_shapes("ViT-B-32.pth", shapes.clone());
         if let Err(e) = check(&arch, "clip_vit_b_32", &openai) {
             panic!("{e}");
@@ -276,7 +294,7 @@ mod tests {
     fn a_b16_checkpoint_is_refused_for_b32_naming_the_shapes() {
         let all = named_shapes();
         let b16 = Checkpoint::from_shapes("b16.bin", all["clip_vit_b_16"]["open_clip"].clone());
-        let arch = Architecture::of(ModelKind::ClipVitB32).expect("an architecture");
+        let arch = Architecture::of(ModelKind::ClipVitB32);
         let error = match check(&arch, "clip_vit_b_32", &b16) {
             Ok(_) => panic!("B/16 weights fit B/32"),
             Err(e) => e.to_string(),

@@ -1,8 +1,10 @@
 //! The layers the ViT and ConvNeXt share (LayerNorm, Linear, attention),
-//! each with the form it takes on Mesa's lavapipe (`software`), whose shader
-//! compiler crashes on burn's matmul, `layer_norm` and fused
-//! reduce-then-elementwise kernels: Linear layers and means become 3×1
-//! convolutions, attention broadcast products summed over the last axis.
+//! each with the form it takes where the burn engine says a device needs
+//! software forms ([`crate::device::takes_software_forms`]: Mesa's
+//! lavapipe, whose shader compiler crashes on burn's matmul, `layer_norm`
+//! and fused reduce-then-elementwise kernels): Linear layers and means
+//! become 3×1 convolutions, attention broadcast products summed over the
+//! last axis. The families above call one form and never ask which.
 
 use burn::tensor::activation::softmax;
 use burn::tensor::module::{conv2d, layer_norm, linear};
@@ -10,6 +12,11 @@ use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{Device, Tensor, TensorData};
 
 use crate::checkpoint::HostTensor;
+
+/// Whether `x`'s device takes the software forms.
+fn software<const D: usize>(x: &Tensor<D>) -> bool {
+    crate::device::takes_software_forms(&x.device())
+}
 
 /// A host tensor on `device`.
 pub(crate) fn upload<const D: usize>(t: HostTensor, device: &Device) -> Tensor<D> {
@@ -29,31 +36,37 @@ impl Norm {
         layer_norm(x, self.gamma.clone(), Some(self.beta.clone()), self.eps)
     }
 
-    /// [`Norm::forward`], or on Mesa's lavapipe (`software`), whose compiler
-    /// crashes on the fused kernels burn makes of a last-axis reduction and
-    /// the elementwise ops around it, with both means taken as convolutions
+    /// [`Norm::forward`], or on Mesa's lavapipe, whose compiler crashes on
+    /// the fused kernels burn makes of a last-axis reduction and the
+    /// elementwise ops around it, with both means taken as convolutions
     /// ([`last_axis_mean`]).
-    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>, software: bool) -> Tensor<D> {
-        if !software {
+    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        if !software(&x) {
             return self.forward(x);
         }
         let d = self.gamma.dims()[0];
         let mut shape = [1; D];
         shape[D - 1] = d;
-        let centred = x.clone() - last_axis_mean(x, true);
-        let var = last_axis_mean(centred.clone() * centred.clone(), true);
+        let centred = x.clone() - mean_as_convolution(x);
+        let var = mean_as_convolution(centred.clone() * centred.clone());
         centred / (var + self.eps).sqrt() * self.gamma.clone().reshape(shape)
             + self.beta.clone().reshape(shape)
     }
 }
 
-/// The mean over the last axis, kept as an axis of 1. With `software`, as a
-/// [`last_axis_conv`] with weights `1/D`, which lavapipe compiles where
-/// burn's fused reductions crash it.
-pub(crate) fn last_axis_mean<const D: usize>(x: Tensor<D>, software: bool) -> Tensor<D> {
-    if !software {
-        return x.mean_dim(D - 1);
+/// The mean over the last axis, kept as an axis of 1. On lavapipe as
+/// [`mean_as_convolution`].
+pub(crate) fn last_axis_mean<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    if software(&x) {
+        mean_as_convolution(x)
+    } else {
+        x.mean_dim(D - 1)
     }
+}
+
+/// The mean over the last axis as a [`last_axis_conv`] with weights `1/D`,
+/// which lavapipe compiles where burn's fused reductions crash it.
+fn mean_as_convolution<const D: usize>(x: Tensor<D>) -> Tensor<D> {
     let d = x.dims()[D - 1];
     let weight = Tensor::<2>::full([1, d], 1.0 / d as f64, &x.device());
     last_axis_conv(x, weight, None)
@@ -91,7 +104,7 @@ fn last_axis_conv<const D: usize>(
 }
 
 /// A Linear layer, weight stored `[in, out]` as burn's `linear` wants.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Dense {
     pub(crate) weight: Tensor<2>,
     pub(crate) bias: Option<Tensor<1>>,
@@ -115,10 +128,10 @@ impl Dense {
         linear(x, self.weight.clone(), self.bias.clone())
     }
 
-    /// [`Dense::forward`], or on Mesa's lavapipe (`software`), whose
-    /// compiler crashes on burn's matmul kernels, as a [`last_axis_conv`].
-    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>, software: bool) -> Tensor<D> {
-        if software {
+    /// [`Dense::forward`], or on Mesa's lavapipe, whose compiler crashes on
+    /// burn's matmul kernels, as a [`last_axis_conv`].
+    pub(crate) fn run<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
+        if software(&x) {
             last_axis_conv(x, self.weight.clone().transpose(), self.bias.clone())
         } else {
             self.forward(x)
@@ -130,13 +143,8 @@ impl Dense {
 /// (on the CPU, [`crate::model::cpu::attention`]), or on lavapipe, where
 /// its matmul kernels crash the driver, as broadcast products summed over
 /// the last axis (`N·H·Tq·Tk·Dh` floats of scratch: small models only).
-pub(crate) fn scaled_dot_product(
-    q: Tensor<4>,
-    k: Tensor<4>,
-    v: Tensor<4>,
-    software: bool,
-) -> Tensor<4> {
-    if !software {
+pub(crate) fn scaled_dot_product(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+    if !software(&q) {
         return crate::model::cpu::attention(q, k, v);
     }
     let [n, h, tq, dh] = q.dims();

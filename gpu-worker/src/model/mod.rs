@@ -1,8 +1,10 @@
-//! The built-in models behind one type: build with seeded random weights or
-//! from a weight file, then `features` (the model's embedding) and `head`.
-//! The CNNs are burn modules loaded through `burn::store`; the ViT families
-//! and ConvNeXt are built from a checkpoint's tensors by canonical name
-//! (`families.rs`, `layout.rs`).
+//! The model families written for burn, behind one type: build with seeded
+//! random weights or from a weight file, then `features` (the model's
+//! embedding) and `head`. Each family is a type implementing
+//! [`network::Network`] in its own file; [`Architecture::of`] says which a
+//! model is. The CNNs are burn modules loaded through `burn::store`; the
+//! ViT families and ConvNeXt are built from a checkpoint's tensors by
+//! canonical name (`families.rs`, `layout.rs`).
 
 pub(crate) mod convnext;
 pub(crate) mod cpu;
@@ -12,6 +14,7 @@ mod families;
 mod fold;
 pub(crate) mod layers;
 pub(crate) mod layout;
+pub(crate) mod network;
 pub(crate) mod nhwc;
 mod pos_embed;
 mod resnet;
@@ -20,24 +23,28 @@ mod tiny;
 pub(crate) mod vit;
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use burn::module::{Module, ModuleMapper, Param};
+use burn::nn::PaddingConfig2d;
 use burn::nn::conv::Conv2d;
-use burn::nn::{Linear, PaddingConfig2d};
+use burn::store::ModuleSnapshot;
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::ops::PadMode;
-use burn::tensor::{Device, Tensor};
-use pipeline_core::{CropRounding, ModelKind};
+use burn::tensor::{Device, FloatDType, Tensor};
+use pipeline_core::{CropRounding, EmbedPooling, ModelKind};
 
 use self::convnext::ConvNext;
-use self::cpu_resnet::PackedResNet;
+use self::cpu_resnet::ResNetNetwork;
 use self::efficientnet_lite::EfficientNetLite;
 pub use self::families::{Architecture, checkpoint_layouts};
 use self::layers::Dense;
-use self::resnet::{ResNet, ResNetDepth};
+use self::layout::Layout;
+use self::network::Network;
+use self::resnet::ResNet;
+use self::tensors::Tensors;
 use self::tiny::Tiny;
 use self::vit::Vit;
+use crate::checkpoint::Checkpoint;
 use crate::weights;
 use crate::weights_error::WeightsError;
 use crate::zero_shot::{ClassMatrix, LogitParams, Probabilities, ZeroShotError, ZeroShotRule};
@@ -45,33 +52,17 @@ use crate::zero_shot::{ClassMatrix, LogitParams, Probabilities, ZeroShotError, Z
 /// ImageNet classes of every built-in model.
 pub const NUM_CLASSES: usize = 1000;
 
-/// Boxed: the architectures differ a lot in size, and a model is built once.
-#[derive(Debug)]
-enum Network {
-    Tiny(Box<Tiny>),
-    ResNet(Box<ResNet>),
-    Lite(Box<EfficientNetLite>),
-    Vit(Box<Vit>),
-    ConvNext(Box<ConvNext>),
-}
-
 /// A model on a device, inference only (no autodiff; batch norm uses its
 /// running statistics).
 #[derive(Debug)]
 pub struct Model {
-    network: Network,
-    /// On Mesa's lavapipe: the transformer and ConvNeXt layers take their
-    /// software forms (see `layers.rs`).
-    software: bool,
+    /// The family's network (`network.rs`).
+    network: Box<dyn Network>,
     /// The checkpoint's `logit_scale` / `logit_bias` (or, for seeded
     /// weights, upstream's initial values): zero-shot scoring's.
     logit_params: Option<LogitParams>,
     /// Zero-shot classification's head, replacing the model's own.
     zero_shot: Option<ZeroShotHead>,
-    /// A ResNet's convolutions packed for the CPU path (`cpu_resnet.rs`),
-    /// at the first pass on flex in f32; `None` inside where they cannot be.
-    /// Emptied by every method that changes the weights.
-    packed: OnceLock<Option<PackedResNet>>,
 }
 
 /// Class text embeddings as a Linear layer over the normalised image
@@ -89,105 +80,37 @@ const RESNET_REMAP: [(&str, &str); 2] = [
     (r"downsample\.1\.", "downsample.bn."),
 ];
 
+/// Where a network's weights come from.
+enum Weights<'a> {
+    /// Seeded random ones, the same on every device.
+    Seeded(u64),
+    /// A checkpoint file, read as its upstream publishes it.
+    File(&'a Path),
+}
+
 impl Model {
     /// Seeded random weights (for benchmarks). They are drawn on the host
     /// (the flex backend) and then moved, so every device gets the same ones.
     pub fn random(kind: ModelKind, seed: u64, device: &Device) -> Self {
-        Self::random_unfolded(kind, seed, device).with_folded_batch_norms()
-    }
-
-    /// [`Model::random`] with each BatchNorm still a module of its own: the
-    /// shape a checkpoint loads into.
-    pub(crate) fn random_unfolded(kind: ModelKind, seed: u64, device: &Device) -> Self {
-        let host = Device::flex();
-        host.seed(seed);
-        let resnet =
-            |depth| Network::ResNet(on_device(ResNet::new(depth, NUM_CLASSES, &host), device));
-        let network = match kind {
-            ModelKind::Tiny => Network::Tiny(on_device(Tiny::new(NUM_CLASSES, &host), device)),
-            ModelKind::Resnet18 => resnet(ResNetDepth::R18),
-            ModelKind::Resnet34 => resnet(ResNetDepth::R34),
-            ModelKind::Resnet50 => resnet(ResNetDepth::R50),
-            ModelKind::Resnet101 => resnet(ResNetDepth::R101),
-            ModelKind::Resnet152 => resnet(ResNetDepth::R152),
-            ModelKind::EfficientnetLite0 => Network::Lite(on_device(
-                EfficientNetLite::lite0(NUM_CLASSES, &host),
-                device,
-            )),
-            _ => {
-                let arch = Architecture::of(kind)
-                    .expect("every model without a burn module has an architecture");
-                let mut model = Self::seeded(&arch, kind.name(), seed, device);
-                model.logit_params = ZeroShotRule::of(kind.family()).map(|rule| rule.initial);
-                return model;
-            }
-        };
-        Self::of(network)
-    }
-
-    fn of(network: Network) -> Self {
-        Self {
-            network,
-            software: false,
-            logit_params: None,
-            zero_shot: None,
-            packed: OnceLock::new(),
+        let mut model = Self::seeded(&Architecture::of(kind), kind.name(), seed, device);
+        if model.network.normalised_embedding().is_some() {
+            model.logit_params = ZeroShotRule::of(kind.family()).map(|rule| rule.initial);
         }
+        model
     }
 
     /// `arch` with seeded random weights, the same on every device.
     pub fn seeded(arch: &Architecture, name: &str, seed: u64, device: &Device) -> Self {
-        let tensors = tensors::Tensors::seeded(seed, name, arch.tensors(None));
-        Self::build(arch, None, &tensors, device)
-            .expect("seeded tensors have the shapes the model declares")
+        let (network, _) = build(arch, name, Weights::Seeded(seed), device)
+            .expect("seeded weights have the shapes the model declares");
+        Self::of(network)
     }
 
     /// Weights from a checkpoint file as its upstream publishes it: the
     /// layout is told from the tensor names (torchvision, OpenCLIP, Hugging
     /// Face, torch hub, `efficientnet-lite-pytorch`).
     pub fn load(kind: ModelKind, path: &Path, device: &Device) -> Result<Self, WeightsError> {
-        if let Some(arch) = Architecture::of(kind) {
-            return Self::load_architecture(&arch, kind.name(), path, device);
-        }
-        let mut model = Self::random_unfolded(kind, 0, device);
-        let name = kind.name();
-        match &mut model.network {
-            Network::Tiny(m) => weights::load(m.as_mut(), path, name, &[])?,
-            Network::ResNet(m) => weights::load(m.as_mut(), path, name, &RESNET_REMAP)?,
-            Network::Lite(m) => weights::load(m.as_mut(), path, name, &[])?,
-            Network::Vit(_) | Network::ConvNext(_) => {
-                unreachable!("transformer and ConvNeXt models have an architecture")
-            }
-        }
-        Ok(model.with_folded_batch_norms())
-    }
-
-    /// Every parameter of the CNNs in `dtype` (they are drawn or loaded on
-    /// the host in f32). The transformers and ConvNeXt are built on their
-    /// device and so already carry its default float type.
-    pub fn with_float_dtype(mut self, dtype: burn::tensor::FloatDType) -> Self {
-        self.packed = OnceLock::new();
-        let mut cast = CastFloats(dtype);
-        self.network = match self.network {
-            Network::Tiny(m) => Network::Tiny(Box::new(m.map(&mut cast))),
-            Network::ResNet(m) => Network::ResNet(Box::new(m.map(&mut cast))),
-            Network::Lite(m) => Network::Lite(Box::new(m.map(&mut cast))),
-            other => other,
-        };
-        self
-    }
-
-    /// Folds every eval-mode BatchNorm of the CNNs into the convolution
-    /// before it (`fold.rs`); the transformers and ConvNeXt have none.
-    fn with_folded_batch_norms(mut self) -> Self {
-        self.packed = OnceLock::new();
-        match &mut self.network {
-            Network::Tiny(m) => m.fold_batch_norms(),
-            Network::ResNet(m) => m.fold_batch_norms(),
-            Network::Lite(m) => m.fold_batch_norms(),
-            Network::Vit(_) | Network::ConvNext(_) => {}
-        }
-        self
+        Self::load_architecture(&Architecture::of(kind), kind.name(), path, device)
     }
 
     /// [`Model::load`] for an architecture of any size (tests use small ones).
@@ -197,57 +120,50 @@ impl Model {
         path: &Path,
         device: &Device,
     ) -> Result<Self, WeightsError> {
-        let checkpoint = crate::checkpoint::Checkpoint::open(path)?;
-        let (layout, tensors) = families::check(arch, name, &checkpoint)?;
-        let mut model = Self::build(arch, Some(layout), &tensors, device)?;
-        model.logit_params = crate::zero_shot::logit_params(&checkpoint)?;
-        Ok(model)
+        let (network, logit_params) = build(arch, name, Weights::File(path), device)?;
+        Ok(Self {
+            logit_params,
+            ..Self::of(network)
+        })
+    }
+
+    fn of(network: Box<dyn Network>) -> Self {
+        Self {
+            network,
+            logit_params: None,
+            zero_shot: None,
+        }
     }
 
     /// Checks that `path` is a checkpoint of `kind` in a layout it accepts,
     /// reading names and shapes only: no device, no tensor data. For a clear
     /// error before any worker starts. Gives how the layout's upstream
-    /// rounds its centre crop (torchvision's half to even for the models
-    /// without layouts, torchvision's CNNs).
+    /// rounds its centre crop (torchvision's half to even for the CNNs,
+    /// which load torchvision's own layout).
     pub fn check_file(kind: ModelKind, path: &Path) -> Result<CropRounding, WeightsError> {
         match Architecture::of(kind) {
-            Some(arch) => {
-                let checkpoint = crate::checkpoint::Checkpoint::open(path)?;
+            Architecture::Tiny | Architecture::ResNet(_) | Architecture::EfficientNetLite0 => {
+                Ok(CropRounding::HalfEven)
+            }
+            arch @ (Architecture::Vit(_) | Architecture::ConvNext(_)) => {
+                let checkpoint = Checkpoint::open(path)?;
                 let (layout, _) = families::check(&arch, kind.name(), &checkpoint)?;
                 Ok(layout.crop_rounding())
             }
-            None => Ok(CropRounding::HalfEven),
         }
     }
 
-    fn build(
-        arch: &Architecture,
-        layout: Option<layout::Layout>,
-        tensors: &tensors::Tensors<'_>,
-        device: &Device,
-    ) -> Result<Self, WeightsError> {
-        let network = match arch {
-            Architecture::Vit(config) => Network::Vit(Box::new(Vit::new(
-                families::for_layout(config, layout),
-                tensors,
-                device,
-            )?)),
-            Architecture::ConvNext(config) => {
-                Network::ConvNext(Box::new(ConvNext::new(config, tensors, device)?))
-            }
-        };
-        Ok(Self::of(network))
+    /// Every parameter in `dtype` (see [`Network::cast`]).
+    pub fn with_float_dtype(mut self, dtype: FloatDType) -> Self {
+        self.network.cast(dtype);
+        self
     }
 
     /// Pools DINOv2 embeddings as `pooling` says (other models ignore it:
     /// the CLI refuses `--pooling` for them).
-    pub fn with_pooling(mut self, pooling: Option<pipeline_core::EmbedPooling>) -> Self {
-        if let (Network::Vit(vit), Some(pooling)) = (&mut self.network, pooling) {
-            vit.set_pooling(match pooling {
-                pipeline_core::EmbedPooling::Cls => vit::Pooling::Class,
-                pipeline_core::EmbedPooling::Mean => vit::Pooling::Mean,
-                pipeline_core::EmbedPooling::ClsMean => vit::Pooling::ClassAndMean,
-            });
+    pub fn with_pooling(mut self, pooling: Option<EmbedPooling>) -> Self {
+        if let Some(pooling) = pooling {
+            self.network.set_pooling(pooling);
         }
         self
     }
@@ -255,11 +171,7 @@ impl Model {
     /// Whether the model has a classifier head (`--task classify`): its own
     /// or a zero-shot one.
     pub fn classifies(&self) -> bool {
-        match &self.network {
-            _ if self.zero_shot.is_some() => true,
-            Network::Vit(m) => m.classifier().is_some(),
-            _ => true,
-        }
+        self.zero_shot.is_some() || self.network.classifier().is_some()
     }
 
     /// Classifies zero-shot against `classes` (CLIP, SigLIP), scored as
@@ -273,10 +185,7 @@ impl Model {
         weights: Option<&Path>,
         device: &Device,
     ) -> Result<Self, ZeroShotError> {
-        let Some(dim) = (match &self.network {
-            Network::Vit(vit) => vit.normalised_embedding(),
-            _ => None,
-        }) else {
+        let Some(dim) = self.network.normalised_embedding() else {
             return Err(ZeroShotError::NoEmbedding {
                 model: name.to_owned(),
             });
@@ -326,7 +235,7 @@ impl Model {
     pub fn probabilities(&self, logits: Tensor<2>) -> Tensor<2> {
         match self.zero_shot.as_ref().map(|z| z.probabilities) {
             Some(Probabilities::Sigmoid) => sigmoid(logits),
-            _ => softmax(logits, 1),
+            Some(Probabilities::Softmax) | None => softmax(logits, 1),
         }
     }
 
@@ -335,19 +244,11 @@ impl Model {
     /// 1 in height): the same sums, three times the work. For Mesa's
     /// lavapipe, where burn's autotune sends 1×1 convolutions to matmul
     /// kernels that crash the driver, while larger kernels take the direct
-    /// path, which it runs. The transformers and ConvNeXt take their
-    /// software forms instead. Forward code stays as upstream writes it.
+    /// path, which it runs. The burn engine asks for it there; forward code
+    /// stays as upstream writes it.
     pub fn with_pointwise_as_3x1(mut self, on: bool) -> Self {
-        self.software = on;
-        self.packed = OnceLock::new();
         if on {
-            let convolutions = match &mut self.network {
-                Network::Tiny(m) => m.convolutions(),
-                Network::ResNet(m) => m.convolutions(),
-                Network::Lite(m) => m.convolutions(),
-                Network::Vit(_) | Network::ConvNext(_) => Vec::new(),
-            };
-            for conv in convolutions {
+            for conv in self.network.convolutions() {
                 widen_pointwise(conv);
             }
         }
@@ -356,39 +257,24 @@ impl Model {
 
     /// Pooled penultimate features, `[N, feature_dim]`.
     pub fn features(&self, x: Tensor<4>) -> Tensor<2> {
-        match &self.network {
-            Network::Tiny(m) => m.features(x),
-            Network::ResNet(m) => {
-                let packed = (!self.software && cpu::on_flex_f32(&x))
-                    .then(|| self.packed.get_or_init(|| PackedResNet::pack(m)).as_ref())
-                    .flatten();
-                match packed {
-                    Some(packed) => packed.features(x),
-                    None => m.features(x),
-                }
-            }
-            Network::Lite(m) => m.features(x),
-            Network::Vit(m) => m.features(x, self.software),
-            Network::ConvNext(m) => m.features(x, self.software),
+        self.network.features(x)
+    }
+
+    /// The head `--task classify` scores with: the zero-shot one, else the
+    /// checkpoint's.
+    fn head_layer(&self) -> Dense {
+        match &self.zero_shot {
+            Some(zero_shot) => zero_shot.dense.clone(),
+            None => self
+                .network
+                .classifier()
+                .expect("the worker refuses classify for models without a classifier head"),
         }
     }
 
     /// Class logits from pooled features, `[N, classes]`.
     pub fn head(&self, features: Tensor<2>) -> Tensor<2> {
-        if let Some(zero_shot) = &self.zero_shot {
-            return zero_shot.dense.forward(features);
-        }
-        match &self.network {
-            Network::Vit(m) => m
-                .classifier()
-                .expect("the worker refuses classify for models without a classifier head")
-                .forward(features),
-            Network::ConvNext(m) => m.classifier().forward(features),
-            _ => {
-                let fc = self.classifier();
-                cpu::linear_rows(features, fc.weight.val(), fc.bias.as_ref().map(Param::val))
-            }
-        }
+        self.head_layer().forward(features)
     }
 
     /// The same logits without a matmul kernel: a broadcast product summed
@@ -397,23 +283,7 @@ impl Model {
     /// elementwise ops and `sum_dim` run there. It needs `N × C × K` floats
     /// of scratch, so it is for the software adapter only.
     pub fn head_without_matmul(&self, features: Tensor<2>) -> Tensor<2> {
-        let (weight, bias) = match &self.network {
-            _ if self.zero_shot.is_some() => {
-                let dense = &self.zero_shot.as_ref().expect("checked").dense;
-                (dense.weight.clone(), dense.bias.clone())
-            }
-            Network::Vit(m) => {
-                let head = m
-                    .classifier()
-                    .expect("the worker refuses classify for models without a classifier head");
-                (head.weight.clone(), head.bias.clone())
-            }
-            Network::ConvNext(m) => (m.classifier().weight.clone(), m.classifier().bias.clone()),
-            _ => {
-                let fc = self.classifier();
-                (fc.weight.val(), fc.bias.as_ref().map(Param::val))
-            }
-        };
+        let Dense { weight, bias } = self.head_layer();
         let [n, c] = features.dims();
         let k = weight.dims()[1];
         // Reduced over the last, contiguous axis: lavapipe crashes on the
@@ -426,15 +296,99 @@ impl Model {
             None => logits,
         }
     }
+}
 
-    fn classifier(&self) -> &Linear {
-        match &self.network {
-            Network::Tiny(m) => m.classifier(),
-            Network::ResNet(m) => m.classifier(),
-            Network::Lite(m) => m.classifier(),
-            Network::Vit(_) | Network::ConvNext(_) => {
-                unreachable!("ViT and ConvNeXt heads are not burn Linear modules")
-            }
+/// The network of `arch` on `device` with `weights`, and the checkpoint's
+/// zero-shot logit parameters if it has them. The CNNs are burn modules:
+/// drawn on the host, loaded through `burn::store`, their BatchNorms folded
+/// into the convolutions (`fold.rs`). The other families are built from a
+/// checkpoint's tensors by canonical name (`families.rs`, `layout.rs`).
+fn build(
+    arch: &Architecture,
+    name: &str,
+    weights: Weights<'_>,
+    device: &Device,
+) -> Result<(Box<dyn Network>, Option<LogitParams>), WeightsError> {
+    let network: Box<dyn Network> = match arch {
+        Architecture::Tiny => {
+            let mut tiny = cnn(
+                |host| Tiny::new(NUM_CLASSES, host),
+                name,
+                &weights,
+                &[],
+                device,
+            )?;
+            tiny.fold_batch_norms();
+            tiny
+        }
+        Architecture::ResNet(depth) => {
+            let make = |host: &Device| ResNet::new(*depth, NUM_CLASSES, host);
+            let mut resnet = cnn(make, name, &weights, &RESNET_REMAP, device)?;
+            resnet.fold_batch_norms();
+            Box::new(ResNetNetwork::new(*resnet))
+        }
+        Architecture::EfficientNetLite0 => {
+            let make = |host: &Device| EfficientNetLite::lite0(NUM_CLASSES, host);
+            let mut lite = cnn(make, name, &weights, &[], device)?;
+            lite.fold_batch_norms();
+            lite
+        }
+        Architecture::Vit(config) => {
+            return by_tensor_name(arch, name, &weights, |layout, tensors| {
+                let config = families::for_layout(config, layout);
+                Ok(Box::new(Vit::new(config, tensors, device)?))
+            });
+        }
+        Architecture::ConvNext(config) => {
+            return by_tensor_name(arch, name, &weights, |_, tensors| {
+                Ok(Box::new(ConvNext::new(config, tensors, device)?))
+            });
+        }
+    };
+    Ok((network, None))
+}
+
+/// A CNN drawn on the host with `weights`' seed (0 for a file, whose
+/// tensors then replace every parameter) and moved to `device`, with the
+/// file's tensors loaded by field name after `remap`.
+fn cnn<M: Module + ModuleSnapshot>(
+    make: impl FnOnce(&Device) -> M,
+    name: &str,
+    weights: &Weights<'_>,
+    remap: &[(&str, &str)],
+    device: &Device,
+) -> Result<Box<M>, WeightsError> {
+    let host = Device::flex();
+    host.seed(match weights {
+        Weights::Seeded(seed) => *seed,
+        Weights::File(_) => 0,
+    });
+    let mut module = on_device(make(&host), device);
+    if let Weights::File(path) = weights {
+        weights::load(module.as_mut(), path, name, remap)?;
+    }
+    Ok(module)
+}
+
+/// A network `make` builds from canonical tensors (the ViTs, ConvNeXt):
+/// seeded ones, or a checkpoint's in a layout `arch` accepts, with its
+/// zero-shot logit parameters.
+fn by_tensor_name(
+    arch: &Architecture,
+    name: &str,
+    weights: &Weights<'_>,
+    make: impl FnOnce(Option<Layout>, &Tensors<'_>) -> Result<Box<dyn Network>, WeightsError>,
+) -> Result<(Box<dyn Network>, Option<LogitParams>), WeightsError> {
+    match weights {
+        Weights::Seeded(seed) => {
+            let tensors = Tensors::seeded(*seed, name, arch.tensors(None));
+            Ok((make(None, &tensors)?, None))
+        }
+        Weights::File(path) => {
+            let checkpoint = Checkpoint::open(path)?;
+            let (layout, tensors) = families::check(arch, name, &checkpoint)?;
+            let network = make(Some(layout), &tensors)?;
+            Ok((network, crate::zero_shot::logit_params(&checkpoint)?))
         }
     }
 }
@@ -463,16 +417,6 @@ fn widen_pointwise(conv: &mut Conv2d) {
 /// weights identical everywhere.
 fn on_device<M: Module>(module: M, device: &Device) -> Box<M> {
     Box::new(module.map(&mut Materialize).to_device(device))
-}
-
-/// Casts every float parameter to one type.
-struct CastFloats(burn::tensor::FloatDType);
-
-impl ModuleMapper for CastFloats {
-    fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
-        let dtype = self.0;
-        param.map(move |tensor| tensor.cast(dtype))
-    }
 }
 
 /// Forces every lazily initialised float parameter to exist.
@@ -536,11 +480,12 @@ mod tests {
         for kind in [ModelKind::Resnet18, ModelKind::EfficientnetLite0] {
             let plain = Model::random(kind, 5, &device);
             let mut wide = Model::random(kind, 5, &device).with_pointwise_as_3x1(true);
-            let kernels: Vec<[usize; 2]> = match &mut wide.network {
-                Network::ResNet(m) => m.convolutions().iter().map(|c| c.kernel_size).collect(),
-                Network::Lite(m) => m.convolutions().iter().map(|c| c.kernel_size).collect(),
-                _ => unreachable!("CNNs"),
-            };
+            let kernels: Vec<[usize; 2]> = wide
+                .network
+                .convolutions()
+                .iter()
+                .map(|c| c.kernel_size)
+                .collect();
             assert!(kernels.contains(&[3, 1]), "{kind}: some 1×1 became 3×1");
             assert!(!kernels.contains(&[1, 1]), "{kind}: no 1×1 is left");
             let want = plain.features(input.clone()).into_data();

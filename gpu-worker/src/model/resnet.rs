@@ -12,34 +12,45 @@ use super::fold::{fold, norm};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
-/// Block type and blocks per stage.
+/// A torchvision ResNet's block type and blocks per stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ResNetDepth {
+pub struct ResNetDepth {
     bottleneck: bool,
     blocks: [usize; 4],
 }
 
 impl ResNetDepth {
-    pub(crate) const R18: Self = Self {
+    /// ResNet-18.
+    pub const R18: Self = Self {
         bottleneck: false,
         blocks: [2, 2, 2, 2],
     };
-    pub(crate) const R34: Self = Self {
+    /// ResNet-34.
+    pub const R34: Self = Self {
         bottleneck: false,
         blocks: [3, 4, 6, 3],
     };
-    pub(crate) const R50: Self = Self {
+    /// ResNet-50.
+    pub const R50: Self = Self {
         bottleneck: true,
         blocks: [3, 4, 6, 3],
     };
-    pub(crate) const R101: Self = Self {
+    /// ResNet-101.
+    pub const R101: Self = Self {
         bottleneck: true,
         blocks: [3, 4, 23, 3],
     };
-    pub(crate) const R152: Self = Self {
+    /// ResNet-152.
+    pub const R152: Self = Self {
         bottleneck: true,
         blocks: [3, 8, 36, 3],
     };
+
+    /// Width of the pooled features: 512 per stage-4 block output, four
+    /// times that through bottlenecks.
+    pub(crate) fn feature_dim(&self) -> usize {
+        if self.bottleneck { 2048 } else { 512 }
+    }
 }
 
 fn conv(cin: usize, cout: usize, kernel: usize, stride: usize, device: &Device) -> Conv2d {
@@ -267,7 +278,7 @@ impl ResNet {
         self.bn1.is_none().then_some((&self.conv1, parts))
     }
 
-    /// Every convolution, for rewriting at construction.
+    /// Every convolution, for an engine's rewrite at construction.
     pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
         let (conv1, _, blocks) = self.layers_mut();
         let mut all = vec![conv1];

@@ -6,9 +6,11 @@ use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
 use burn::nn::{BatchNorm, BatchNormConfig, Linear, LinearConfig, PaddingConfig2d};
 use burn::tensor::activation::relu;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, FloatDType, Tensor};
 
 use super::fold::{fold, norm};
+use super::layers::Dense;
+use super::network::{Network, cast_module, dense_of};
 use super::resnet::global_avg_pool;
 
 /// Conv → BatchNorm → ReLU.
@@ -57,20 +59,25 @@ impl Tiny {
             fold(&mut layer.conv, &mut layer.bn);
         }
     }
+}
 
-    /// Every convolution, for rewriting at construction.
-    pub(crate) fn convolutions(&mut self) -> Vec<&mut Conv2d> {
-        self.features.iter_mut().map(|l| &mut l.conv).collect()
-    }
-
-    pub(crate) fn features(&self, mut x: Tensor<4>) -> Tensor<2> {
+impl Network for Tiny {
+    fn features(&self, mut x: Tensor<4>) -> Tensor<2> {
         for layer in &self.features {
             x = relu(norm(&layer.bn, layer.conv.forward(x)));
         }
         global_avg_pool(x)
     }
 
-    pub(crate) fn classifier(&self) -> &Linear {
-        &self.fc
+    fn classifier(&self) -> Option<Dense> {
+        Some(dense_of(&self.fc))
+    }
+
+    fn cast(&mut self, dtype: FloatDType) {
+        *self = cast_module(self.clone(), dtype);
+    }
+
+    fn convolutions(&mut self) -> Vec<&mut Conv2d> {
+        self.features.iter_mut().map(|l| &mut l.conv).collect()
     }
 }

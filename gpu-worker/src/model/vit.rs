@@ -18,10 +18,12 @@ use burn::tensor::activation::{gelu_approximate, sigmoid};
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
+use pipeline_core::EmbedPooling;
 
 use crate::checkpoint::HostTensor;
 use crate::model::cpu::gelu;
 use crate::model::layers::{Dense, Norm, last_axis_mean, scaled_dot_product, upload};
+use crate::model::network::Network;
 pub use crate::model::pos_embed::PosInterpolation;
 use crate::model::pos_embed::resample_grid;
 use crate::model::tensors::Tensors;
@@ -224,6 +226,32 @@ pub(crate) struct Vit {
     head: Option<Dense>,
 }
 
+impl Network for Vit {
+    fn features(&self, x: Tensor<4>) -> Tensor<2> {
+        self.embedding(x)
+    }
+
+    fn classifier(&self) -> Option<Dense> {
+        self.head.clone()
+    }
+
+    fn normalised_embedding(&self) -> Option<usize> {
+        self.config.normalize.then(|| self.config.feature_dim())
+    }
+
+    /// A class-token model's pooling changes; a MAP head's does not.
+    fn set_pooling(&mut self, pooling: EmbedPooling) {
+        let pooling = match pooling {
+            EmbedPooling::Cls => Pooling::Class,
+            EmbedPooling::Mean => Pooling::Mean,
+            EmbedPooling::ClsMean => Pooling::ClassAndMean,
+        };
+        if self.config.pooling != Pooling::Map {
+            self.config.pooling = pooling;
+        }
+    }
+}
+
 impl Vit {
     /// Builds the model from `tensors` (see [`VitConfig::tensors`]).
     pub(crate) fn new(
@@ -351,7 +379,7 @@ impl Vit {
 
     /// The embedding (`[N, feature_dim]`): pooled, projected, normalised as
     /// the family does.
-    pub(crate) fn features(&self, x: Tensor<4>, software: bool) -> Tensor<2> {
+    fn embedding(&self, x: Tensor<4>) -> Tensor<2> {
         let c = &self.config;
         let [n, _, _, _] = x.dims();
         let d = c.width;
@@ -370,12 +398,12 @@ impl Vit {
             None => patches,
         };
         if let Some(pre) = &self.pre_norm {
-            t = pre.run(t, software);
+            t = pre.run(t);
         }
         for block in &self.blocks {
-            t = self.block(block, t, software);
+            t = self.block(block, t);
         }
-        let t = self.norm.run(t, software);
+        let t = self.norm.run(t);
         let tokens = t.dims()[1];
         let prefix = c.prefix();
         let class = || t.clone().narrow(1, 0, 1).reshape([n, d]);
@@ -389,47 +417,29 @@ impl Vit {
             Pooling::Class => class(),
             Pooling::Mean => mean(),
             Pooling::ClassAndMean => Tensor::cat(vec![class(), mean()], 1),
-            Pooling::Map => self.map_pool(t.clone(), software),
+            Pooling::Map => self.map_pool(t.clone()),
         };
         if let Some(proj) = &self.proj {
-            pooled = proj.run(pooled, software);
+            pooled = proj.run(pooled);
         }
         if c.normalize {
             // F.normalize: x / max(‖x‖, 1e-12). The sum of squares as a mean
             // (a convolution on lavapipe, see `last_axis_mean`) times the width.
             let width = pooled.dims()[1] as f64;
-            let square_mean = last_axis_mean(pooled.clone() * pooled.clone(), software);
+            let square_mean = last_axis_mean(pooled.clone() * pooled.clone());
             pooled = pooled / (square_mean * width).sqrt().clamp_min(1e-12);
         }
         pooled
     }
 
-    /// Changes the pooling of a class-token model (not a MAP head's).
-    pub(crate) fn set_pooling(&mut self, pooling: Pooling) {
-        if self.config.pooling != Pooling::Map && pooling != Pooling::Map {
-            self.config.pooling = pooling;
-        }
-    }
-
-    /// The width of an L2-normalised embedding (CLIP, SigLIP): what
-    /// zero-shot classification scores against.
-    pub(crate) fn normalised_embedding(&self) -> Option<usize> {
-        self.config.normalize.then(|| self.config.feature_dim())
-    }
-
-    /// Class logits from [`Vit::features`] (classifier checkpoints only).
-    pub(crate) fn classifier(&self) -> Option<&Dense> {
-        self.head.as_ref()
-    }
-
-    fn block(&self, b: &Block, t: Tensor<3>, software: bool) -> Tensor<3> {
-        let h = self.attend(&b.qkv, &b.out, b.norm1.run(t.clone(), software), software);
+    fn block(&self, b: &Block, t: Tensor<3>) -> Tensor<3> {
+        let h = self.attend(&b.qkv, &b.out, b.norm1.run(t.clone()));
         let h = match &b.ls1 {
             Some(ls) => h * ls.clone(),
             None => h,
         };
         let t = t + h;
-        let h = self.mlp(&b.mlp, b.norm2.run(t.clone(), software), software);
+        let h = self.mlp(&b.mlp, b.norm2.run(t.clone()));
         let h = match &b.ls2 {
             Some(ls) => h * ls.clone(),
             None => h,
@@ -437,14 +447,14 @@ impl Vit {
         t + h
     }
 
-    fn mlp(&self, mlp: &Mlp, x: Tensor<3>, software: bool) -> Tensor<3> {
-        let h = mlp.fc1.run(x, software);
+    fn mlp(&self, mlp: &Mlp, x: Tensor<3>) -> Tensor<3> {
+        let h = mlp.fc1.run(x);
         let h = match self.config.activation {
             Activation::Gelu => gelu(h),
             Activation::GeluTanh => gelu_approximate(h),
             Activation::QuickGelu => h.clone() * sigmoid(h * 1.702),
         };
-        mlp.fc2.run(h, software)
+        mlp.fc2.run(h)
     }
 
     /// `[N, T, D]` → per-head `[N, H, T, Dh]`.
@@ -459,30 +469,30 @@ impl Vit {
         x.swap_dims(1, 2).reshape([n, t, h * dh])
     }
 
-    fn attend(&self, qkv: &Dense, out: &Dense, x: Tensor<3>, software: bool) -> Tensor<3> {
+    fn attend(&self, qkv: &Dense, out: &Dense, x: Tensor<3>) -> Tensor<3> {
         let d = self.config.width;
-        let qkv = qkv.run(x, software);
+        let qkv = qkv.run(x);
         let q = self.heads(qkv.clone().narrow(2, 0, d));
         let k = self.heads(qkv.clone().narrow(2, d, d));
         let v = self.heads(qkv.narrow(2, 2 * d, d));
-        let o = scaled_dot_product(q, k, v, software);
-        out.run(Self::merge_heads(o), software)
+        let o = scaled_dot_product(q, k, v);
+        out.run(Self::merge_heads(o))
     }
 
-    fn map_pool(&self, t: Tensor<3>, software: bool) -> Tensor<2> {
+    fn map_pool(&self, t: Tensor<3>) -> Tensor<2> {
         let head = self
             .map
             .as_ref()
             .expect("a MAP-pooled config has a MAP head");
         let d = self.config.width;
         let n = t.dims()[0];
-        let q = self.heads(head.q.run(head.probe.clone(), software).expand([n, 1, d]));
-        let kv = head.kv.run(t, software);
+        let q = self.heads(head.q.run(head.probe.clone()).expand([n, 1, d]));
+        let kv = head.kv.run(t);
         let k = self.heads(kv.clone().narrow(2, 0, d));
         let v = self.heads(kv.narrow(2, d, d));
-        let o = scaled_dot_product(q, k, v, software);
-        let h = head.out.run(Self::merge_heads(o), software);
-        let h = h.clone() + self.mlp(&head.mlp, head.norm.run(h, software), software);
+        let o = scaled_dot_product(q, k, v);
+        let h = head.out.run(Self::merge_heads(o));
+        let h = h.clone() + self.mlp(&head.mlp, head.norm.run(h));
         h.reshape([n, d])
     }
 }

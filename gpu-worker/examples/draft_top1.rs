@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use gpu_worker::{Engine, Model};
+use gpu_worker::{BurnEngine, Engine, Model, PixelBatch};
 use loader::{Loader, LoaderConfig};
 use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Prediction, PreprocessSpec, Task};
 
@@ -32,14 +32,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let (full, draft) = (loader(false)?, loader(true)?);
     let device = gpu_worker::open(&DeviceSpec::Cpu)?;
-    let engine = Engine::new(
+    let engine = BurnEngine::for_device(
+        &DeviceSpec::Cpu,
         device.clone(),
         Model::load(kind, &weights, &device)?,
         Task::Classify { top_k: 1 },
     );
     let normalize = kind.default_preprocess().normalize;
     let top1 = |pixels: &[u8]| -> Result<(u32, f32), Box<dyn std::error::Error>> {
-        match engine.infer(pixels, 1, 1, 224, &normalize)?.remove(0) {
+        match engine
+            .infer(&PixelBatch::new(pixels, 1, 1, 224, &normalize))?
+            .remove(0)
+        {
             Prediction::TopK(top) => Ok((top[0].class, top[0].prob)),
             Prediction::Embedding(_) => Err("classify returned an embedding".into()),
         }

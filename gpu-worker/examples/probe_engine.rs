@@ -1,8 +1,8 @@
 //! Diagnostic: tiny's engine on lavapipe, one step at a time
 //! (`cargo run --release -p gpu-worker --example probe_engine -- STEP`).
 use burn::tensor::{Device, DeviceKind, Distribution, Tensor};
-use gpu_worker::{Engine, Model};
-use pipeline_core::{ModelKind, Normalize, Task};
+use gpu_worker::{BurnEngine, Engine, Model, PixelBatch};
+use pipeline_core::{DeviceSpec, ModelKind, Normalize, Task};
 
 fn main() {
     let step: u32 = std::env::args()
@@ -46,18 +46,26 @@ fn main() {
             } else {
                 ModelKind::EfficientnetLite0
             };
-            let model = Model::random(kind, 0, &d).with_pointwise_as_3x1(true);
-            let engine =
-                Engine::new(d, model, Task::Classify { top_k: 5 }).with_matmul_free_head(true);
+            let model = Model::random(kind, 0, &d);
+            let engine = BurnEngine::for_device(
+                &DeviceSpec::Software,
+                d,
+                model,
+                Task::Classify { top_k: 5 },
+            );
             let pixels = vec![100u8; 2 * 3 * 224 * 224];
-            let p = engine.infer(&pixels, 2, 2, 224, &Normalize::imagenet());
+            let p = engine.infer(&PixelBatch::new(&pixels, 2, 2, 224, &Normalize::imagenet()));
             println!("{kind:?} engine: {:?}", p.map(|p| p.len()));
         }
         _ => {
-            let engine =
-                Engine::new(d, model, Task::Classify { top_k: 5 }).with_matmul_free_head(true);
+            let engine = BurnEngine::for_device(
+                &DeviceSpec::Software,
+                d,
+                model,
+                Task::Classify { top_k: 5 },
+            );
             let pixels = vec![100u8; 4 * 3 * 224 * 224];
-            let p = engine.infer(&pixels, 4, 4, 224, &Normalize::imagenet());
+            let p = engine.infer(&PixelBatch::new(&pixels, 4, 4, 224, &Normalize::imagenet()));
             println!("engine: {:?}", p.map(|p| p.len()));
         }
     }

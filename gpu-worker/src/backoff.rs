@@ -6,7 +6,7 @@
 use loader::Batch;
 use pipeline_core::{ItemError, ItemErrorKind, ItemIndex, ModelKind, Prediction, SpanTimes};
 
-use crate::engine::{Engine, EngineError};
+use crate::engine::{Engine, EngineError, PixelBatch};
 
 /// The batch size went down because the device ran out of memory.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,7 +72,7 @@ impl OomBackoff {
     /// times are added to `times`.
     pub fn run(
         &mut self,
-        engine: &Engine,
+        engine: &dyn Engine,
         batch: &Batch,
         times: &mut SpanTimes,
         on_change: &mut dyn FnMut(&BatchSizeChange),
@@ -86,7 +86,8 @@ impl OomBackoff {
             let size = self.batch_size;
             let end = (start + size).min(rows);
             let pixels = &batch.pixels[start * image_len..end * image_len];
-            match engine.infer_timed(pixels, end - start, size, side, &batch.normalize, times) {
+            let pass = PixelBatch::new(pixels, end - start, size, side, &batch.normalize);
+            match engine.infer_timed(&pass, times) {
                 Ok(predictions) => {
                     results.extend(
                         batch.indices[start..end]
@@ -97,7 +98,7 @@ impl OomBackoff {
                     start = end;
                 }
                 Err(EngineError::OutOfMemory { message, .. }) => {
-                    engine.device().memory_cleanup();
+                    engine.release_cached_memory();
                     if size == 1 {
                         let error = ItemError::new(
                             ItemErrorKind::Oom,

@@ -1,24 +1,58 @@
-//! One batched forward pass: upload `u8` pixels, normalise on the device,
-//! run the model, and read back only what the task needs — class
-//! probabilities (`classify`: softmax, or sigmoid for SigLIP's zero-shot
-//! scores) or pooled features (`embed`).
+//! The seam between a worker and what computes: an [`Engine`] takes a
+//! batch of `u8` pixels and gives one prediction per image (class
+//! probabilities' top-k, or the embedding), reports out-of-memory and a
+//! lost device as typed errors, and says how large a batch its device
+//! starts with. The worker, the backoff and `--model-only` talk to this
+//! trait alone.
 //!
-//! Top-k is taken on the host from the read-back probabilities: burn's
-//! `topk` (and a full `sum`) segfault inside Mesa's lavapipe while it
-//! compiles the kernel, and 1000 floats per image is a small read-back.
-//! Batch shapes stay fixed: a short batch is padded with zeros and the
-//! padding's results are dropped, so autotuned kernels are reused.
+//! Engines: burn (`burn_engine/`: the CPU, Vulkan GPUs, Mesa's lavapipe).
+//! Which engine runs a model is the registry's (`ModelSpec::engines`); the
+//! worker opens it (`worker::open_engine`).
 
-use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Instant;
+use pipeline_core::{ClassScore, ModelKind, Normalize, Prediction, SpanTimes, Task};
 
-use burn::tensor::{DType, Device, FloatDType, Int, Tensor, TensorData};
-use pipeline_core::{ClassScore, DeviceSpec, Normalize, Prediction, SpanTimes, Task};
+/// One forward pass's input: `rows` images of `side × side`, `u8` NCHW,
+/// run padded with zero images to `padded_rows` (fixed shapes let a device
+/// reuse its tuned kernels; the padding's results are dropped).
+#[derive(Debug, Clone, Copy)]
+pub struct PixelBatch<'a> {
+    /// `rows × 3 × side × side` bytes.
+    pub pixels: &'a [u8],
+    /// Real images.
+    pub rows: usize,
+    /// Images the pass runs, at least `rows`.
+    pub padded_rows: usize,
+    /// Side of each image.
+    pub side: usize,
+    /// Applied on the device before the model.
+    pub normalize: &'a Normalize,
+}
 
-use crate::model::Model;
+impl<'a> PixelBatch<'a> {
+    /// A batch of `rows` images, checked: the pixels hold exactly `rows`
+    /// images and the padding drops none.
+    pub fn new(
+        pixels: &'a [u8],
+        rows: usize,
+        padded_rows: usize,
+        side: usize,
+        normalize: &'a Normalize,
+    ) -> Self {
+        assert_eq!(
+            pixels.len(),
+            rows * 3 * side * side,
+            "pixels must hold exactly `rows` images"
+        );
+        assert!(padded_rows >= rows, "padding cannot drop rows");
+        Self {
+            pixels,
+            rows,
+            padded_rows,
+            side,
+            normalize,
+        }
+    }
+}
 
 /// A forward pass that did not produce results.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -48,315 +82,128 @@ impl EngineError {
     }
 }
 
-/// A model on its device, ready to run batches.
-#[derive(Debug)]
-pub struct Engine {
-    device: Device,
-    model: Model,
-    task: Task,
-    matmul_free_head: bool,
-    /// What the model computes in; the input is normalised in f32 and
-    /// cast to it, the outputs are cast back to f32.
-    dtype: FloatDType,
-    /// Passes launched and not yet finished.
-    in_flight: AtomicUsize,
+/// A device that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot open device {spec}: {message}")]
+pub struct DeviceError {
+    /// The device asked for.
+    pub spec: pipeline_core::DeviceSpec,
+    /// Why it failed.
+    pub message: String,
 }
 
-impl Engine {
-    /// An engine running `model` on `device` for `task`.
-    pub fn new(device: Device, model: Model, task: Task) -> Self {
-        Self {
-            device,
-            model,
-            task,
-            matmul_free_head: false,
-            dtype: FloatDType::F32,
-            in_flight: AtomicUsize::new(0),
-        }
-    }
+/// Why an engine could not open: its device, the weights, or the classes.
+/// Its text is what the coordinator shows, one line.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The device did not open.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// The weight file did not load.
+    #[error(transparent)]
+    Weights(#[from] crate::weights_error::WeightsError),
+    /// The class file did not load.
+    #[error(transparent)]
+    Classes(#[from] crate::zero_shot::ClassesError),
+    /// The model cannot classify zero-shot against it.
+    #[error(transparent)]
+    ZeroShot(#[from] crate::zero_shot::ZeroShotError),
+    /// The class file changed after the coordinator checked it.
+    #[error("class file {} changed since the run started (its labels differ)", .0.display())]
+    ClassesChanged(std::path::PathBuf),
+    /// `--task classify` for a model without a classifier.
+    #[error("{0} has no classifier head; use --task embed")]
+    NoClassifier(ModelKind),
+}
 
-    /// The model computes in `dtype`: its parameters are cast to it (see
-    /// [`Model::with_float_dtype`]); the device must have been opened in it
-    /// ([`crate::open_with`]). Softmax and the read-back stay f32.
-    pub fn with_float_dtype(mut self, dtype: FloatDType) -> Self {
-        self.model = self.model.with_float_dtype(dtype);
-        self.dtype = dtype;
-        self
-    }
+/// A pass an engine queued ([`Engine::launch`]), borrowing the engine.
+pub type InFlight<'a> = Box<dyn PendingPass + 'a>;
 
-    /// An engine for `model` on the device `spec` names, with that device's
-    /// workarounds: on Mesa's lavapipe, 1×1 convolutions run as 3×1 ones and
-    /// the classifier without a matmul (see [`Model::with_pointwise_as_3x1`]
-    /// and [`Engine::with_matmul_free_head`]).
-    pub fn for_device(spec: &DeviceSpec, device: Device, model: Model, task: Task) -> Self {
-        let software = *spec == DeviceSpec::Software;
-        Self::new(device, model.with_pointwise_as_3x1(software), task)
-            .with_matmul_free_head(software)
-    }
+/// A queued pass: its results, once the device has them.
+pub trait PendingPass: Send {
+    /// Waits for the device and gives one prediction per real row, adding
+    /// the wait to `times`' compute and the host's share to its read-back.
+    fn finish(self: Box<Self>, times: &mut SpanTimes) -> Result<Vec<Prediction>, EngineError>;
+}
 
-    /// Computes the class logits without a matmul kernel (see
-    /// [`Model::head_without_matmul`]); for Mesa's lavapipe.
-    pub fn with_matmul_free_head(mut self, on: bool) -> Self {
-        self.matmul_free_head = on;
-        self
-    }
+/// A model on a device, ready to run batches.
+pub trait Engine: Send + Sync {
+    /// The engine and its device, as the coordinator shows them:
+    /// `burn flex`, `burn Vulkan GPU 0`.
+    fn device_name(&self) -> String;
 
-    /// The device.
-    pub fn device(&self) -> &Device {
-        &self.device
-    }
+    /// The batch size to start with when the user gave none: what the
+    /// device's free memory fits of `model`, where the engine can tell.
+    fn default_batch(&self, model: ModelKind) -> usize;
 
-    /// The model.
-    pub fn model(&self) -> &Model {
-        &self.model
-    }
-
-    /// Runs `rows` images (`u8` NCHW, `side × side`) padded to `padded_rows`
-    /// and returns one prediction per real row.
-    pub fn infer(
+    /// Runs one pass and waits for it, adding its upload, compute and
+    /// read-back seconds (each ended by a device sync, so they do not
+    /// overlap) and its latency to `times`.
+    fn infer_timed(
         &self,
-        pixels: &[u8],
-        rows: usize,
-        padded_rows: usize,
-        side: usize,
-        normalize: &Normalize,
-    ) -> Result<Vec<Prediction>, EngineError> {
-        let mut times = SpanTimes::default();
-        self.infer_timed(pixels, rows, padded_rows, side, normalize, &mut times)
+        batch: &PixelBatch<'_>,
+        times: &mut SpanTimes,
+    ) -> Result<Vec<Prediction>, EngineError>;
+
+    /// Queues one pass without waiting for the device: launch batch n+1
+    /// before finishing batch n and the device works on n+1 while the host
+    /// turns n's results into predictions and prepares n+2. Its stage
+    /// times are the host's: upload is handing over the input, compute is
+    /// queuing the model plus, in [`PendingPass::finish`], waiting for it.
+    fn launch<'a>(
+        &'a self,
+        batch: &PixelBatch<'_>,
+        times: &mut SpanTimes,
+    ) -> Result<InFlight<'a>, EngineError>;
+
+    /// Frees what the device caches, after an out-of-memory error.
+    fn release_cached_memory(&self);
+
+    /// [`Engine::infer_timed`] without the times.
+    fn infer(&self, batch: &PixelBatch<'_>) -> Result<Vec<Prediction>, EngineError> {
+        self.infer_timed(batch, &mut SpanTimes::default())
     }
 
-    /// [`Engine::infer`], adding the pass's upload, compute and read-back
-    /// seconds and its latency to `times`. A device sync ends the upload and
-    /// the compute, so the three do not overlap.
-    pub fn infer_timed(
+    /// Waits for a launched pass: [`PendingPass::finish`].
+    fn finish(
         &self,
-        pixels: &[u8],
-        rows: usize,
-        padded_rows: usize,
-        side: usize,
-        normalize: &Normalize,
+        pass: InFlight<'_>,
         times: &mut SpanTimes,
     ) -> Result<Vec<Prediction>, EngineError> {
-        assert_batch(pixels, rows, padded_rows, side);
-        let run = || self.forward(pixels, rows, padded_rows, side, normalize, times);
-        guarded(padded_rows, run)
+        pass.finish(times)
     }
 
-    fn forward(
-        &self,
-        pixels: &[u8],
-        rows: usize,
-        padded_rows: usize,
-        side: usize,
-        normalize: &Normalize,
-        times: &mut SpanTimes,
-    ) -> Result<Vec<Prediction>, String> {
-        crate::failpoints::inject_oom(padded_rows)?;
-        let started = Instant::now();
-        let input = self.input(pixels, padded_rows, side, normalize);
-        let uploaded = self.sync(started, &mut times.upload_s)?;
-        let output = self.output(input)?;
-        let width = output.dims()[1];
-        let computed = self.sync(uploaded, &mut times.compute_s)?;
-        let values = output
-            .try_into_data()
-            .map_err(|e| e.to_string())?
-            .try_to_vec::<f32>()
-            .map_err(|e| format!("{e:?}"))?;
-        // Read-back includes the host's share of it: top-k or the copy out.
-        let predictions = self.predictions(&values, rows, width);
-        let done = Instant::now();
-        times.readback_s += (done - computed).as_secs_f64();
-        times.batch_s.push((done - started).as_secs_f64());
-        Ok(predictions)
-    }
-
-    /// Queues one pass without waiting for the device: the upload, the
-    /// model, and the read-back of its results, in that order on the
-    /// device's queue. Launch batch n+1 before [`Engine::finish`]ing batch
-    /// n and the device works on n+1 while the host turns n's results into
-    /// predictions and prepares n+2: the device never waits on the host.
-    ///
-    /// Its stage times are the host's: upload is building and handing
-    /// over the input, compute is queuing the model here plus waiting for
-    /// the results in `finish`, read-back is turning them into predictions.
-    pub fn launch(
-        &self,
-        pixels: &[u8],
-        rows: usize,
-        padded_rows: usize,
-        side: usize,
-        normalize: &Normalize,
-        times: &mut SpanTimes,
-    ) -> Result<InFlight, EngineError> {
-        assert_batch(pixels, rows, padded_rows, side);
-        let run = || -> Result<InFlight, String> {
-            crate::failpoints::inject_oom(padded_rows)?;
-            crate::failpoints::inject_overlap_oom(self.in_flight.load(Ordering::Relaxed))?;
-            let started = Instant::now();
-            let input = self.input(pixels, padded_rows, side, normalize);
-            let queued = Instant::now();
-            times.upload_s += (queued - started).as_secs_f64();
-            let output = self.output(input)?;
-            let width = output.dims()[1];
-            let mut read: PendingRead =
-                Box::pin(async move { output.into_data_async().await.map_err(|e| e.to_string()) });
-            // One poll submits what is queued and the copy of the results;
-            // the device's process-wide setting makes that copy start now
-            // (see `crate::device::open_with`). On the CPU it completes.
-            let ready =
-                futures_lite::future::block_on(futures_lite::future::poll_once(read.as_mut()));
-            times.compute_s += queued.elapsed().as_secs_f64();
-            self.in_flight.fetch_add(1, Ordering::Relaxed);
-            Ok(InFlight {
-                read,
-                ready,
-                rows,
-                padded_rows,
-                width,
-                started,
-            })
-        };
-        guarded(padded_rows, run)
-    }
-
-    /// Waits for a launched pass and returns one prediction per real row.
-    pub fn finish(
-        &self,
-        in_flight: InFlight,
-        times: &mut SpanTimes,
-    ) -> Result<Vec<Prediction>, EngineError> {
-        let InFlight {
-            read,
-            ready,
-            rows,
-            padded_rows,
-            width,
-            started,
-        } = in_flight;
-        self.in_flight.fetch_sub(1, Ordering::Relaxed);
-        let waiting = Instant::now();
-        let run = || -> Result<Vec<Prediction>, String> {
-            let data = match ready {
-                Some(data) => data,
-                None => futures_lite::future::block_on(read),
-            }?;
-            let arrived = Instant::now();
-            times.compute_s += (arrived - waiting).as_secs_f64();
-            let values = data.try_to_vec::<f32>().map_err(|e| format!("{e:?}"))?;
-            let predictions = self.predictions(&values, rows, width);
-            let done = Instant::now();
-            times.readback_s += (done - arrived).as_secs_f64();
-            times.batch_s.push((done - started).as_secs_f64());
-            Ok(predictions)
-        };
-        guarded(padded_rows, run)
-    }
-
-    /// The batch's `u8` pixels, padded with zero images to `padded_rows`,
-    /// on the device and normalised (in f32), in the model's type.
-    fn input(
-        &self,
-        pixels: &[u8],
-        padded_rows: usize,
-        side: usize,
-        normalize: &Normalize,
-    ) -> Tensor<4> {
-        let mut data = Vec::with_capacity(padded_rows * 3 * side * side);
-        data.extend_from_slice(pixels);
-        data.resize(padded_rows * 3 * side * side, 0);
-        let input = Tensor::<4, Int>::from_data(
-            TensorData::new(data, [padded_rows, 3, side, side]),
-            (&self.device, DType::U8),
-        )
-        .float()
-        .cast(FloatDType::F32);
-        let f32_vector = |values: [f32; 3]| {
-            Tensor::<1>::from_data(TensorData::from(values), (&self.device, DType::F32))
-                .reshape([1, 3, 1, 1])
-        };
-        let (mean, std) = (f32_vector(normalize.mean), f32_vector(normalize.std));
-        ((input - mean) / std).cast(self.dtype)
-    }
-
-    /// What the task reads back, `[padded_rows, width]` in f32: pooled
-    /// features (`embed`), or class probabilities (`classify`).
-    fn output(&self, input: Tensor<4>) -> Result<Tensor<2>, String> {
-        let features = self.model.features(input);
-        let Task::Classify { .. } = self.task else {
-            return Ok(features.cast(FloatDType::F32));
-        };
-        let logits = if self.matmul_free_head {
-            // Each step through the host and back: lavapipe also crashes
-            // compiling the kernels burn's fusion makes of pooling + this
-            // head and of this head + softmax, and a fresh leaf tensor ends
-            // the fused graph. Only [N, C] and [N, K] floats make the trip.
-            let features = self.round_trip(features)?;
-            self.round_trip(self.model.head_without_matmul(features))?
-        } else {
-            self.model.head(features)
-        };
-        Ok(self.model.probabilities(logits.cast(FloatDType::F32)))
-    }
-
-    /// One prediction for each of the first `rows` rows of `values`
-    /// (`width` floats a row): the embedding, or the task's top-k.
-    fn predictions(&self, values: &[f32], rows: usize, width: usize) -> Vec<Prediction> {
-        let rows = values.chunks_exact(width).take(rows);
-        match self.task {
-            Task::Embed => rows
-                .map(|row| Prediction::Embedding(row.to_vec()))
-                .collect(),
-            Task::Classify { top_k } => rows
-                .map(|row| Prediction::TopK(top_k_of(row, top_k)))
-                .collect(),
-        }
+    /// One full pass of zero images of `side × side` at `batch`, waited
+    /// for: kernel compilation and autotuning happen here, not in the
+    /// first timed pass.
+    fn warm_up(&self, batch: usize, side: usize, normalize: &Normalize) -> Result<(), EngineError> {
+        let pixels = vec![0u8; batch * 3 * side * side];
+        let pass = self.launch(
+            &PixelBatch::new(&pixels, batch, batch, side, normalize),
+            &mut SpanTimes::default(),
+        )?;
+        pass.finish(&mut SpanTimes::default()).map(drop)
     }
 }
 
-/// A read-back on its way; its first poll has queued it.
-type PendingRead = Pin<Box<dyn Future<Output = Result<TensorData, String>> + Send>>;
-
-/// A pass [`Engine::launch`] queued, for [`Engine::finish`].
-pub struct InFlight {
-    read: PendingRead,
-    /// The results, where the first poll already had them (the CPU).
-    ready: Option<Result<TensorData, String>>,
-    rows: usize,
-    padded_rows: usize,
-    width: usize,
-    started: Instant,
-}
-
-impl std::fmt::Debug for InFlight {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InFlight")
-            .field("rows", &self.rows)
-            .field("padded_rows", &self.padded_rows)
-            .field("ready", &self.ready.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Engine {
-    /// Waits for the device, adds the seconds since `since` to `stage`, and
-    /// returns the end of that stage.
-    fn sync(&self, since: Instant, stage: &mut f64) -> Result<Instant, String> {
-        self.device.sync().map_err(|e| format!("{e:?}"))?;
-        let now = Instant::now();
-        *stage += (now - since).as_secs_f64();
-        Ok(now)
-    }
-
-    /// Reads `tensor` back and uploads it again as a new leaf tensor.
-    fn round_trip(&self, tensor: Tensor<2>) -> Result<Tensor<2>, String> {
-        let data = tensor.try_into_data().map_err(|e| e.to_string())?;
-        Ok(Tensor::from_data(data, &self.device))
+/// One prediction for each of the first `rows` rows of `values` (`width`
+/// floats a row, f32 as the device read them back): the embedding, or the
+/// task's top-k of the class probabilities.
+pub fn predictions(task: Task, values: &[f32], rows: usize, width: usize) -> Vec<Prediction> {
+    let rows = values.chunks_exact(width).take(rows);
+    match task {
+        Task::Embed => rows
+            .map(|row| Prediction::Embedding(row.to_vec()))
+            .collect(),
+        Task::Classify { top_k } => rows
+            .map(|row| Prediction::TopK(top_k_of(row, top_k)))
+            .collect(),
     }
 }
 
 /// The `k` largest probabilities, largest first; ties go to the lower class
-/// so the result does not depend on the sort's stability.
+/// so the result does not depend on the sort's stability. On the host: a
+/// small read-back, and burn's `topk` crashes Mesa's lavapipe.
 pub fn top_k_of(probs: &[f32], k: usize) -> Vec<ClassScore> {
     let mut order: Vec<u32> = (0..probs.len() as u32).collect();
     let key = |&c: &u32| probs[c as usize];
@@ -376,49 +223,6 @@ pub fn top_k_of(probs: &[f32], k: usize) -> Vec<ClassScore> {
         .collect()
 }
 
-/// A batch's pixels hold exactly `rows` images of `side × side`, and its
-/// padding does not drop any.
-fn assert_batch(pixels: &[u8], rows: usize, padded_rows: usize, side: usize) {
-    assert_eq!(
-        pixels.len(),
-        rows * 3 * side * side,
-        "pixels must hold exactly `rows` images"
-    );
-    assert!(padded_rows >= rows, "padding cannot drop rows");
-}
-
-/// Runs `run`, turning its error or panic (wgpu's error handler panics)
-/// into an [`EngineError`] for a pass of `batch` images.
-fn guarded<T>(batch: usize, run: impl FnOnce() -> Result<T, String>) -> Result<T, EngineError> {
-    match catch_unwind(AssertUnwindSafe(run)) {
-        Ok(result) => result.map_err(|message| classify_error(message, batch)),
-        Err(payload) => Err(classify_error(
-            pipeline_core::panic_message(payload.as_ref()),
-            batch,
-        )),
-    }
-}
-
-/// Classifies what burn, cubecl and wgpu said (an error or a panic
-/// message) once, here at the burn boundary: their errors carry these
-/// conditions only as text.
-fn classify_error(message: String, batch: usize) -> EngineError {
-    let lower = message.to_ascii_lowercase();
-    let says = |needles: &[&str]| needles.iter().any(|n| lower.contains(n));
-    if says(&[
-        "out of memory",
-        "outofmemory",
-        "out_of_memory",
-        "failed to allocate",
-    ]) {
-        EngineError::OutOfMemory { batch, message }
-    } else if says(&["device lost", "devicelost", "lost device", "device_lost"]) {
-        EngineError::DeviceLost(message)
-    } else {
-        EngineError::Other(message)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,17 +238,24 @@ mod tests {
     }
 
     #[test]
-    fn out_of_memory_is_recognised() {
-        assert!(matches!(
-            classify_error("Out of memory: cannot allocate 2 GiB".into(), 8),
-            EngineError::OutOfMemory { batch: 8, .. }
-        ));
-        assert!(matches!(
-            classify_error("shader failed".into(), 8),
-            EngineError::Other(_)
-        ));
-        let lost = classify_error("Vulkan: ERROR_DEVICE_LOST (DeviceLost)".into(), 8);
-        assert!(matches!(lost, EngineError::DeviceLost(_)) && lost.device_is_gone());
-        assert!(!classify_error("shader failed".into(), 8).device_is_gone());
+    fn predictions_keep_the_real_rows_only() {
+        let values = [0.1, 0.9, 0.7, 0.3, 0.0, 0.0];
+        let embed = predictions(Task::Embed, &values, 2, 2);
+        assert_eq!(
+            embed,
+            vec![
+                Prediction::Embedding(vec![0.1, 0.9]),
+                Prediction::Embedding(vec![0.7, 0.3])
+            ]
+        );
+        let top = predictions(Task::Classify { top_k: 1 }, &values, 2, 2);
+        let classes: Vec<u32> = top
+            .iter()
+            .map(|p| match p {
+                Prediction::TopK(scores) => scores[0].class,
+                Prediction::Embedding(_) => panic!("classify gives top-k"),
+            })
+            .collect();
+        assert_eq!(classes, vec![1, 0]);
     }
 }

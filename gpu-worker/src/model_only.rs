@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use pipeline_core::{SpanTimes, WorkerConfig};
 
-use crate::engine::EngineError;
+use crate::engine::{EngineError, PixelBatch};
 use crate::worker::{SetupError, open_engine};
 
 /// One measured run of the model alone.
@@ -51,21 +51,11 @@ pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun,
         worker: config.name.clone(),
         error,
     };
-    let launch = |times: &mut SpanTimes| {
-        engine
-            .launch(
-                &pixels,
-                batch_size,
-                batch_size,
-                side,
-                &spec.normalize,
-                times,
-            )
-            .map_err(pass_error)
-    };
-    let mut warm_up = SpanTimes::default();
-    let first = launch(&mut warm_up)?;
-    engine.finish(first, &mut warm_up).map_err(pass_error)?;
+    let batch = PixelBatch::new(&pixels, batch_size, batch_size, side, &spec.normalize);
+    let launch = |times: &mut SpanTimes| engine.launch(&batch, times).map_err(pass_error);
+    engine
+        .warm_up(batch_size, side, &spec.normalize)
+        .map_err(pass_error)?;
     // As a worker runs them: each pass is queued before the last one's
     // results are read (see `Engine::launch`).
     let mut times = SpanTimes::default();
@@ -74,11 +64,11 @@ pub fn model_only(config: &WorkerConfig, batches: usize) -> Result<ModelOnlyRun,
     for _ in 0..batches.max(1) {
         let next = launch(&mut times)?;
         if let Some(previous) = in_flight.replace(next) {
-            engine.finish(previous, &mut times).map_err(pass_error)?;
+            previous.finish(&mut times).map_err(pass_error)?;
         }
     }
     if let Some(last) = in_flight {
-        engine.finish(last, &mut times).map_err(pass_error)?;
+        last.finish(&mut times).map_err(pass_error)?;
     }
     let seconds = started.elapsed().as_secs_f64();
     let images = (batches.max(1) * batch_size) as u64;

@@ -25,14 +25,13 @@ use std::time::Instant;
 use crossbeam_channel::bounded;
 use loader::{Batch, BatchStream, Loader, LoaderConfig, Ready, WorkGroup, WorkItem};
 use pipeline_core::{
-    DeviceSpec, FromWorker, ItemOutcome, ModelKind, PROTOCOL_VERSION, SpanTimes, ToWorker,
-    WorkerConfig, read_frame, write_frame,
+    EngineKind, FromWorker, ItemOutcome, PROTOCOL_VERSION, SpanTimes, ToWorker, WorkerConfig,
+    read_frame, write_frame,
 };
 
-use crate::backoff::{BatchSizeChange, ItemResult, OomBackoff, start_batch};
-use crate::device::open_with;
-use crate::engine::{Engine, EngineError, InFlight};
-use crate::model::Model;
+use crate::backoff::{BatchSizeChange, ItemResult, OomBackoff};
+use crate::burn_engine::BurnEngine;
+use crate::engine::{Engine, EngineError, InFlight, OpenError, PixelBatch};
 
 /// Chunks a worker asks to have queued: one running, one being decoded.
 pub const PREFETCH_SPANS: usize = 2;
@@ -60,20 +59,6 @@ pub enum WorkerError {
     /// [`pipeline_core::WORKER_EXIT_ORPHANED`].
     #[error("the coordinator is gone (stdin closed)")]
     Orphaned,
-}
-
-/// Starting batch when the user gave none: from the GPU's free memory where
-/// NVML knows it, else 64 on a GPU; the CPU and lavapipe gain little beyond
-/// 16 and 8 (BENCHMARKS.md).
-fn default_batch(device: &DeviceSpec, model: ModelKind) -> usize {
-    match device {
-        DeviceSpec::Cpu => 16,
-        DeviceSpec::Software => 8,
-        DeviceSpec::Gpu(i) => crate::device::gpus()
-            .get(*i)
-            .and_then(|gpu| gpu.memory)
-            .map_or(64, |(_, free)| start_batch(free, model)),
-    }
 }
 
 /// Runs one worker over `input`/`output` (the process's stdin and stdout).
@@ -106,7 +91,7 @@ where
         output,
         &FromWorker::Ready {
             version: PROTOCOL_VERSION,
-            device: engine_device_name(&config.device),
+            device: engine.device_name(),
             batch_size,
             prefetch: PREFETCH_SPANS,
         },
@@ -125,7 +110,7 @@ where
         .map_err(|e| WorkerError::Failed(e.to_string()))?;
 
     let mut device = DeviceLoop {
-        engine: &engine,
+        engine: engine.as_ref(),
         name: &config.name,
         backoff: OomBackoff::new(batch_size),
         overlap: true,
@@ -135,7 +120,7 @@ where
             retries_reported: pipeline_core::RemoteRetries::default(),
         },
     };
-    let mut in_flight: Option<Launched> = None;
+    let mut in_flight: Option<Launched<'_>> = None;
     loop {
         let mut wait_loader_s = 0.0;
         let next = match stream.ready() {
@@ -179,16 +164,16 @@ where
 }
 
 /// A batch whose pass [`Engine::launch`] queued.
-struct Launched {
+struct Launched<'a> {
     batch: Batch,
-    pass: InFlight,
+    pass: InFlight<'a>,
     times: SpanTimes,
 }
 
 /// The device thread's state: the engine, its batch size, whether passes
 /// overlap, and where results go.
 struct DeviceLoop<'a, W: Write> {
-    engine: &'a Engine,
+    engine: &'a dyn Engine,
     name: &'a str,
     backoff: OomBackoff,
     /// Launch the next pass before finishing the last (see
@@ -200,7 +185,7 @@ struct DeviceLoop<'a, W: Write> {
     outbox: Outbox<'a, W>,
 }
 
-impl<W: Write> DeviceLoop<'_, W> {
+impl<'a, W: Write> DeviceLoop<'a, W> {
     /// Queues `batch`'s pass, then delivers the pass that was in flight
     /// before it; returns what is in flight now. A batch that cannot be
     /// launched in one pass runs through the backoff, one pass at a time.
@@ -208,21 +193,21 @@ impl<W: Write> DeviceLoop<'_, W> {
         &mut self,
         batch: Batch,
         mut times: SpanTimes,
-        previous: Option<Launched>,
+        previous: Option<Launched<'a>>,
         stream: &BatchStream,
-    ) -> Result<Option<Launched>, WorkerError> {
+    ) -> Result<Option<Launched<'a>>, WorkerError> {
         let rows = batch.indices.len();
         let size = self.backoff.batch_size();
         let launched = (self.overlap && rows > 0 && rows <= size).then(|| {
             let started = Instant::now();
-            let pass = self.engine.launch(
+            let pixels = PixelBatch::new(
                 &batch.pixels,
                 rows,
                 size,
                 batch.side as usize,
                 &batch.normalize,
-                &mut times,
             );
+            let pass = self.engine.launch(&pixels, &mut times);
             times.infer_s += started.elapsed().as_secs_f64();
             pass
         });
@@ -234,7 +219,7 @@ impl<W: Write> DeviceLoop<'_, W> {
             Some(Ok(pass)) => Ok(Some(Launched { batch, pass, times })),
             Some(Err(EngineError::OutOfMemory { .. })) => {
                 self.overlap &= !had_previous;
-                self.engine.device().memory_cleanup();
+                self.engine.release_cached_memory();
                 self.run_one_by_one(batch, times, stream)?;
                 Ok(None)
             }
@@ -248,14 +233,18 @@ impl<W: Write> DeviceLoop<'_, W> {
 
     /// Waits for a launched pass and delivers its results. If the device
     /// ran out of memory, the batch runs again through the backoff.
-    fn complete(&mut self, launched: Launched, stream: &BatchStream) -> Result<(), WorkerError> {
+    fn complete(
+        &mut self,
+        launched: Launched<'a>,
+        stream: &BatchStream,
+    ) -> Result<(), WorkerError> {
         let Launched {
             batch,
             pass,
             mut times,
         } = launched;
         let started = Instant::now();
-        let finished = self.engine.finish(pass, &mut times);
+        let finished = pass.finish(&mut times);
         times.infer_s += started.elapsed().as_secs_f64();
         match finished {
             Ok(predictions) => {
@@ -270,7 +259,7 @@ impl<W: Write> DeviceLoop<'_, W> {
             }
             Err(EngineError::OutOfMemory { .. }) => {
                 self.overlap = false;
-                self.engine.device().memory_cleanup();
+                self.engine.release_cached_memory();
                 self.run_one_by_one(batch, times, stream)
             }
             Err(error) => Err(self.fatal(error)),
@@ -392,24 +381,9 @@ fn protocol(e: std::io::Error) -> WorkerError {
 /// (`FromWorker::Failed`), one line.
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
-    /// The device did not open.
+    /// The engine did not open: its device, weights or classes.
     #[error(transparent)]
-    Device(#[from] crate::device::DeviceError),
-    /// The weight file did not load.
-    #[error(transparent)]
-    Weights(#[from] crate::weights_error::WeightsError),
-    /// The class file did not load.
-    #[error(transparent)]
-    Classes(#[from] crate::zero_shot::ClassesError),
-    /// The model cannot classify zero-shot against it.
-    #[error(transparent)]
-    ZeroShot(#[from] crate::zero_shot::ZeroShotError),
-    /// The class file changed after the coordinator checked it.
-    #[error("class file {} changed since the run started (its labels differ)", .0.display())]
-    ClassesChanged(std::path::PathBuf),
-    /// `--task classify` for a model without a classifier.
-    #[error("{0} has no classifier head; use --task embed")]
-    NoClassifier(pipeline_core::ModelKind),
+    Engine(#[from] OpenError),
     /// The loader's pool did not start.
     #[error(transparent)]
     Loader(#[from] loader::LoaderError),
@@ -418,7 +392,7 @@ pub enum SetupError {
     Injected(String),
 }
 
-fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), SetupError> {
+fn setup(config: &WorkerConfig) -> Result<(Box<dyn Engine>, Loader, usize), SetupError> {
     let (engine, batch_size) = open_engine(config)?;
     let loader = Loader::new(LoaderConfig {
         threads: config.loader_threads.max(1),
@@ -430,51 +404,24 @@ fn setup(config: &WorkerConfig) -> Result<(Engine, Loader, usize), SetupError> {
     Ok((engine, loader, batch_size))
 }
 
-/// Opens the device, loads the model and picks the starting batch size.
-pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Engine, usize), SetupError> {
+/// Opens the engine the registry names for the model (`ModelSpec::engines`:
+/// the first, the only one so far) on the configured device, and picks the
+/// starting batch size: the user's, else the engine's for its device.
+pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Box<dyn Engine>, usize), SetupError> {
     crate::failpoints::setup_fails().map_err(SetupError::Injected)?;
-    let (device, dtype) = open_with(&config.device, config.precision)?;
-    let mut model = match &config.weights {
-        Some(path) => Model::load(config.model, path, &device)?,
-        None => Model::random(config.model, config.seed, &device),
-    }
-    .with_pooling(config.pooling);
-    if let Some(classes) = &config.classes {
-        let rule = crate::zero_shot::ZeroShotRule::of(config.model.family()).ok_or_else(|| {
-            crate::zero_shot::ZeroShotError::NotZeroShot {
-                model: config.model.name().to_owned(),
-            }
-        })?;
-        let matrix = crate::zero_shot::ClassMatrix::open(&classes.path)?;
-        if matrix.labels() != classes.labels.as_slice() {
-            return Err(SetupError::ClassesChanged(classes.path.clone()));
-        }
-        model = model.with_zero_shot(
-            &matrix,
-            &rule,
-            config.model.name(),
-            config.weights.as_deref(),
-            &device,
-        )?;
-    }
-    if matches!(config.task, pipeline_core::Task::Classify { .. }) && !model.classifies() {
-        return Err(SetupError::NoClassifier(config.model));
-    }
+    let kind = config
+        .model
+        .spec()
+        .engines
+        .first()
+        .expect("every registry row names an engine (pipeline-core's registry test)");
+    let engine: Box<dyn Engine> = match kind {
+        EngineKind::Burn => Box::new(BurnEngine::open(config)?),
+    };
     let batch_size = config
         .batch_size
-        .unwrap_or_else(|| default_batch(&config.device, config.model));
-    let engine =
-        Engine::for_device(&config.device, device, model, config.task).with_float_dtype(dtype);
+        .unwrap_or_else(|| engine.default_batch(config.model));
     Ok((engine, batch_size))
-}
-
-/// What the coordinator shows for this worker's device.
-fn engine_device_name(spec: &DeviceSpec) -> String {
-    match spec {
-        DeviceSpec::Cpu => "burn flex".into(),
-        DeviceSpec::Software => "Mesa lavapipe".into(),
-        DeviceSpec::Gpu(i) => format!("Vulkan GPU {i}"),
-    }
 }
 
 /// Tells the coordinator why this worker stops. It reports the message;

@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use pipeline_core::{Family, ModelKind};
 use safetensors::SafeTensors;
 
-use crate::checkpoint::Checkpoint;
+use crate::model::checkpoint::Checkpoint;
 use crate::weights_error::WeightsError;
 
 /// A class file that cannot be used.

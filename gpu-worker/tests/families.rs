@@ -12,8 +12,8 @@ mod common;
 
 use gpu_worker::zero_shot::{ClassMatrix, ZeroShotRule};
 use gpu_worker::{
-    Activation, Architecture, ConvNextConfig, Engine, Model, Pooling, PosInterpolation, VitConfig,
-    WeightsError,
+    Activation, Architecture, BurnEngine, ConvNextConfig, Engine, Model, PixelBatch, Pooling,
+    PosInterpolation, VitConfig, WeightsError,
 };
 use pipeline_core::{DeviceSpec, Family, Normalize, Prediction, Task};
 use serde::Deserialize;
@@ -115,14 +115,14 @@ fn with_pooling(arch: &Architecture, pooling: Pooling) -> Architecture {
     }
 }
 
-fn run(engine: &Engine, case: &Case, task: Task) -> Vec<Prediction> {
+fn run(engine: &dyn Engine, case: &Case, task: Task) -> Vec<Prediction> {
     let images = std::fs::read(vectors().join(&case.images)).expect("case images are committed");
     let normalize = Normalize {
         mean: case.mean,
         std: case.std,
     };
     let predictions = engine
-        .infer(&images, 2, 2, case.side, &normalize)
+        .infer(&PixelBatch::new(&images, 2, 2, case.side, &normalize))
         .unwrap_or_else(|e| panic!("forward pass ({task:?}): {e}"));
     assert_eq!(predictions.len(), 2);
     predictions
@@ -165,7 +165,7 @@ fn check_case(name: &str, case: &Case, spec: &DeviceSpec, files: &[String]) {
         let what = format!("{name} ({file}) on {spec}");
         let model = Model::load_architecture(&arch, name, &path, &device)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let engine = Engine::for_device(spec, device.clone(), model, Task::Embed);
+        let engine = BurnEngine::for_device(spec, device.clone(), model, Task::Embed);
         for (i, p) in run(&engine, case, Task::Embed).into_iter().enumerate() {
             let Prediction::Embedding(v) = p else {
                 panic!("{what}: an embedding")
@@ -177,7 +177,7 @@ fn check_case(name: &str, case: &Case, spec: &DeviceSpec, files: &[String]) {
             let model = Model::load_architecture(&arch, name, &path, &device)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let task = Task::Classify { top_k: classes };
-            let engine = Engine::for_device(spec, device.clone(), model, task);
+            let engine = BurnEngine::for_device(spec, device.clone(), model, task);
             for (i, p) in run(&engine, case, task).into_iter().enumerate() {
                 let Prediction::TopK(scores) = p else {
                     panic!("{what}: classes")
@@ -232,7 +232,7 @@ fn dinov2_pools_class_mean_or_both() {
         let arch = with_pooling(&arch, pooling);
         let path = vectors().join(&case.files[0]);
         let model = Model::load_architecture(&arch, "dinov2", &path, &device).expect("loads");
-        let engine = Engine::new(device.clone(), model, Task::Embed);
+        let engine = BurnEngine::for_device(&DeviceSpec::Cpu, device.clone(), model, Task::Embed);
         for (i, p) in run(&engine, case, Task::Embed).into_iter().enumerate() {
             let Prediction::Embedding(v) = p else {
                 panic!("an embedding")
@@ -290,7 +290,7 @@ fn check_zero_shot(spec: &DeviceSpec, only: &[&str]) {
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let k = classes.rows();
         let task = Task::Classify { top_k: k };
-        let engine = Engine::for_device(spec, device.clone(), model, task);
+        let engine = BurnEngine::for_device(spec, device.clone(), model, task);
         for (i, p) in run(&engine, case, task).into_iter().enumerate() {
             let Prediction::TopK(scores) = p else {
                 panic!("{what}: classes")

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use fixtures::{DatasetSpec, generate};
-use gpu_worker::{BatchSizeChange, Engine, ItemResult, Model, OomBackoff};
+use gpu_worker::{BatchSizeChange, BurnEngine, Engine, ItemResult, Model, OomBackoff};
 use loader::{Batch, Loader, LoaderConfig, WorkItem};
 use pipeline_core::{
     DecodeLimits, DeviceSpec, ItemErrorKind, ModelKind, PreprocessSpec, SpanTimes, Task,
@@ -47,7 +47,7 @@ fn batch_of_64(dir: &std::path::Path) -> Batch {
 }
 
 fn run(
-    engine: &Engine,
+    engine: &dyn Engine,
     batch: &Batch,
     start: usize,
 ) -> (Vec<ItemResult>, Vec<BatchSizeChange>, usize) {
@@ -82,7 +82,8 @@ fn batch_of_64_shrinks_to_what_fits_with_identical_results() {
     let dir = tempfile::tempdir().expect("temp dir");
     let batch = batch_of_64(dir.path());
     let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");
-    let engine = Engine::new(
+    let engine = BurnEngine::for_device(
+        &DeviceSpec::Cpu,
         device.clone(),
         Model::random(ModelKind::Tiny, 1, &device),
         Task::Classify { top_k: 5 },

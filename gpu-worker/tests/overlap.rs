@@ -7,7 +7,7 @@
 
 mod common;
 
-use gpu_worker::{Engine, Model};
+use gpu_worker::{BurnEngine, Engine, Model, PixelBatch};
 use pipeline_core::{DeviceSpec, ModelKind, Normalize, Prediction, SpanTimes, Task};
 
 const SIDE: usize = 32;
@@ -37,12 +37,12 @@ fn check(spec: &DeviceSpec) {
     let rows = |b: &Vec<u8>| b.len() / (3 * SIDE * SIDE);
     for task in [Task::Embed, Task::Classify { top_k: 3 }] {
         let model = Model::random(ModelKind::Tiny, 7, &device);
-        let engine = Engine::for_device(spec, device.clone(), model, task);
+        let engine = BurnEngine::for_device(spec, device.clone(), model, task);
         let alone: Vec<Vec<Prediction>> = batches
             .iter()
             .map(|b| {
                 engine
-                    .infer(b, rows(b), BATCH, SIDE, &normalize)
+                    .infer(&PixelBatch::new(b, rows(b), BATCH, SIDE, &normalize))
                     .expect("a pass waited for")
             })
             .collect();
@@ -50,7 +50,7 @@ fn check(spec: &DeviceSpec) {
         let mut times = SpanTimes::default();
         let launch = |b: &Vec<u8>, times: &mut SpanTimes| {
             engine
-                .launch(b, rows(b), BATCH, SIDE, &normalize, times)
+                .launch(&PixelBatch::new(b, rows(b), BATCH, SIDE, &normalize), times)
                 .expect("a launched pass")
         };
         let first = launch(&batches[0], &mut times);

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
-use gpu_worker::{Engine, Model};
+use gpu_worker::{BurnEngine, Engine, Model, PixelBatch};
 use pipeline_core::{DeviceSpec, ModelKind, Normalize, Prediction, Task};
 use safetensors::tensor::Dtype;
 use serde::Deserialize;
@@ -110,9 +110,9 @@ fn write_formula_weights(keys: &[Key], path: &Path) {
     common::write_safetensors(path, &data);
 }
 
-fn probabilities(engine: &Engine, images: &[u8], normalize: &Normalize) -> Vec<Vec<f32>> {
+fn probabilities(engine: &dyn Engine, images: &[u8], normalize: &Normalize) -> Vec<Vec<f32>> {
     let predictions = engine
-        .infer(images, 2, 2, 224, normalize)
+        .infer(&PixelBatch::new(images, 2, 2, 224, normalize))
         .expect("forward pass");
     predictions
         .into_iter()
@@ -172,7 +172,7 @@ fn resnet_parity(spec: DeviceSpec, kind: ModelKind) {
     write_formula_weights(&case.keys, &weights);
     let device = gpu_worker::open(&spec).expect("device opens");
     let model = Model::load(kind, &weights, &device).expect("torchvision-named weights load");
-    let engine = Engine::for_device(&spec, device, model, Task::Classify { top_k: 1000 });
+    let engine = BurnEngine::for_device(&spec, device, model, Task::Classify { top_k: 1000 });
     let got = probabilities(&engine, &images(), &Normalize::imagenet());
     assert_close(kind.name(), &spec, &got, &case.probs, TOLERANCE);
 }
@@ -198,7 +198,7 @@ fn lite0_parity(spec: DeviceSpec) {
     let device = gpu_worker::open(&spec).expect("device opens");
     let model = Model::load(ModelKind::EfficientnetLite0, &lite0_weights(), &device)
         .expect("real weights load");
-    let engine = Engine::for_device(&spec, device, model, Task::Classify { top_k: 1000 });
+    let engine = BurnEngine::for_device(&spec, device, model, Task::Classify { top_k: 1000 });
     let got = probabilities(&engine, &images(), &Normalize::efficientnet_lite());
     assert_close("efficientnet_lite0", &spec, &got, &case.probs, TOLERANCE);
 }
@@ -207,7 +207,7 @@ fn lite0_parity(spec: DeviceSpec) {
 /// Vulkan run goes through a child process, so that a crash inside Mesa's
 /// lavapipe is reported by its signal and fails this test alone, instead of
 /// killing the whole test binary. (burn 0.22's matmul kernels crash lavapipe;
-/// the engine avoids them there, see `Engine::for_device`.)
+/// the engine avoids them there, see `BurnEngine::for_device`.)
 macro_rules! device_test {
     ($name:ident, $body:expr) => {
         mod $name {
@@ -246,9 +246,9 @@ fn software_vulkan_runs_the_conv_path_like_the_cpu() {
         let embed = |spec: DeviceSpec| {
             let device = gpu_worker::open(&spec).expect("device opens");
             let model = Model::random(ModelKind::Tiny, 7, &device);
-            let engine = Engine::new(device, model, Task::Embed);
+            let engine = BurnEngine::for_device(&spec, device, model, Task::Embed);
             engine
-                .infer(&images, 2, 2, 224, &Normalize::imagenet())
+                .infer(&PixelBatch::new(&images, 2, 2, 224, &Normalize::imagenet()))
                 .expect("forward pass")
         };
         let (cpu, software) = (embed(DeviceSpec::Cpu), embed(DeviceSpec::Software));
@@ -291,7 +291,8 @@ fn real_efficientnet_lite0_weights_classify_photographs() {
     let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");
     let model = Model::load(ModelKind::EfficientnetLite0, &lite0_weights(), &device)
         .expect("real weights load");
-    let engine = Engine::new(device, model, Task::Classify { top_k: 5 });
+    let engine =
+        BurnEngine::for_device(&DeviceSpec::Cpu, device, model, Task::Classify { top_k: 5 });
     let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
     // What a person would call each photo: any of these ImageNet classes.
     let expected: [(&str, &[u32]); 4] = [
@@ -305,7 +306,7 @@ fn real_efficientnet_lite0_weights_classify_photographs() {
             .load_one(&samples.join(file))
             .expect("sample decodes");
         let prediction = engine
-            .infer(&pixels, 1, 1, 224, &spec.normalize)
+            .infer(&PixelBatch::new(&pixels, 1, 1, 224, &spec.normalize))
             .expect("forward")
             .remove(0);
         let Prediction::TopK(top) = prediction else {
@@ -350,9 +351,13 @@ fn half_precision_on_the_cpu_stays_close_to_pytorch() {
         ];
         for (kind, weights, normalize) in cases {
             let model = Model::load(kind, &weights, &device).expect("weights load");
-            let engine =
-                Engine::for_device(&spec, device.clone(), model, Task::Classify { top_k: 1000 })
-                    .with_float_dtype(dtype);
+            let engine = BurnEngine::for_device(
+                &spec,
+                device.clone(),
+                model,
+                Task::Classify { top_k: 1000 },
+            )
+            .with_float_dtype(dtype);
             let got = probabilities(&engine, &images(), &normalize);
             let want = &reference.cases[kind.name()].probs;
             assert_close(&format!("{kind} in f16"), &spec, &got, want, HALF_TOLERANCE);

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
-use gpu_worker::{Engine, Model};
+use gpu_worker::{BurnEngine, Engine, Model, PixelBatch};
 use pipeline_core::{DeviceSpec, ModelKind, Normalize, Task};
 
 fn model_only(c: &mut Criterion) {
@@ -21,7 +21,8 @@ fn model_only(c: &mut Criterion) {
         ModelKind::Resnet50,
         ModelKind::EfficientnetLite0,
     ] {
-        let engine = Engine::new(
+        let engine = BurnEngine::for_device(
+            &DeviceSpec::Cpu,
             device.clone(),
             Model::random(kind, 1, &device),
             Task::Classify { top_k: 5 },
@@ -34,7 +35,13 @@ fn model_only(c: &mut Criterion) {
             group.bench_function(BenchmarkId::new(kind.name(), batch), |b| {
                 b.iter(|| {
                     engine
-                        .infer(&pixels, batch, batch, 224, &Normalize::imagenet())
+                        .infer(&PixelBatch::new(
+                            &pixels,
+                            batch,
+                            batch,
+                            224,
+                            &Normalize::imagenet(),
+                        ))
                         .expect("forward pass")
                 })
             });

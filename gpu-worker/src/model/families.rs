@@ -13,7 +13,7 @@ use super::resnet::ResNetDepth;
 use super::tensors::Tensors;
 use super::tiny::Tiny;
 use super::vit::{Activation, Pooling, PosInterpolation, VitConfig};
-use crate::checkpoint::Checkpoint;
+use crate::model::checkpoint::Checkpoint;
 use crate::weights_error::{WeightsError, summarise};
 
 /// A model architecture: a family and its configuration.

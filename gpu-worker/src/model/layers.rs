@@ -1,6 +1,6 @@
 //! The layers the ViT and ConvNeXt share (LayerNorm, Linear, attention),
 //! each with the form it takes where the burn engine says a device needs
-//! software forms ([`crate::device::takes_software_forms`]: Mesa's
+//! software forms ([`crate::burn_engine::device::takes_software_forms`]: Mesa's
 //! lavapipe, whose shader compiler crashes on burn's matmul, `layer_norm`
 //! and fused reduce-then-elementwise kernels): Linear layers and means
 //! become 3×1 convolutions, attention broadcast products summed over the
@@ -11,11 +11,11 @@ use burn::tensor::module::{conv2d, layer_norm, linear};
 use burn::tensor::ops::{ConvOptions, PadMode};
 use burn::tensor::{Device, Tensor, TensorData};
 
-use crate::checkpoint::HostTensor;
+use crate::model::checkpoint::HostTensor;
 
 /// Whether `x`'s device takes the software forms.
 fn software<const D: usize>(x: &Tensor<D>) -> bool {
-    crate::device::takes_software_forms(&x.device())
+    crate::burn_engine::device::takes_software_forms(&x.device())
 }
 
 /// A host tensor on `device`.

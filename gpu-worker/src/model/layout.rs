@@ -15,7 +15,7 @@ use std::fmt;
 use pipeline_core::CropRounding;
 use regex::Regex;
 
-use crate::checkpoint::Checkpoint;
+use crate::model::checkpoint::Checkpoint;
 
 /// A published way of naming a model's tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,6 +6,7 @@
 //! ViT families and ConvNeXt are built from a checkpoint's tensors by
 //! canonical name (`families.rs`, `layout.rs`).
 
+pub(crate) mod checkpoint;
 pub(crate) mod convnext;
 pub(crate) mod cpu;
 mod cpu_resnet;
@@ -21,6 +22,7 @@ mod resnet;
 pub(crate) mod tensors;
 mod tiny;
 pub(crate) mod vit;
+mod weights;
 
 use std::path::Path;
 
@@ -33,6 +35,7 @@ use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, FloatDType, Tensor};
 use pipeline_core::{CropRounding, EmbedPooling, ModelKind};
 
+use self::checkpoint::Checkpoint;
 use self::convnext::ConvNext;
 use self::cpu_resnet::ResNetNetwork;
 use self::efficientnet_lite::EfficientNetLite;
@@ -44,8 +47,6 @@ use self::resnet::ResNet;
 use self::tensors::Tensors;
 use self::tiny::Tiny;
 use self::vit::Vit;
-use crate::checkpoint::Checkpoint;
-use crate::weights;
 use crate::weights_error::WeightsError;
 use crate::zero_shot::{ClassMatrix, LogitParams, Probabilities, ZeroShotError, ZeroShotRule};
 
@@ -211,18 +212,12 @@ impl Model {
                 weight[d * k + class] = v * scale;
             }
         }
-        let bias = params.bias.map(|b| {
-            layers::upload(
-                crate::checkpoint::HostTensor::new(vec![k], vec![b; k]),
-                device,
-            )
-        });
+        let bias = params
+            .bias
+            .map(|b| layers::upload(checkpoint::HostTensor::new(vec![k], vec![b; k]), device));
         self.zero_shot = Some(ZeroShotHead {
             dense: Dense {
-                weight: layers::upload(
-                    crate::checkpoint::HostTensor::new(vec![dim, k], weight),
-                    device,
-                ),
+                weight: layers::upload(checkpoint::HostTensor::new(vec![dim, k], weight), device),
                 bias,
             },
             probabilities: rule.activation,

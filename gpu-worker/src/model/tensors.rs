@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use regex::Regex;
 
-use crate::checkpoint::{Checkpoint, HostTensor};
+use crate::model::checkpoint::{Checkpoint, HostTensor};
 use crate::model::layout::{Layout, Place, file_shapes, place};
 use crate::weights_error::WeightsError;
 use crate::weights_error::summarise;

@@ -20,7 +20,7 @@ use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 use pipeline_core::EmbedPooling;
 
-use crate::checkpoint::HostTensor;
+use crate::model::checkpoint::HostTensor;
 use crate::model::cpu::gelu;
 use crate::model::layers::{Dense, Norm, last_axis_mean, scaled_dot_product, upload};
 use crate::model::network::Network;

@@ -1,7 +1,13 @@
-//! No source file of the workspace imports, through any chain, a file that
-//! imports it back (#27). A circle between files means no file of it can be
-//! read, tested or moved alone; it is also where a low floor (an error
-//! type, a flag) grew up inside a high one.
+//! House rules the tree itself is checked for (#27):
+//!
+//! - No source file of the workspace imports, through any chain, a file
+//!   that imports it back. A circle between files means no file of it can
+//!   be read, tested or moved alone; it is also where a low floor (an
+//!   error type, a flag) grew up inside a high one.
+//! - burn is named only by the burn engine (`gpu-worker/src/burn_engine/`)
+//!   and the model families written for it (`gpu-worker/src/model/`):
+//!   everything else talks to the engine seam, which another engine plugs
+//!   into.
 //!
 //! Each crate's files are parsed with `syn`. An edge `a → b` is any path in
 //! `a` that starts at `crate`, `self` or `super` and names `b`'s module or
@@ -18,7 +24,8 @@ use syn::visit::Visit;
 /// A module path inside one crate: `[]` is the crate root.
 type Module = Vec<String>;
 
-/// The crates whose files must not form circles.
+/// The crates whose files must not form circles, and that may name burn
+/// only where [`BURN_HOMES`] says.
 const CRATES: [&str; 5] = [
     "pipeline-core",
     "loader",
@@ -86,6 +93,86 @@ fn the_check_finds_circles_and_only_circles() {
     assert_eq!(circles(&clean), Vec::<String>::new());
 }
 
+/// Where burn may be named: the burn engine and its model families.
+const BURN_HOMES: [&str; 2] = ["gpu-worker/src/burn_engine/", "gpu-worker/src/model/"];
+
+/// The crates of burn and the runtime under it.
+const BURN_CRATES: [&str; 6] = [
+    "burn",
+    "burn_flex",
+    "burn_std",
+    "burn_tensor",
+    "cubecl",
+    "cubecl_runtime",
+];
+
+#[test]
+fn burn_is_named_only_by_the_burn_engine_and_its_model_families() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli sits in the workspace");
+    let mut outside = Vec::new();
+    let mut inside = 0;
+    for krate in CRATES {
+        for (_, path) in crate_files(&root.join(krate).join("src")) {
+            let rel = path
+                .strip_prefix(root)
+                .expect("under the workspace")
+                .to_string_lossy()
+                .into_owned();
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            let named = burn_names(&text);
+            if BURN_HOMES.iter().any(|home| rel.starts_with(home)) {
+                inside += named.len();
+            } else if let Some(first) = named.first() {
+                outside.push(format!("{rel}: {first}"));
+            }
+        }
+    }
+    assert!(
+        inside > 0,
+        "the burn engine names burn (the check reads paths)"
+    );
+    assert!(
+        outside.is_empty(),
+        "burn named outside the burn engine:\n{}",
+        outside.join("\n")
+    );
+}
+
+#[test]
+fn the_burn_check_finds_uses_types_and_calls_but_not_tests() {
+    assert_eq!(
+        burn_names("use burn::tensor::Tensor;"),
+        ["burn::tensor::Tensor"]
+    );
+    assert_eq!(
+        burn_names("fn f(x: burn_flex::FlexTensor) { cubecl::x(); }"),
+        ["burn_flex::FlexTensor", "cubecl::x"]
+    );
+    assert!(burn_names("use crate::burn_engine::BurnEngine; // burn").is_empty());
+    assert!(burn_names("#[cfg(test)] mod tests { use burn::tensor::Tensor; }").is_empty());
+}
+
+/// Every path in `text` (outside `#[cfg(test)]` items) that starts at one
+/// of [`BURN_CRATES`].
+fn burn_names(text: &str) -> Vec<String> {
+    let file = syn::parse_file(text).expect("a Rust file parses");
+    let me = Vec::new();
+    let mut paths = Paths {
+        me: &me,
+        found: Vec::new(),
+        keep_external: true,
+    };
+    paths.visit_file(&file);
+    paths
+        .found
+        .into_iter()
+        .filter(|p| p.first().is_some_and(|c| BURN_CRATES.contains(&c.as_str())))
+        .map(|p| p.join("::"))
+        .collect()
+}
+
 fn module(dotted: &str) -> Module {
     dotted
         .split("::")
@@ -142,6 +229,7 @@ fn circles(files: &[(Module, String)]) -> Vec<String> {
         let mut paths = Paths {
             me,
             found: Vec::new(),
+            keep_external: false,
         };
         paths.visit_file(&file);
         let targets = edges.entry(me).or_default();
@@ -192,6 +280,8 @@ fn circles(files: &[(Module, String)]) -> Vec<String> {
 struct Paths<'a> {
     me: &'a Module,
     found: Vec<Module>,
+    /// Also keep paths that start at another crate, as written.
+    keep_external: bool,
 }
 
 impl Paths<'_> {
@@ -203,7 +293,12 @@ impl Paths<'_> {
         let mut at: Module = match first.as_str() {
             "crate" => Vec::new(),
             "self" | "super" => self.me.clone(),
-            _ => return,
+            _ => {
+                if self.keep_external {
+                    self.found.push(segments.to_vec());
+                }
+                return;
+            }
         };
         let mut rest = segments;
         if first == "crate" {

@@ -17,15 +17,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use burn::tensor::{Device, DeviceKind, FloatDType, Tensor};
 use pipeline_core::{DeviceSpec, Precision};
 
-/// A device that cannot be used.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot open device {spec}: {message}")]
-pub struct DeviceError {
-    /// The device asked for.
-    pub spec: DeviceSpec,
-    /// Why it failed.
-    pub message: String,
-}
+use crate::engine::DeviceError;
 
 /// The burn device for `spec`. A GPU index is resolved through [`gpus`];
 /// an index past the last GPU is an error naming the GPUs there are.

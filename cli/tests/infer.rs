@@ -955,6 +955,11 @@ fn models_lists_every_model_with_its_preprocessing_and_layouts() {
     assert_eq!(find("vit_b_16")["zero_shot"], false);
     assert_eq!(find("clip_vit_l_14")["embedding_dim"], 768);
     assert_eq!(find("vit_l_16")["preprocess_spec"]["resize_shorter"], 242);
+    // Every registry row, each with the engines that run it.
+    assert_eq!(models.len(), 20);
+    for m in models {
+        assert_eq!(m["engines"], serde_json::json!(["burn"]), "{m}");
+    }
     let table = pipeline(&["models"], dir.path(), dir.path());
     assert_eq!(table.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&table.stdout).contains("dinov2_vitb14"));

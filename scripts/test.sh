@@ -7,8 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Mesa's lavapipe: a real Vulkan device on the CPU for the GPU code path.
-packages=(mesa-vulkan-drivers libvulkan1)
+# Mesa's lavapipe: a real Vulkan device on the CPU for the GPU code path;
+# nasm: libjpeg-turbo's SIMD code (without it the JPEG decoder builds as
+# plain C, and loader's `libjpeg_turbo_was_built_with_simd` test fails).
+packages=(mesa-vulkan-drivers libvulkan1 nasm)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,7 @@
 //! `pipeline devices`: every Vulkan adapter (name, type, backend, driver, PCI
-//! bus id, memory where NVML knows it), which `--gpus` value selects it, and
-//! the CPU with its load.
+//! bus id, memory where NVML knows it), which `--gpus` value selects it, the
+//! CPU with its load, and the JPEG decoder the loader runs (whether its SIMD
+//! code was built).
 
 use serde::Serialize;
 
@@ -14,6 +15,8 @@ struct Listing {
     nvidia: Vec<String>,
     /// Why NVML's GPUs are not usable through Vulkan, and the fix.
     unusable_gpus: Option<String>,
+    /// What decodes JPEGs, and whether with SIMD.
+    jpeg_decoder: loader::JpegDecoder,
 }
 
 #[derive(Serialize)]
@@ -42,6 +45,7 @@ pub(crate) fn run(json: bool) -> Outcome {
         adapters,
         nvidia: probe.nvidia,
         unusable_gpus: crate::diagnose::explain(&facts),
+        jpeg_decoder: loader::jpeg_decoder(),
         cpu: Cpu {
             spec: "cpu",
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -107,6 +111,7 @@ fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
     if let Some(why) = &listing.unusable_gpus {
         writeln!(text, "{why}")?;
     }
+    writeln!(text, "JPEG decoder: {}", listing.jpeg_decoder)?;
 
     Ok(text)
 }

@@ -664,6 +664,16 @@ fn devices_lists_every_adapter_and_says_when_there_is_no_gpu() {
         let name = a["name"].as_str().expect("an adapter's name");
         assert!(text.contains(name), "{name} is in the table: {text}");
     }
+    // The JPEG decoder, and whether its SIMD code was built: the same in
+    // both forms.
+    let simd = listing["jpeg_decoder"]["simd"]
+        .as_bool()
+        .expect("jpeg_decoder.simd");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("JPEG decoder: libjpeg-turbo"))
+        .unwrap_or_else(|| panic!("the decoder's line: {text}"));
+    assert_eq!(line.contains("without SIMD"), !simd, "{line}");
 }
 
 /// A worker that dies mid-run (SIGABRT, injected) costs its chunk, not the

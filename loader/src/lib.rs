@@ -12,6 +12,7 @@
 mod batch;
 mod decode;
 mod fetch;
+mod jpeg_simd;
 mod preprocess;
 pub mod remote;
 mod resample;
@@ -21,6 +22,7 @@ pub mod synthetic;
 
 pub use batch::{Batch, WorkGroup, WorkItem};
 pub use decode::{RgbImage, decode_rgb};
+pub use jpeg_simd::{JpegDecoder, jpeg_decoder};
 pub use preprocess::Preprocessor;
 pub use stream::{
     BATCH_QUEUE_CAPACITY, BatchStream, FETCH_QUEUE_MIN, Loader, LoaderConfig, LoaderError, Ready,

@@ -106,6 +106,9 @@ struct BenchConfig<'a> {
 struct Machine {
     cores: usize,
     pipeline: &'static str,
+    /// What decodes JPEGs, and whether with SIMD: a loader figure means
+    /// little without it.
+    jpeg_decoder: loader::JpegDecoder,
 }
 
 pub(super) fn report_json<'a>(
@@ -141,6 +144,7 @@ pub(super) fn report_json<'a>(
         machine: Machine {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
             pipeline: env!("CARGO_PKG_VERSION"),
+            jpeg_decoder: loader::jpeg_decoder(),
         },
     }
 }

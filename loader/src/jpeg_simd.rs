@@ -2,9 +2,10 @@
 //! for it (`mozjpeg`'s `nasm_simd`), but libjpeg's build script falls back
 //! to plain C, with a warning cargo hides, when `nasm` is missing: the
 //! decoded pixels are the same (libjpeg-turbo's SIMD islow IDCT and fancy
-//! upsampling equal its C code), and the exact loader about 1.3× slower on
-//! 500×375 photos (BENCHMARKS.md). So the build is asked, not assumed: `pipeline devices` and the bench report say what it is, and
-//! a test fails where SIMD did not build.
+//! upsampling equal its C code), and the exact loader 1.3× slower or more
+//! on 500×375 photos (BENCHMARKS.md). So the build is asked, not assumed:
+//! `pipeline devices` and the bench report say what it is, and a test
+//! fails where SIMD did not build.
 
 use serde::Serialize;
 

@@ -13,7 +13,7 @@ use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer
 use pipeline_core::{DecodeLimits, ItemError, ItemErrorKind, PreprocessSpec, ResizeFilter};
 
 use crate::decode::RgbImage;
-use crate::resample::{Filter, resize_rgb};
+use crate::resample::{Filter, Window, resize_rgb};
 
 /// Reusable resize state: one per thread, so the hot path does not allocate
 /// once its buffers have grown to the largest image seen.
@@ -60,18 +60,28 @@ impl Preprocessor {
             ResizeFilter::Lanczos3 => Some(Filter::Lanczos),
             ResizeFilter::Nearest => None,
         };
-        let resized: &[u8] = if (rw, rh) == (image.width, image.height) {
-            &image.pixels
+        let (x0, y0) = spec.crop_origin(rw, rh);
+        let (x0, y0) = (x0 as usize, y0 as usize);
+        if (rw, rh) == (image.width, image.height) {
+            crop_hwc_to_chw(&image.pixels, rw as usize, (x0, y0), side, out);
         } else if let Some(filter) = exact {
+            // Only the crop is computed (the same pixels as the whole
+            // resize's): a `side`-wide window.
             resize_rgb(
                 &image.pixels,
                 (image.width as usize, image.height as usize),
                 (rw as usize, rh as usize),
+                Window {
+                    x: x0,
+                    y: y0,
+                    width: side,
+                    height: side,
+                },
                 filter,
                 &mut self.scratch,
                 &mut self.resized,
             );
-            &self.resized
+            crop_hwc_to_chw(&self.resized, side, (0, 0), side, out);
         } else {
             let len = rw as usize * rh as usize * 3;
             self.resized.resize(len, 0);
@@ -83,10 +93,8 @@ impl Preprocessor {
             self.resizer
                 .resize(&src, &mut dst, &options)
                 .map_err(|e| internal(format!("resize: {e}")))?;
-            &self.resized[..len]
-        };
-        let (x0, y0) = spec.crop_origin(rw, rh);
-        crop_hwc_to_chw(resized, rw as usize, (x0 as usize, y0 as usize), side, out);
+            crop_hwc_to_chw(&self.resized[..len], rw as usize, (x0, y0), side, out);
+        }
         Ok(())
     }
 }

@@ -122,39 +122,66 @@ fn clip8(acc: i32) -> u8 {
     (acc >> PRECISION_BITS).clamp(0, 255) as u8
 }
 
-/// Resizes interleaved RGB `src` (`width × height`) to `out_w × out_h` into
-/// `dst`, exactly as Pillow's `Image.resize(…, filter)` does. `scratch` holds
-/// the horizontal pass between calls.
+/// The part of a resized image to compute: `width × height` output
+/// pixels from `(x, y)`, the centre crop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub(crate) x: usize,
+    pub(crate) y: usize,
+    pub(crate) width: usize,
+    pub(crate) height: usize,
+}
+
+/// Resizes interleaved RGB `src` (`width × height`) to `out_w × out_h`
+/// exactly as Pillow's `Image.resize(…, filter)` does, and writes only the
+/// pixels of `window` into `dst` (interleaved RGB, `window.width` a row).
+/// Each output pixel is the same sums in the same order as Pillow's: the
+/// horizontal pass runs over the rows the window's vertical taps read and
+/// the columns the window keeps, the vertical pass over the window. For a
+/// 500×375 photo cropped to 224 that is about half of a whole resize's
+/// work. `scratch` holds the horizontal pass between calls.
 pub(crate) fn resize_rgb(
     src: &[u8],
     (width, height): (usize, usize),
     (out_w, out_h): (usize, usize),
+    window: Window,
     filter: Filter,
     scratch: &mut Vec<u8>,
     dst: &mut Vec<u8>,
 ) {
     assert_eq!(src.len(), width * height * 3, "source is RGB");
+    assert!(
+        window.width > 0
+            && window.height > 0
+            && window.x + window.width <= out_w
+            && window.y + window.height <= out_h,
+        "the window lies inside the resized image"
+    );
     let horizontal = out_w != width;
     let vertical = out_h != height;
     let rows = coefficients(height, out_h, filter);
-    // Only the rows the vertical pass reads go through the horizontal one.
+    let rows_kept = window.y..window.y + window.height;
+    // Only the rows the window's vertical taps read go through the
+    // horizontal pass; without a vertical pass, the window's own rows.
     let (first_row, last_row) = if vertical {
-        let first = rows.bounds[0].0;
-        let (start, count) = rows.bounds[out_h - 1];
+        let first = rows.bounds[rows_kept.start].0;
+        let (start, count) = rows.bounds[rows_kept.end - 1];
         (first, start + count)
     } else {
-        (0, height)
+        (rows_kept.start, rows_kept.end)
     };
-    let (mid, mid_h): (&[u8], usize) = if horizontal {
+    let mid_h = last_row - first_row;
+    let mid_w = window.width;
+    let bias = 1i32 << (PRECISION_BITS - 1);
+    scratch.clear();
+    scratch.resize(mid_w * mid_h * 3, 0);
+    if horizontal {
         let cols = coefficients(width, out_w, filter);
-        let mid_h = last_row - first_row;
-        scratch.clear();
-        scratch.resize(out_w * mid_h * 3, 0);
-        let bias = 1i32 << (PRECISION_BITS - 1);
         for y in 0..mid_h {
             let row = &src[(first_row + y) * width * 3..(first_row + y + 1) * width * 3];
-            let out = &mut scratch[y * out_w * 3..(y + 1) * out_w * 3];
-            for (xx, px) in out.chunks_exact_mut(3).enumerate() {
+            let out = &mut scratch[y * mid_w * 3..(y + 1) * mid_w * 3];
+            for (i, px) in out.chunks_exact_mut(3).enumerate() {
+                let xx = window.x + i;
                 let (xmin, count) = cols.bounds[xx];
                 let k = &cols.weights[xx * cols.ksize..xx * cols.ksize + count];
                 let (mut r, mut g, mut b) = (bias, bias, bias);
@@ -169,36 +196,36 @@ pub(crate) fn resize_rgb(
                 px[2] = clip8(b);
             }
         }
-        (scratch.as_slice(), mid_h)
     } else {
-        (
-            &src[first_row * width * 3..last_row * width * 3],
-            last_row - first_row,
-        )
-    };
+        // No horizontal pass: the window's columns of the source rows.
+        for y in 0..mid_h {
+            let start = ((first_row + y) * width + window.x) * 3;
+            scratch[y * mid_w * 3..(y + 1) * mid_w * 3]
+                .copy_from_slice(&src[start..start + mid_w * 3]);
+        }
+    }
+    let stride = mid_w * 3;
     dst.clear();
     if !vertical {
-        dst.extend_from_slice(&mid[..out_w * mid_h * 3]);
+        dst.extend_from_slice(&scratch[..stride * mid_h]);
         return;
     }
-    dst.resize(out_w * out_h * 3, 0);
-    let bias = 1i32 << (PRECISION_BITS - 1);
-    let stride = out_w * 3;
+    dst.resize(stride * window.height, 0);
     // Row by row (the same sums in the same order as Pillow's per-pixel
     // loop, integer and exact), so the compiler vectorises across the row.
     let mut acc = vec![0i32; stride];
-    for yy in 0..out_h {
+    for (i, yy) in rows_kept.enumerate() {
         let (ymin, count) = rows.bounds[yy];
         let ymin = ymin - first_row;
         let k = &rows.weights[yy * rows.ksize..yy * rows.ksize + count];
         acc.fill(bias);
         for (y, &w) in k.iter().enumerate() {
-            let row = &mid[(ymin + y) * stride..(ymin + y + 1) * stride];
+            let row = &scratch[(ymin + y) * stride..(ymin + y + 1) * stride];
             for (a, &p) in acc.iter_mut().zip(row) {
                 *a += i32::from(p) * w;
             }
         }
-        let out = &mut dst[yy * stride..(yy + 1) * stride];
+        let out = &mut dst[i * stride..(i + 1) * stride];
         for (v, &a) in out.iter_mut().zip(&acc) {
             *v = clip8(a);
         }
@@ -237,6 +264,7 @@ mod tests {
             &src,
             (40, 30),
             (17, 11),
+            whole(17, 11),
             Filter::Bicubic,
             &mut scratch,
             &mut dst,
@@ -247,10 +275,74 @@ mod tests {
             &ramp,
             (40, 30),
             (40, 30),
+            whole(40, 30),
             Filter::Bilinear,
             &mut scratch,
             &mut dst,
         );
         assert_eq!(dst, ramp);
+    }
+
+    fn whole(width: usize, height: usize) -> Window {
+        Window {
+            x: 0,
+            y: 0,
+            width,
+            height,
+        }
+    }
+
+    /// A window of the resize is that window of the whole resize, byte for
+    /// byte, for every filter, shrinking and growing, with one axis or both
+    /// resized, at every offset of a sliding window.
+    #[test]
+    fn a_window_is_the_same_pixels_as_the_whole_resize() {
+        let src: Vec<u8> = (0..53 * 37 * 3)
+            .map(|i: usize| (i.wrapping_mul(2_654_435_761) >> 7) as u8)
+            .collect();
+        let (mut scratch, mut whole_dst, mut part) = (Vec::new(), Vec::new(), Vec::new());
+        let mut windows = 0;
+        for filter in [Filter::Bilinear, Filter::Bicubic, Filter::Lanczos] {
+            for (out_w, out_h) in [(31, 22), (90, 61), (53, 20), (20, 37)] {
+                resize_rgb(
+                    &src,
+                    (53, 37),
+                    (out_w, out_h),
+                    whole(out_w, out_h),
+                    filter,
+                    &mut scratch,
+                    &mut whole_dst,
+                );
+                assert_eq!(whole_dst.len(), out_w * out_h * 3);
+                let (cw, ch) = (out_w.min(17), out_h.min(13));
+                for y in (0..=out_h - ch).step_by(3) {
+                    for x in (0..=out_w - cw).step_by(5) {
+                        let window = Window {
+                            x,
+                            y,
+                            width: cw,
+                            height: ch,
+                        };
+                        resize_rgb(
+                            &src,
+                            (53, 37),
+                            (out_w, out_h),
+                            window,
+                            filter,
+                            &mut scratch,
+                            &mut part,
+                        );
+                        for row in 0..ch {
+                            let want = &whole_dst
+                                [((y + row) * out_w + x) * 3..((y + row) * out_w + x + cw) * 3];
+                            let got = &part[row * cw * 3..(row + 1) * cw * 3];
+                            assert_eq!(got, want, "{filter:?} {out_w}x{out_h} at ({x}, {y})");
+                        }
+                        windows += 1;
+                    }
+                }
+            }
+        }
+        assert!(windows > 100, "{windows} windows checked");
     }
 }

@@ -36,9 +36,7 @@ const CRATES: [&str; 5] = [
 
 #[test]
 fn no_source_file_imports_a_file_that_imports_it_back() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("cli sits in the workspace");
+    let root = workspace();
     let mut report = String::new();
     for krate in CRATES {
         let files = crate_files(&root.join(krate).join("src"));
@@ -108,9 +106,7 @@ const BURN_CRATES: [&str; 6] = [
 
 #[test]
 fn burn_is_named_only_by_the_burn_engine_and_its_model_families() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("cli sits in the workspace");
+    let root = workspace();
     let mut outside = Vec::new();
     let mut inside = 0;
     for krate in CRATES {
@@ -171,6 +167,13 @@ fn burn_names(text: &str) -> Vec<String> {
         .filter(|p| p.first().is_some_and(|c| BURN_CRATES.contains(&c.as_str())))
         .map(|p| p.join("::"))
         .collect()
+}
+
+/// The workspace's root folder.
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli sits in the workspace")
 }
 
 fn module(dotted: &str) -> Module {

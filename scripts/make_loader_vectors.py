@@ -70,6 +70,9 @@ def main():
     save("cat.bmp", small, "BMP")
     save("cat.tiff", small, "TIFF")
     save("cat.webp", small, "WEBP", lossless=True)
+    # Lossy WebP (VP8, 4:2:0 chroma, fancy upsampling on decode): decoders
+    # may differ here, and the loader must decode as Pillow's libwebp does.
+    save("cat_lossy.webp", cat, "WEBP", quality=85)
     # 16-bit RGB: each 8-bit value v stored as v * 257, so both Pillow's
     # high-byte reduction and rounding give back v.
     arr16 = (np.asarray(small).astype(np.uint16) * 257)

@@ -104,8 +104,35 @@ pub(crate) fn decode_bytes(
         }
     }
 
+    if format == ImageFormat::WebP
+        && let Some(image) = decode_webp(bytes)
+    {
+        return Ok(image);
+    }
+
     let image = reader(bytes).decode().map_err(map_image_error)?;
     Ok(into_rgb(image))
+}
+
+/// A still WebP through libwebp, the decoder Pillow links, as RGB: alpha
+/// dropped, as Pillow's `convert("RGB")` drops it. `None` for an animated
+/// file or one libwebp refuses: the `image` crate's decoder then decodes
+/// it (an animation's first frame, as Pillow) or says what is wrong.
+fn decode_webp(bytes: &[u8]) -> Option<RgbImage> {
+    let image = webp::Decoder::new(bytes).decode()?;
+    let pixels = if image.is_alpha() {
+        image
+            .chunks_exact(4)
+            .flat_map(|p| [p[0], p[1], p[2]])
+            .collect()
+    } else {
+        image.to_vec()
+    };
+    Some(RgbImage {
+        width: image.width(),
+        height: image.height(),
+        pixels,
+    })
 }
 
 fn into_rgb(image: DynamicImage) -> RgbImage {

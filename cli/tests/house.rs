@@ -36,18 +36,11 @@ const CRATES: [&str; 5] = [
 
 #[test]
 fn no_source_file_imports_a_file_that_imports_it_back() {
-    let root = workspace();
     let mut report = String::new();
     for krate in CRATES {
-        let files = crate_files(&root.join(krate).join("src"));
-        assert!(files.len() > 3, "{krate}: found its source files");
-        let sources: Vec<(Module, String)> = files
+        let sources: Vec<(Module, String)> = crate_sources(krate)
             .into_iter()
-            .map(|(module, path)| {
-                let text = std::fs::read_to_string(&path)
-                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-                (module, text)
-            })
+            .map(|(module, _, text)| (module, text))
             .collect();
         for circle in circles(&sources) {
             report.push_str(&format!("{krate}: {circle}\n"));
@@ -106,17 +99,10 @@ const BURN_CRATES: [&str; 6] = [
 
 #[test]
 fn burn_is_named_only_by_the_burn_engine_and_its_model_families() {
-    let root = workspace();
     let mut outside = Vec::new();
     let mut inside = 0;
     for krate in CRATES {
-        for (_, path) in crate_files(&root.join(krate).join("src")) {
-            let rel = path
-                .strip_prefix(root)
-                .expect("under the workspace")
-                .to_string_lossy()
-                .into_owned();
-            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+        for (_, rel, text) in crate_sources(krate) {
             let named = burn_names(&text);
             if BURN_HOMES.iter().any(|home| rel.starts_with(home)) {
                 inside += named.len();
@@ -169,11 +155,26 @@ fn burn_names(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The workspace's root folder.
-fn workspace() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+/// Every source file of `krate`: its module, its path from the workspace
+/// root, and its text.
+fn crate_sources(krate: &str) -> Vec<(Module, String, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
-        .expect("cli sits in the workspace")
+        .expect("cli sits in the workspace");
+    let files = crate_files(&root.join(krate).join("src"));
+    assert!(files.len() > 3, "{krate}: found its source files");
+    files
+        .into_iter()
+        .map(|(module, path)| {
+            let rel = path
+                .strip_prefix(root)
+                .expect("under the workspace")
+                .to_string_lossy()
+                .into_owned();
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{rel}: {e}"));
+            (module, rel, text)
+        })
+        .collect()
 }
 
 fn module(dotted: &str) -> Module {

@@ -405,7 +405,31 @@ fn map_image_error(e: ImageError) -> ItemError {
 
 #[cfg(test)]
 mod tests {
-    use super::{draft_numerator, format_is_truncated_jpeg};
+    use super::{decode_webp, draft_numerator, format_is_truncated_jpeg, into_rgb};
+
+    /// Still WebP files decode through libwebp (`decode_webp` gives an
+    /// image), lossless and lossy, to the same pixels as the `image`
+    /// crate's decoder (the loader vectors hold both to Pillow's crops).
+    #[test]
+    fn still_webp_decodes_through_libwebp() {
+        let vectors = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/inputs");
+        for name in ["cat.webp", "cat_lossy.webp"] {
+            let bytes = std::fs::read(vectors.join(name)).expect("a committed vector");
+            let ours = decode_webp(&bytes).expect("libwebp decodes a still WebP");
+            let theirs = into_rgb(image::load_from_memory(&bytes).expect("image decodes it"));
+            assert_eq!(
+                (ours.width, ours.height),
+                (theirs.width, theirs.height),
+                "{name}"
+            );
+            assert!(ours.pixels == theirs.pixels, "{name}: the same pixels");
+        }
+        let cut = std::fs::read(vectors.join("cat_lossy.webp")).expect("a committed vector");
+        assert!(
+            decode_webp(&cut[..cut.len() / 2]).is_none(),
+            "a cut file is refused"
+        );
+    }
 
     #[test]
     fn draft_takes_the_largest_reduction_that_still_covers_the_target() {

@@ -25,7 +25,8 @@ impl std::fmt::Display for JpegDecoder {
         } else {
             write!(
                 f,
-                "{} without SIMD (built without nasm, or a CPU without SSE2): the same pixels, slower",
+                "{} without SIMD (built without nasm, or a CPU without SSE2): the same pixels, \
+                 slower; install nasm and rebuild (cargo clean -p mozjpeg-sys)",
                 self.library
             )
         }

@@ -52,7 +52,9 @@ pub fn device_for(spec: &DeviceSpec) -> Result<Device, DeviceError> {
 /// kernels. The one place that decides it: the layers ask it of their
 /// tensors' device (`model/layers.rs`), the engine of its own.
 pub(crate) fn takes_software_forms(device: &Device) -> bool {
-    *device == Device::vulkan(DeviceKind::Cpu)
+    // Built once: the layers ask this of every tensor they run.
+    static LAVAPIPE: std::sync::OnceLock<Device> = std::sync::OnceLock::new();
+    device == LAVAPIPE.get_or_init(|| Device::vulkan(DeviceKind::Cpu))
 }
 
 /// One Vulkan adapter as the driver describes it.

@@ -45,6 +45,19 @@ pub(crate) fn decode_bytes(
     spec: &PreprocessSpec,
     limits: &DecodeLimits,
 ) -> Result<RgbImage, ItemError> {
+    decode_bytes_into(bytes, spec, limits, Vec::new())
+}
+
+/// [`decode_bytes`], decoding JPEGs into `spare`'s memory: a decoder
+/// thread that hands back each image's pixels decodes the next one into
+/// pages already mapped (a fresh 36 MB buffer per 12 MP photo cost 11% of
+/// the time in the kernel zeroing pages).
+pub(crate) fn decode_bytes_into(
+    bytes: &[u8],
+    spec: &PreprocessSpec,
+    limits: &DecodeLimits,
+    spare: Vec<u8>,
+) -> Result<RgbImage, ItemError> {
     if bytes.is_empty() {
         return Err(ItemError::new(
             ItemErrorKind::Decode,
@@ -98,7 +111,7 @@ pub(crate) fn decode_bytes(
             Some(JpegScale::Full)
         };
         if let Some(scale) = scale
-            && let Some(image) = decode_jpeg_turbo(bytes, scale, limits)?
+            && let Some(image) = decode_jpeg_turbo(bytes, scale, limits, spare)?
         {
             return Ok(image);
         }
@@ -180,9 +193,11 @@ fn format_is_truncated_jpeg(bytes: &[u8]) -> bool {
         // Bytes that are not a marker are extraneous data, which libjpeg
         // (so Pillow) skips with a warning: skip to the next 0xFF, then its
         // fill bytes, to the marker code.
-        while bytes.get(i).is_some_and(|&b| b != 0xFF) {
-            i += 1;
-        }
+        // memchr's SIMD search: a 12 MP photo's scan is megabytes.
+        i = bytes
+            .get(i..)
+            .and_then(|rest| memchr::memchr(0xFF, rest))
+            .map_or(bytes.len(), |at| i + at);
         while bytes.get(i) == Some(&0xFF) {
             i += 1;
         }
@@ -249,8 +264,9 @@ fn decode_jpeg_turbo(
     bytes: &[u8],
     scale: JpegScale,
     limits: &DecodeLimits,
+    mut pixels: Vec<u8>,
 ) -> Result<Option<RgbImage>, ItemError> {
-    let decode = || -> std::io::Result<Option<(usize, usize, Vec<u8>)>> {
+    let decode = || -> std::io::Result<Option<(usize, usize)>> {
         let mut decoder = mozjpeg::Decompress::builder().from_mem(bytes)?;
         if matches!(
             decoder.color_space(),
@@ -277,9 +293,24 @@ fn decode_jpeg_turbo(
         }
         let mut started = decoder.rgb()?;
         let (width, height) = (started.width(), started.height());
-        let pixels = started.read_scanlines::<u8>()?;
+        let len = width * height * 3;
+        // Only what the last image did not reach is zeroed; the decoder
+        // writes every byte of `..len`.
+        if pixels.len() < len {
+            pixels
+                .try_reserve_exact(len - pixels.len())
+                .map_err(|_| std::io::ErrorKind::OutOfMemory)?;
+            pixels.resize(len, 0);
+        }
+        pixels.truncate(len);
+        let written = started.read_scanlines_into::<u8>(&mut pixels)?.len();
         started.finish()?;
-        Ok(Some((width, height, pixels)))
+        if written != len {
+            return Err(std::io::Error::other(format!(
+                "the decoder wrote {written} of {len} bytes"
+            )));
+        }
+        Ok(Some((width, height)))
     };
     let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(decode))
         .map_err(|payload| {
@@ -289,7 +320,7 @@ fn decode_jpeg_turbo(
             )
         })?
         .map_err(|e| ItemError::new(ItemErrorKind::Decode, e.to_string()))?;
-    let Some((width, height, pixels)) = decoded else {
+    let Some((width, height)) = decoded else {
         return Ok(None);
     };
     let (width, height) = (
@@ -406,6 +437,7 @@ fn map_image_error(e: ImageError) -> ItemError {
 #[cfg(test)]
 mod tests {
     use super::{decode_webp, draft_numerator, format_is_truncated_jpeg, into_rgb};
+    use pipeline_core::{DecodeLimits, PreprocessSpec};
 
     /// Still WebP files decode through libwebp (`decode_webp` gives an
     /// image), lossless and lossy, to the same pixels as the `image`
@@ -445,6 +477,21 @@ mod tests {
 
     fn jpeg() -> Vec<u8> {
         crate::synthetic::jpeg_photo(96, 64, 5, 85).expect("encode")
+    }
+
+    /// A decoder thread's spare buffer, larger and full of old bytes, gives
+    /// the same image as a fresh one, and is what the image is stored in.
+    #[test]
+    fn a_spare_buffer_decodes_the_same_image() {
+        let (spec, limits) = (PreprocessSpec::default(), DecodeLimits::default());
+        let fresh = super::decode_bytes(&jpeg(), &spec, &limits).expect("decodes");
+        let spare = vec![0xAB; fresh.pixels.len() * 3];
+        let spare_at = spare.as_ptr();
+        let reused = super::decode_bytes_into(&jpeg(), &spec, &limits, spare).expect("decodes");
+        assert_eq!(reused, fresh);
+        assert_eq!(reused.pixels.as_ptr(), spare_at, "decoded into the spare");
+        let small = super::decode_bytes_into(&jpeg(), &spec, &limits, vec![7; 5]).expect("grows");
+        assert_eq!(small, fresh);
     }
 
     #[test]

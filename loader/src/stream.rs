@@ -10,7 +10,7 @@
 //! more than that. Shutdown: dropping the [`BatchStream`] makes the next
 //! `send` fail and the producer returns.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::Path;
 use std::sync::Arc;
@@ -88,7 +88,14 @@ pub struct Loader {
 
 thread_local! {
     static PREPROCESSOR: RefCell<Preprocessor> = RefCell::new(Preprocessor::new());
+    /// The last image's pixel buffer, for the next decode on this thread.
+    static SPARE_PIXELS: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
+
+/// The largest pixel buffer a decoder thread keeps between images
+/// (a 21 MP photo): one giant image must not pin its memory on every
+/// thread for the rest of the run.
+const SPARE_PIXELS_MAX: usize = 64 << 20;
 
 impl Loader {
     /// Validates `config` and starts the decoder pool.
@@ -298,9 +305,14 @@ pub fn load_bytes(
     limits: &DecodeLimits,
     out: &mut [u8],
 ) -> Result<(), ItemError> {
-    let image = crate::decode::decode_bytes(bytes, spec, limits)?;
+    let spare = SPARE_PIXELS.take();
+    let image = crate::decode::decode_bytes_into(bytes, spec, limits, spare)?;
     crate::preprocess::check_resize(&image, spec, limits)?;
-    PREPROCESSOR.with(|p| p.borrow_mut().run(&image, spec, out))
+    let done = PREPROCESSOR.with(|p| p.borrow_mut().run(&image, spec, out));
+    if image.pixels.capacity() <= SPARE_PIXELS_MAX {
+        SPARE_PIXELS.set(image.pixels);
+    }
+    done
 }
 
 fn load_into(pending: Pending, config: &LoaderConfig, out: &mut [u8]) -> Loaded {

@@ -14,14 +14,14 @@
 //! Weights come in canonical names ([`VitConfig::tensors`]); the checkpoint
 //! layouts map them to upstream names (`layout.rs`).
 
-use burn::tensor::activation::{gelu_approximate, sigmoid};
+use burn::tensor::activation::gelu_approximate;
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 use pipeline_core::EmbedPooling;
 
 use crate::model::checkpoint::HostTensor;
-use crate::model::cpu::gelu;
+use crate::model::cpu::{gelu, quick_gelu};
 use crate::model::layers::{Dense, Norm, last_axis_mean, scaled_dot_product, upload};
 use crate::model::network::Network;
 pub use crate::model::pos_embed::PosInterpolation;
@@ -452,7 +452,7 @@ impl Vit {
         let h = match self.config.activation {
             Activation::Gelu => gelu(h),
             Activation::GeluTanh => gelu_approximate(h),
-            Activation::QuickGelu => h.clone() * sigmoid(h * 1.702),
+            Activation::QuickGelu => quick_gelu(h),
         };
         mlp.fc2.run(h)
     }

@@ -172,8 +172,9 @@ pub(crate) struct RunArgs {
     /// from Pillow's by a few levels; the default matches Pillow to the byte.
     #[arg(long)]
     pub(crate) fast_preprocess: bool,
-    /// Decoder threads per worker (default: the cores other processes leave
-    /// idle, by the 1-minute load average, shared among the workers).
+    /// Decoder threads per worker (default: with GPUs, the cores less one
+    /// shared among the workers; on `cpu`/`software`, every core, the
+    /// decoders at background priority beside the model).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) loader_threads: Option<u32>,
     /// Remote reads (`s3://`, `http(s)://`) in flight per worker.

@@ -198,7 +198,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
     let (weights, weights_notice, crop_rounding) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let loader_threads = args.loader_threads.map_or_else(
-        || default_loader_threads(cores, worker_devices.len(), load_average()),
+        || default_loader_threads(cores, &worker_devices),
         |n| n as usize,
     );
     let task = match (args.task, &args.classes) {
@@ -363,20 +363,28 @@ pub(crate) fn check_parent(flag: &str, file: &Path) -> Result<(), String> {
     }
 }
 
-/// Decoder threads per worker: the cores other processes leave idle (by
-/// the load average, rounded), shared among `workers`, at least one.
-pub(crate) fn default_loader_threads(cores: usize, workers: usize, load: Option<f64>) -> usize {
-    let busy = load
-        .filter(|l| l.is_finite() && *l > 0.0)
-        .map_or(0, |l| l.round() as usize);
-    (cores.saturating_sub(busy) / workers.max(1)).max(1)
-}
-
-/// The 1-minute load average (Linux), taken before any worker starts, so it
-/// counts other processes only.
-pub(crate) fn load_average() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    text.split_whitespace().next()?.parse().ok()
+/// Decoder threads per worker, from the cores this process may use
+/// (`available_parallelism`: the CPU affinity and cgroup quota a Slurm or
+/// Kubernetes job is given).
+///
+/// - Beside a model on the host's cores (`cpu`, `software`): every core.
+///   The decoders run at background priority there
+///   ([`loader::DecoderPriority`]), so they fill what the model leaves idle
+///   rather than preempting it, and the two pools never oversubscribe at
+///   the same priority.
+/// - Feeding GPUs: the cores less one (the coordinator's writes and each
+///   worker's device thread, which mostly waits), divided among the
+///   node's workers: 15 threads for one GPU on 16 cores, 7 each for 8 GPUs
+///   on 64 cores. At least one.
+///
+/// The load average is not subtracted: it lags by a minute (after a
+/// previous job it took threads from an idle machine), and on a shared
+/// node it counts other jobs' cores, which the affinity already excludes.
+pub(crate) fn default_loader_threads(cores: usize, workers: &[DeviceSpec]) -> usize {
+    if workers.iter().any(DeviceSpec::computes_on_host_cores) {
+        return cores.max(1);
+    }
+    (cores.saturating_sub(1) / workers.len().max(1)).max(1)
 }
 
 /// This executable, which the coordinator starts as each worker.
@@ -388,15 +396,18 @@ pub(crate) fn current_exe() -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::default_loader_threads;
+    use pipeline_core::DeviceSpec;
 
     #[test]
-    fn loader_threads_share_the_cores_others_leave_idle() {
-        assert_eq!(default_loader_threads(8, 2, None), 4);
-        assert_eq!(default_loader_threads(8, 2, Some(2.4)), 3);
-        assert_eq!(default_loader_threads(8, 3, Some(0.0)), 2);
-        // A busy machine or many workers still get a thread each.
-        assert_eq!(default_loader_threads(2, 1, Some(5.0)), 1);
-        assert_eq!(default_loader_threads(2, 8, None), 1);
-        assert_eq!(default_loader_threads(4, 1, Some(f64::NAN)), 4);
+    fn loader_threads_share_the_cores_among_workers() {
+        let gpus = |n: usize| (0..n).map(DeviceSpec::Gpu).collect::<Vec<_>>();
+        assert_eq!(default_loader_threads(16, &gpus(1)), 15);
+        assert_eq!(default_loader_threads(64, &gpus(8)), 7);
+        assert_eq!(default_loader_threads(8, &gpus(2)), 3);
+        assert_eq!(default_loader_threads(2, &gpus(8)), 1);
+        assert_eq!(default_loader_threads(1, &gpus(1)), 1);
+        // Beside a model on the same cores: all of them, in the background.
+        assert_eq!(default_loader_threads(2, &[DeviceSpec::Cpu]), 2);
+        assert_eq!(default_loader_threads(16, &[DeviceSpec::Software]), 16);
     }
 }

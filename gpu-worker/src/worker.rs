@@ -23,7 +23,9 @@ use std::thread;
 use std::time::Instant;
 
 use crossbeam_channel::bounded;
-use loader::{Batch, BatchStream, Loader, LoaderConfig, Ready, WorkGroup, WorkItem};
+use loader::{
+    Batch, BatchStream, DecoderPriority, Loader, LoaderConfig, Ready, WorkGroup, WorkItem,
+};
 use pipeline_core::{
     EngineKind, FromWorker, ItemOutcome, PROTOCOL_VERSION, SpanTimes, ToWorker, WorkerConfig,
     read_frame, write_frame,
@@ -394,13 +396,23 @@ pub enum SetupError {
 
 fn setup(config: &WorkerConfig) -> Result<(Box<dyn Engine>, Loader, usize), SetupError> {
     let (engine, batch_size) = open_engine(config)?;
-    let loader = Loader::new(LoaderConfig {
-        threads: config.loader_threads.max(1),
-        batch_size,
-        spec: config.preprocess.clone(),
-        limits: config.limits,
-        remote: config.remote,
-    })?;
+    // Beside a model on the same cores, decoders take only the cores it
+    // leaves idle (BENCHMARKS.md, "End to end on the CPU against a script").
+    let priority = if config.device.computes_on_host_cores() {
+        DecoderPriority::Background
+    } else {
+        DecoderPriority::Normal
+    };
+    let loader = Loader::with_priority(
+        LoaderConfig {
+            threads: config.loader_threads.max(1),
+            batch_size,
+            spec: config.preprocess.clone(),
+            limits: config.limits,
+            remote: config.remote,
+        },
+        priority,
+    )?;
     Ok((engine, loader, batch_size))
 }
 

@@ -25,6 +25,6 @@ pub use decode::{RgbImage, decode_rgb};
 pub use jpeg_simd::{JpegDecoder, jpeg_decoder};
 pub use preprocess::Preprocessor;
 pub use stream::{
-    BATCH_QUEUE_CAPACITY, BatchStream, FETCH_QUEUE_MIN, Loader, LoaderConfig, LoaderError, Ready,
-    load_bytes,
+    BATCH_QUEUE_CAPACITY, BatchStream, DecoderPriority, FETCH_QUEUE_MIN, Loader, LoaderConfig,
+    LoaderError, Ready, load_bytes,
 };

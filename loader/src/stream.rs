@@ -50,6 +50,20 @@ pub struct LoaderConfig {
     pub remote: RemoteSpec,
 }
 
+/// How the decoder threads are scheduled against the rest of the machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DecoderPriority {
+    /// Like any thread: the choice where the model runs elsewhere (a GPU).
+    #[default]
+    Normal,
+    /// Only on cores nothing else wants (Linux's `SCHED_IDLE`; the lowest
+    /// priority elsewhere): beside an engine that computes on the same
+    /// cores, so a decoder never preempts one of its GEMM threads mid-batch
+    /// (its partners would wait at the next barrier), and decodes while the
+    /// engine waits or leaves a core idle.
+    Background,
+}
+
 /// Fetched items that may wait for the producer, at least: enough to keep
 /// `--io-concurrency` requests in flight while a batch decodes.
 pub const FETCH_QUEUE_MIN: usize = 64;
@@ -100,6 +114,14 @@ const SPARE_PIXELS_MAX: usize = 64 << 20;
 impl Loader {
     /// Validates `config` and starts the decoder pool.
     pub fn new(config: LoaderConfig) -> Result<Self, LoaderError> {
+        Self::with_priority(config, DecoderPriority::Normal)
+    }
+
+    /// [`Loader::new`], its decoder threads scheduled as `priority` says.
+    pub fn with_priority(
+        config: LoaderConfig,
+        priority: DecoderPriority,
+    ) -> Result<Self, LoaderError> {
         config.spec.validate()?;
         if config.threads == 0 {
             return Err(LoaderError::Zero("loader threads"));
@@ -110,6 +132,11 @@ impl Loader {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.threads)
             .thread_name(|i| format!("loader-{i}"))
+            .start_handler(move |_| {
+                if priority == DecoderPriority::Background {
+                    lower_this_thread();
+                }
+            })
             .build()
             .map_err(|e| LoaderError::Threads(e.to_string()))?;
         Ok(Self {
@@ -315,6 +342,27 @@ pub fn load_bytes(
     done
 }
 
+/// Puts the calling thread where [`DecoderPriority::Background`] says. A
+/// refusal (no known case: lowering needs no privilege) leaves the thread
+/// as it was, said once on stderr: slower, never wrong.
+fn lower_this_thread() {
+    use thread_priority::{ThreadPriority, ThreadSchedulePolicy};
+    #[cfg(target_os = "linux")]
+    let lowered = thread_priority::set_thread_priority_and_policy(
+        thread_priority::thread_native_id(),
+        ThreadPriority::Min,
+        ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Idle),
+    );
+    #[cfg(not(target_os = "linux"))]
+    let lowered = thread_priority::set_current_thread_priority(ThreadPriority::Min);
+    if let Err(e) = lowered {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!("pipeline: decoder threads keep their priority (the OS refused: {e:?})")
+        });
+    }
+}
+
 fn load_into(pending: Pending, config: &LoaderConfig, out: &mut [u8]) -> Loaded {
     let started = Instant::now();
     let mut read_s = 0.0;
@@ -418,5 +466,39 @@ impl Iterator for BatchStream {
 
     fn next(&mut self) -> Option<Batch> {
         self.rx.recv().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Background decoders run under `SCHED_IDLE`, on every thread of the
+    /// pool; normal ones keep the default policy.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn background_decoders_run_only_on_idle_cores() {
+        use thread_priority::{
+            NormalThreadSchedulePolicy, ThreadSchedulePolicy, thread_schedule_policy,
+        };
+        let config = || LoaderConfig {
+            threads: 3,
+            batch_size: 1,
+            spec: PreprocessSpec::default(),
+            limits: DecodeLimits::default(),
+            remote: Default::default(),
+        };
+        let policies = |loader: Loader| {
+            loader
+                .pool
+                .broadcast(|_| thread_schedule_policy().expect("a thread has a policy"))
+        };
+        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        let background =
+            policies(Loader::with_priority(config(), DecoderPriority::Background).expect("starts"));
+        assert_eq!(background, vec![idle; 3]);
+        let normal = policies(Loader::new(config()).expect("starts"));
+        assert_eq!(normal.len(), 3);
+        assert!(normal.iter().all(|p| *p != idle), "{normal:?}");
     }
 }

@@ -17,6 +17,14 @@ pub enum DeviceSpec {
     Gpu(usize),
 }
 
+impl DeviceSpec {
+    /// Whether the device computes on the host's own cores (the CPU, and
+    /// lavapipe's threads): then its model and the decoders share them.
+    pub fn computes_on_host_cores(&self) -> bool {
+        matches!(self, Self::Cpu | Self::Software)
+    }
+}
+
 impl fmt::Display for DeviceSpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

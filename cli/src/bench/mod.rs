@@ -20,7 +20,7 @@ mod tests;
 
 use crate::args::BenchArgs;
 use crate::exit::Outcome;
-use crate::plan::{check_parent, data_spec, default_loader_threads, load_average, plan_workers};
+use crate::plan::{check_parent, data_spec, default_loader_threads, per_worker, plan_workers};
 
 use self::dataset::dataset;
 use self::measure::Measured;
@@ -66,9 +66,8 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
     if !threads_fixed {
         // The default follows the worker count, as `infer`'s does.
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let load = load_average();
         for p in &mut points {
-            p.loader_threads = default_loader_threads(cores, devices.len() * p.workers, load);
+            p.loader_threads = default_loader_threads(cores, &per_worker(devices, p.workers));
         }
     }
     let scratch = tempfile::Builder::new()

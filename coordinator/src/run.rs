@@ -134,7 +134,14 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         (scanned, None)
     };
     let chunks = plan_chunks(manifest.entries.len() as u64, config.chunk_size);
-    let identity = RunIdentity::of(config, &manifest)?;
+    let stored = match &old_identity {
+        Some(old) => Some(old.clone()),
+        None => PartStore::open_existing(&config.out)
+            .ok()
+            .map(|(_, stored)| stored),
+    };
+    let identity = RunIdentity::of(config, &manifest)?
+        .fingerprinted_like(stored.as_ref(), config.worker.weights.as_deref())?;
     if let Some(old) = &old_identity {
         update::same_settings(old, &identity)?;
     }

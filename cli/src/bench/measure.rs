@@ -4,7 +4,7 @@
 use coordinator::Stages;
 use serde::Serialize;
 
-use super::sweep::{Mode, Point};
+use super::sweep::{Mode, Point, plural};
 
 /// A batch this many times slower than the median is warm-up.
 pub(super) const WARM_UP_FACTOR: f64 = 4.0;
@@ -123,6 +123,30 @@ impl Measured {
         rows
     }
 
+    /// Images/s the loader's threads and the devices could each sustain
+    /// alone (end to end), when the loader's is the lower: by how much the
+    /// loader holds the devices back.
+    pub(super) fn loader_limit(&self, mode: Mode) -> Option<LoaderLimit> {
+        if mode != Mode::EndToEnd {
+            return None;
+        }
+        let rows = self.stage_rows(mode);
+        let capacity = |names: &[&str]| -> Option<f64> {
+            let inverse: f64 = rows
+                .iter()
+                .filter(|r| names.contains(&r.stage))
+                .map(|r| r.images_per_s.map_or(0.0, |c| 1.0 / c))
+                .sum();
+            (inverse > 0.0).then(|| 1.0 / inverse)
+        };
+        let loader = capacity(&["read", "decode+preprocess"])?;
+        let device = capacity(&["upload", "compute", "read-back"])?;
+        (loader < device).then_some(LoaderLimit {
+            loader_images_per_s: loader,
+            device_images_per_s: device,
+        })
+    }
+
     /// The stage group with the lowest capacity — the loader's threads
     /// (read and decode share them), the device (upload, compute and
     /// read-back run one after another), or the coordinator's writes —
@@ -186,6 +210,7 @@ impl Measured {
                 batches: latencies.len(),
             },
             limiting_stage: self.limiting_stage(mode),
+            loader_limit: self.loader_limit(mode),
             peak_rss_bytes: typical.peak_rss_bytes,
             images_per_cpu_s: self.per_cpu_second(),
         }
@@ -203,6 +228,8 @@ pub(super) struct PointReport {
     pub(super) device_busy_fraction: Option<f64>,
     pub(super) batch_latency_ms: Latency,
     pub(super) limiting_stage: String,
+    /// Set when the loader, not the device, sets the speed.
+    pub(super) loader_limit: Option<LoaderLimit>,
     pub(super) peak_rss_bytes: Option<u64>,
     pub(super) images_per_cpu_s: Option<f64>,
 }
@@ -281,4 +308,26 @@ pub(super) fn process_cpu_seconds() -> Option<f64> {
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
     Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
+}
+
+/// The loader holds the devices back: what each could sustain alone.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub(super) struct LoaderLimit {
+    pub(super) loader_images_per_s: f64,
+    pub(super) device_images_per_s: f64,
+}
+
+impl LoaderLimit {
+    /// The sentence the table ends with.
+    pub(super) fn sentence(&self, loader_threads: usize) -> String {
+        format!(
+            "The loader is the limit: its {loader_threads} thread{} per worker sustain {:.1} \
+             images/s, the devices {:.1} ({:.0}% idle). More --loader-threads, --jpeg-draft or \
+             --fast-preprocess would raise it.",
+            plural(loader_threads),
+            self.loader_images_per_s,
+            self.device_images_per_s,
+            100.0 * (1.0 - self.loader_images_per_s / self.device_images_per_s)
+        )
+    }
 }

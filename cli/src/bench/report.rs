@@ -6,7 +6,7 @@ use pipeline_core::{DeviceSpec, WorkerConfig};
 use serde::Serialize;
 
 use super::dataset::{Dataset, DatasetSource};
-use super::measure::{Latency, Measured, PointReport, StageRow, percentile};
+use super::measure::{Latency, LoaderLimit, Measured, PointReport, StageRow, percentile};
 use super::sweep::{Mode, plural};
 use crate::args::BenchArgs;
 
@@ -61,6 +61,12 @@ pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> 
                 .map_or("–".to_owned(), |r| format!("{r:.1}"))
         ));
     }
+    if let Some(limit) = best.loader_limit(mode) {
+        out.push_str(&format!(
+            "\n{}\n",
+            limit.sentence(best.point.loader_threads)
+        ));
+    }
     if let Some(rate) = best.per_cpu_second() {
         out.push_str(&format!(
             "\n{rate:.2} images per CPU-second (all threads of this process, decoders' own included)\n"
@@ -79,6 +85,9 @@ pub(super) struct BenchReport<'a> {
     device_busy_fraction: Option<f64>,
     batch_latency_ms: Latency,
     limiting_stage: String,
+    /// Set when the loader, not the device, sets the speed, with both
+    /// capacities.
+    loader_limit: Option<LoaderLimit>,
     best: PointReport,
     sweep: Vec<PointReport>,
     mode: &'static str,
@@ -127,6 +136,7 @@ pub(super) fn report_json<'a>(
         device_busy_fraction: best.device_busy_fraction,
         batch_latency_ms: best.batch_latency_ms,
         limiting_stage: best.limiting_stage.clone(),
+        loader_limit: best.loader_limit,
         best,
         sweep: results.iter().map(|m| m.report(mode)).collect(),
         mode: mode.name(),

@@ -118,10 +118,21 @@ fn the_limiting_stage_is_the_group_with_the_least_capacity() {
         decode_s: 30.0,
         ..compute_bound
     };
-    assert_eq!(
-        measured(decode_bound, 1).limiting_stage(Mode::EndToEnd),
-        "decode+preprocess"
+    assert_eq!(m.loader_limit(Mode::EndToEnd).map(|_| ()), None);
+    let slow = measured(decode_bound, 1);
+    assert_eq!(slow.limiting_stage(Mode::EndToEnd), "decode+preprocess");
+    // By how much: 100 images / 30.5 thread-seconds against 100 / 10 s.
+    let limit = slow
+        .loader_limit(Mode::EndToEnd)
+        .expect("the loader limits");
+    assert!((limit.loader_images_per_s - 100.0 / 30.5).abs() < 1e-9);
+    assert!((limit.device_images_per_s - 10.0).abs() < 1e-9);
+    assert!(
+        limit
+            .sentence(1)
+            .contains("3.3 images/s, the devices 10.0 (67% idle)")
     );
+    assert_eq!(slow.loader_limit(Mode::LoaderOnly).map(|_| ()), None);
 }
 
 #[test]

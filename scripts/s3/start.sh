@@ -9,11 +9,18 @@ set -euo pipefail
 run=$(realpath -m "${1:?usage: start.sh RUN_DIR}")
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 venv=${PIPELINE_MOTO_VENV:-$repo/target/moto-venv}
-if [[ ! -x $venv/bin/moto_server ]]; then
-    echo "s3/start.sh: installing moto into $venv" >&2
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet "moto[server]==5.*" "boto3" >&2
-fi
+# Tests start servers in parallel: one installs, the others wait for it
+# (two at once failed a cold CI run: `python3 -m venv`, File exists). The
+# lock is released before the server starts, so it does not inherit it.
+mkdir -p "$(dirname "$venv")"
+(
+    flock 9
+    if [[ ! -x $venv/bin/moto_server ]]; then
+        echo "s3/start.sh: installing moto into $venv" >&2
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet "moto[server]==5.*" "boto3" >&2
+    fi
+) 9>"$venv.lock"
 mkdir -p "$run"
 port=$("$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 "$venv/bin/moto_server" -H 127.0.0.1 -p "$port" >"$run/moto.log" 2>&1 &

@@ -133,22 +133,10 @@ impl RunIdentity {
     /// The identity of `config` over `manifest`; reads the weight and class
     /// files to fingerprint them.
     pub(crate) fn of(config: &RunConfig, manifest: &Manifest) -> Result<Self, FingerprintError> {
-        let fingerprint = |flag: &'static str, path: &Path| {
-            file_fingerprint(path).map_err(|source| FingerprintError {
-                flag,
-                path: path.to_owned(),
-                source,
-            })
-        };
         let worker = &config.worker;
         let weights = match &worker.weights {
             Some(path) => {
-                let (bytes, xxh3) =
-                    weights_fingerprint(path).map_err(|source| FingerprintError {
-                        flag: "--weights",
-                        path: path.to_owned(),
-                        source,
-                    })?;
+                let (bytes, xxh3) = fingerprint("--weights", path, FileHash::Xxh3)?;
                 Weights::File {
                     bytes,
                     xxh3: Some(xxh3),
@@ -161,7 +149,7 @@ impl RunIdentity {
         };
         let classes = match &worker.classes {
             Some(classes) => {
-                let (bytes, fnv64) = fingerprint("--classes", &classes.path)?;
+                let (bytes, fnv64) = fingerprint("--classes", &classes.path, FileHash::Fnv64)?;
                 Some(ClassFile {
                     bytes,
                     fnv64,
@@ -326,11 +314,7 @@ impl RunIdentity {
             })
         );
         if let (true, Some(path)) = (legacy, weights) {
-            let (bytes, fnv64) = file_fingerprint(path).map_err(|source| FingerprintError {
-                flag: "--weights",
-                path: path.to_owned(),
-                source,
-            })?;
+            let (bytes, fnv64) = fingerprint("--weights", path, FileHash::Fnv64)?;
             self.weights = Weights::File {
                 bytes,
                 xxh3: None,
@@ -341,27 +325,33 @@ impl RunIdentity {
     }
 }
 
-/// The size and xxh3-64 hash (hex) of the file at `path`.
-fn weights_fingerprint(path: &Path) -> std::io::Result<(u64, String)> {
-    let mut file = std::fs::File::open(path)?;
-    let mut hash = xxhash_rust::xxh3::Xxh3::new();
-    let mut buffer = vec![0u8; 1 << 20];
-    let mut bytes = 0u64;
-    loop {
-        let n = std::io::Read::read(&mut file, &mut buffer)?;
-        if n == 0 {
-            break;
-        }
-        hash.update(&buffer[..n]);
-        bytes += n as u64;
-    }
-    Ok((bytes, format!("{:016x}", hash.digest())))
+/// How a file's contents are hashed for the identity: xxh3-64 for weight
+/// files (hundreds of MB), FNV-64 for class files and for the weights of
+/// runs begun before xxh3.
+#[derive(Debug, Clone, Copy)]
+enum FileHash {
+    Xxh3,
+    Fnv64,
 }
 
-/// The size and FNV-64 hash (hex) of the file at `path`.
-fn file_fingerprint(path: &Path) -> std::io::Result<(u64, String)> {
+/// The size and hash (hex) of the file at `path`, the flag that named it
+/// in the error.
+fn fingerprint(
+    flag: &'static str,
+    path: &Path,
+    kind: FileHash,
+) -> Result<(u64, String), FingerprintError> {
+    hash_file(path, kind).map_err(|source| FingerprintError {
+        flag,
+        path: path.to_owned(),
+        source,
+    })
+}
+
+fn hash_file(path: &Path, kind: FileHash) -> std::io::Result<(u64, String)> {
     let mut file = std::fs::File::open(path)?;
-    let mut hash = Fnv64::default();
+    let mut xxh3 = xxhash_rust::xxh3::Xxh3::new();
+    let mut fnv = Fnv64::default();
     let mut buffer = vec![0u8; 1 << 20];
     let mut bytes = 0u64;
     loop {
@@ -369,10 +359,17 @@ fn file_fingerprint(path: &Path) -> std::io::Result<(u64, String)> {
         if n == 0 {
             break;
         }
-        hash.write(&buffer[..n]);
+        match kind {
+            FileHash::Xxh3 => xxh3.update(&buffer[..n]),
+            FileHash::Fnv64 => fnv.write(&buffer[..n]),
+        }
         bytes += n as u64;
     }
-    Ok((bytes, format!("{:016x}", hash.finish())))
+    let digest = match kind {
+        FileHash::Xxh3 => xxh3.digest(),
+        FileHash::Fnv64 => fnv.finish(),
+    };
+    Ok((bytes, format!("{digest:016x}")))
 }
 
 #[cfg(test)]
@@ -424,14 +421,14 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let path = dir.path().join("w.bin");
         std::fs::write(&path, b"the weights of a model").expect("written");
-        let (bytes, xxh3) = weights_fingerprint(&path).expect("read");
-        let (_, fnv) = file_fingerprint(&path).expect("read");
+        let (bytes, xxh3) = hash_file(&path, FileHash::Xxh3).expect("read");
+        let (_, fnv) = hash_file(&path, FileHash::Fnv64).expect("read");
         assert_ne!(xxh3, fnv);
         // xxh3-64's published value for the empty input.
         let empty = dir.path().join("empty");
         std::fs::write(&empty, b"").expect("written");
         assert_eq!(
-            weights_fingerprint(&empty).expect("read").1,
+            hash_file(&empty, FileHash::Xxh3).expect("read").1,
             "2d06800538d394c2"
         );
         let mut now = RunIdentity::example(ModelKind::Tiny, 5, 2);

@@ -30,6 +30,7 @@ pub use engine::{
     top_k_of,
 };
 pub use model::convnext::ConvNextConfig;
+pub use model::text::{TextConfig, TextPooling, TextTower};
 pub use model::vit::{Activation, Pooling, PosInterpolation, VitConfig};
 pub use model::{Architecture, Model, NUM_CLASSES, checkpoint_layouts};
 pub use model_only::{ModelOnlyError, ModelOnlyRun, model_only};

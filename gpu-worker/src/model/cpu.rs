@@ -81,11 +81,16 @@ fn in_place<const D: usize>(
 /// vectorised, in parallel. Flex's own attention copies q, k and v and
 /// takes each score's `exp` from libm, one at a time: the softmax alone was
 /// about 5% of a ViT-B/16 pass. Elsewhere, burn's attention op.
-pub(crate) fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+pub(crate) fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>, causal: bool) -> Tensor<4> {
     if flex_f32(&q).is_none() {
-        return module::attention(q, k, v, None, None, AttentionModuleOptions::default());
+        let options = AttentionModuleOptions {
+            is_causal: causal,
+            ..AttentionModuleOptions::default()
+        };
+        return module::attention(q, k, v, None, None, options);
     }
     let dh = q.dims()[3];
+    let queries = q.dims()[2];
     let scale = (1.0 / (dh as f64).sqrt()) as f32;
     let scores = q.matmul(k.swap_dims(2, 3));
     let tk = scores.dims()[3];
@@ -98,13 +103,23 @@ pub(crate) fn attention(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
     scores_flex
         .storage_mut::<f32>()
         .par_chunks_mut(ROWS * tk)
-        .for_each(|rows| {
-            for row in rows.chunks_exact_mut(tk) {
+        .enumerate()
+        .for_each(|(chunk, rows)| {
+            for (i, row) in rows.chunks_exact_mut(tk).enumerate() {
+                // Causal: query t sees keys 0..=t; the softmax runs over
+                // those and the rest weigh exactly 0, as under a -inf mask.
+                let seen = if causal {
+                    ((chunk * ROWS + i) % queries + 1).min(tk)
+                } else {
+                    tk
+                };
+                let (row, hidden) = row.split_at_mut(seen);
                 if fused {
                     softmax_fused(row, scale)
                 } else {
                     softmax_plain(row, scale)
                 }
+                hidden.fill(0.0);
             }
         });
     Tensor::<4>::from_primitive::<Flex>(scores_flex).matmul(v)
@@ -447,26 +462,27 @@ mod tests {
         let q = heads(qkv.clone().narrow(2, 0, d));
         let k = heads(qkv.clone().narrow(2, d, d));
         let v = heads(qkv.narrow(2, 2 * d, d));
-        let burns = module::attention(
-            q.clone(),
-            k.clone(),
-            v.clone(),
-            None,
-            None,
-            AttentionModuleOptions::default(),
-        )
-        .into_data()
-        .try_to_vec::<f32>()
-        .expect("f32");
-        let got = attention(q, k, v);
-        assert_eq!(got.dims(), [n, h, t, dh]);
-        let got = got.into_data().try_to_vec::<f32>().expect("f32");
-        let worst = got
-            .iter()
-            .zip(&burns)
-            .map(|(g, b)| (g - b).abs())
-            .fold(0.0f32, f32::max);
-        assert!(worst <= 1e-5, "max |difference| {worst:e}");
+        // Causal too: 78 rows of scores, so a parallel chunk of 64 rows
+        // ends inside an image and the query index must follow the row.
+        for causal in [false, true] {
+            let options = AttentionModuleOptions {
+                is_causal: causal,
+                ..AttentionModuleOptions::default()
+            };
+            let burns = module::attention(q.clone(), k.clone(), v.clone(), None, None, options)
+                .into_data()
+                .try_to_vec::<f32>()
+                .expect("f32");
+            let got = attention(q.clone(), k.clone(), v.clone(), causal);
+            assert_eq!(got.dims(), [n, h, t, dh]);
+            let got = got.into_data().try_to_vec::<f32>().expect("f32");
+            let worst = got
+                .iter()
+                .zip(&burns)
+                .map(|(g, b)| (g - b).abs())
+                .fold(0.0f32, f32::max);
+            assert!(worst <= 1e-5, "causal {causal}: max |difference| {worst:e}");
+        }
     }
 
     #[test]

@@ -139,13 +139,19 @@ impl Dense {
     }
 }
 
-/// `softmax(q·kᵀ/√d)·v` per head (`[N, H, T, Dh]`): burn's attention op
-/// (on the CPU, [`crate::model::cpu::attention`]), or on lavapipe, where
-/// its matmul kernels crash the driver, as broadcast products summed over
-/// the last axis (`N·H·Tq·Tk·Dh` floats of scratch: small models only).
-pub(crate) fn scaled_dot_product(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Tensor<4> {
+/// `softmax(q·kᵀ/√d)·v` per head (`[N, H, T, Dh]`), each query seeing only
+/// the keys up to its own position where `causal`: burn's attention op (on
+/// the CPU, [`crate::model::cpu::attention`]), or on lavapipe, where its
+/// matmul kernels crash the driver, as broadcast products summed over the
+/// last axis (`N·H·Tq·Tk·Dh` floats of scratch: small models only).
+pub(crate) fn scaled_dot_product(
+    q: Tensor<4>,
+    k: Tensor<4>,
+    v: Tensor<4>,
+    causal: bool,
+) -> Tensor<4> {
     if !software(&q) {
-        return crate::model::cpu::attention(q, k, v);
+        return crate::model::cpu::attention(q, k, v, causal);
     }
     let [n, h, tq, dh] = q.dims();
     let tk = k.dims()[2];
@@ -155,6 +161,16 @@ pub(crate) fn scaled_dot_product(q: Tensor<4>, k: Tensor<4>, v: Tensor<4>) -> Te
     let scores = ((q * scale).reshape([n * h, tq, 1, dh]) * k.reshape([n * h, 1, tk, dh]))
         .sum_dim(3)
         .reshape([n * h, tq, tk]);
+    let scores = if causal {
+        // -1e30 above the diagonal: e^(x − max) underflows to exactly 0.
+        let mask: Vec<f32> = (0..tq * tk)
+            .map(|i| if i % tk > i / tk { -1e30 } else { 0.0 })
+            .collect();
+        let mask = Tensor::<3>::from_data(TensorData::new(mask, [1, tq, tk]), &scores.device());
+        scores + mask
+    } else {
+        scores
+    };
     let weights = softmax(scores, 2);
     let vt = v.swap_dims(2, 3).reshape([n * h, 1, dh, tk]);
     (weights.reshape([n * h, tq, 1, tk]) * vt)

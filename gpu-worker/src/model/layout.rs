@@ -101,6 +101,14 @@ impl Layout {
         }
     }
 
+    /// A key only a checkpoint of this layout with a text tower has.
+    pub(crate) fn text_marker(self) -> String {
+        match text_place(self, "tok") {
+            Place::Key(k) => k,
+            other => unreachable!("token embeddings are one key, not {other:?}"),
+        }
+    }
+
     /// What a file that is no known layout looks like, for the error.
     pub(crate) fn describe_unknown(checkpoint: &Checkpoint) -> &'static str {
         let any = |prefix: &str| checkpoint.names().any(|n| n.starts_with(prefix));
@@ -419,6 +427,44 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
         }
     }
     Place::Key(canonical.to_owned())
+}
+
+/// A text tower's canonical tensor's place (`text.rs`): OpenCLIP's
+/// unprefixed text keys, HF's `text_model.`. Blocks are named as in the
+/// image tower of the same layout, under the text tower's prefix.
+pub(crate) fn text_place(layout: Layout, canonical: &str) -> Place {
+    let hf = |rest: &str| key(format!("text_model.{rest}"));
+    let retitled = |place: Place, from: &str, to: &str| {
+        let swap = |k: String| k.replacen(from, to, 1);
+        match place {
+            Place::Key(k) => Place::Key(swap(k)),
+            Place::Unsqueezed(k, n) => Place::Unsqueezed(swap(k), n),
+            Place::Transposed(k) => Place::Transposed(swap(k)),
+            Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(swap).collect()),
+        }
+    };
+    let block = canonical.starts_with("blocks.");
+    match layout {
+        Layout::OpenClip => match canonical {
+            "tok" => key("token_embedding.weight".into()),
+            "pos" => key("positional_embedding".into()),
+            "proj.weight" => Place::Transposed("text_projection".into()),
+            c if block => retitled(place(layout, c), "visual.transformer.", "transformer."),
+            c => key(format!("ln_final.{}", c.strip_prefix("norm.").unwrap_or(c))),
+        },
+        Layout::HfClip | Layout::HfSiglip | Layout::HfSiglipBare => match canonical {
+            "tok" => hf("embeddings.token_embedding.weight"),
+            "pos" => hf("embeddings.position_embedding.weight"),
+            "proj.weight" if layout == Layout::HfClip => key("text_projection.weight".into()),
+            c if block => retitled(place(Layout::HfClip, c), "vision_model.", "text_model."),
+            c if c.starts_with("proj.") => hf(&format!("head.{}", &c["proj.".len()..])),
+            c => hf(&format!(
+                "final_layer_norm.{}",
+                c.strip_prefix("norm.").unwrap_or(c)
+            )),
+        },
+        _ => key(canonical.to_owned()),
+    }
 }
 
 /// The tensor shapes a place needs in the file for a canonical `shape`.

@@ -20,7 +20,9 @@ pub(crate) mod nhwc;
 mod pos_embed;
 mod resnet;
 pub(crate) mod tensors;
+pub(crate) mod text;
 mod tiny;
+pub(crate) mod transformer;
 pub(crate) mod vit;
 mod weights;
 

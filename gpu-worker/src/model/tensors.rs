@@ -7,13 +7,16 @@ use std::collections::BTreeSet;
 use regex::Regex;
 
 use crate::model::checkpoint::{Checkpoint, HostTensor};
-use crate::model::layout::{Layout, Place, file_shapes, place};
+use crate::model::layout::{Layout, Place, file_shapes, place, text_place};
 use crate::weights_error::WeightsError;
 use crate::weights_error::summarise;
 
 /// Where a model's tensors come from.
 enum Origin<'a> {
     File(&'a Checkpoint, Layout),
+    /// A text tower's tensors in a checkpoint (the image tower's are
+    /// someone else's).
+    Text(&'a Checkpoint, Layout),
     /// Deterministic values from the seed and each tensor's name, the same
     /// on every device and in every process.
     Seeded(u64),
@@ -76,6 +79,44 @@ impl<'a> Tensors<'a> {
         })
     }
 
+    /// Checks that `checkpoint` (in `layout`) holds the text tower's
+    /// `wanted` tensors with their shapes; the file's other tensors (the
+    /// image tower) are not the text tower's business.
+    pub(crate) fn check_text(
+        checkpoint: &'a Checkpoint,
+        layout: Layout,
+        model: &str,
+        wanted: Vec<(String, Vec<usize>)>,
+    ) -> Result<Self, WeightsError> {
+        let mut problems = Vec::new();
+        for (name, shape) in &wanted {
+            for (file_key, file_shape) in file_shapes(&text_place(layout, name), shape) {
+                match checkpoint.shape(&file_key) {
+                    None => problems.push(format!("{file_key} is missing")),
+                    Some(got) if got != file_shape.as_slice() => {
+                        problems.push(format!("{file_key} is {got:?}, expected {file_shape:?}"))
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(WeightsError::Mismatch {
+                path: checkpoint.path().to_path_buf(),
+                model: model.to_owned(),
+                problem: summarise(
+                    &format!("its text tower does not fit (it looks like {layout} checkpoint)"),
+                    &problems,
+                ),
+            });
+        }
+        Ok(Self {
+            origin: Origin::Text(checkpoint, layout),
+            model: model.to_owned(),
+            wanted,
+        })
+    }
+
     /// Seeded random tensors for `wanted` (benchmarks and tests without a
     /// weight file): LayerNorm scales near 1, biases near 0, layer scales
     /// near 0.1, other tensors uniform with unit variance per fan-in.
@@ -95,11 +136,12 @@ impl<'a> Tensors<'a> {
             .find(|(n, _)| n == name)
             .map(|(_, s)| s.clone())
             .unwrap_or_else(|| panic!("{} asked for {name}, which it did not declare", self.model));
-        let (checkpoint, layout) = match self.origin {
-            Origin::File(checkpoint, layout) => (checkpoint, layout),
+        let (checkpoint, place) = match self.origin {
+            Origin::File(checkpoint, layout) => (checkpoint, place(layout, name)),
+            Origin::Text(checkpoint, layout) => (checkpoint, text_place(layout, name)),
             Origin::Seeded(seed) => return Ok(seeded_tensor(seed, name, shape)),
         };
-        let tensor = match place(layout, name) {
+        let tensor = match place {
             Place::Key(k) | Place::Unsqueezed(k, _) => checkpoint.read(&k)?,
             Place::Transposed(k) => checkpoint.read(&k)?.transposed(),
             Place::Stacked(keys) => {

@@ -14,31 +14,22 @@
 //! Weights come in canonical names ([`VitConfig::tensors`]); the checkpoint
 //! layouts map them to upstream names (`layout.rs`).
 
-use burn::tensor::activation::gelu_approximate;
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 use pipeline_core::EmbedPooling;
 
 use crate::model::checkpoint::HostTensor;
-use crate::model::cpu::{gelu, quick_gelu};
 use crate::model::layers::{Dense, Norm, last_axis_mean, scaled_dot_product, upload};
 use crate::model::network::Network;
 pub use crate::model::pos_embed::PosInterpolation;
 use crate::model::pos_embed::resample_grid;
 use crate::model::tensors::Tensors;
+pub use crate::model::transformer::Activation;
+use crate::model::transformer::{
+    Encoder, EncoderShape, Loader, Mlp, attention_tensors, mlp_tensors, norm_tensors,
+};
 use crate::weights_error::WeightsError;
-
-/// The MLP's activation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Activation {
-    /// `x·Φ(x)` with the exact erf.
-    Gelu,
-    /// GELU's tanh approximation (SigLIP's `gelu_pytorch_tanh`).
-    GeluTanh,
-    /// OpenAI CLIP's `x·σ(1.702x)`.
-    QuickGelu,
-}
 
 /// How the token sequence becomes one vector.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,86 +105,53 @@ impl VitConfig {
     /// Every tensor the model needs, canonical name and shape (PyTorch's
     /// conventions: Linear weights `[out, in]`).
     pub(crate) fn tensors(&self) -> Vec<(String, Vec<usize>)> {
-        let (d, f, p) = (self.width, self.mlp, self.patch);
+        let (d, p) = (self.width, self.patch);
         let mut t: Vec<(String, Vec<usize>)> = vec![("patch.weight".into(), vec![d, 3, p, p])];
-        let mut push = |name: String, shape: Vec<usize>| t.push((name, shape));
         if self.patch_bias {
-            push("patch.bias".into(), vec![d]);
+            t.push(("patch.bias".into(), vec![d]));
         }
         if self.class_token {
-            push("cls".into(), vec![d]);
+            t.push(("cls".into(), vec![d]));
         }
         if self.registers > 0 {
-            push("reg".into(), vec![self.registers, d]);
+            t.push(("reg".into(), vec![self.registers, d]));
         }
         let pos_tokens = usize::from(self.class_token) + self.pos_grid * self.pos_grid;
-        push("pos".into(), vec![pos_tokens, d]);
+        t.push(("pos".into(), vec![pos_tokens, d]));
         if self.pre_norm {
-            push("pre_norm.weight".into(), vec![d]);
-            push("pre_norm.bias".into(), vec![d]);
+            t.extend(norm_tensors("pre_norm", d));
         }
-        let attention_block = |prefix: &str, push: &mut dyn FnMut(String, Vec<usize>)| {
-            push(format!("{prefix}.qkv.weight"), vec![3 * d, d]);
-            push(format!("{prefix}.qkv.bias"), vec![3 * d]);
-            push(format!("{prefix}.out.weight"), vec![d, d]);
-            push(format!("{prefix}.out.bias"), vec![d]);
-        };
-        let mlp_block = |prefix: &str, push: &mut dyn FnMut(String, Vec<usize>)| {
-            push(format!("{prefix}.fc1.weight"), vec![f, d]);
-            push(format!("{prefix}.fc1.bias"), vec![f]);
-            push(format!("{prefix}.fc2.weight"), vec![d, f]);
-            push(format!("{prefix}.fc2.bias"), vec![d]);
-        };
-        for i in 0..self.depth {
-            let b = format!("blocks.{i}");
-            push(format!("{b}.norm1.weight"), vec![d]);
-            push(format!("{b}.norm1.bias"), vec![d]);
-            attention_block(&b, &mut push);
-            if self.layer_scale {
-                push(format!("{b}.ls1"), vec![d]);
-            }
-            push(format!("{b}.norm2.weight"), vec![d]);
-            push(format!("{b}.norm2.bias"), vec![d]);
-            mlp_block(&b, &mut push);
-            if self.layer_scale {
-                push(format!("{b}.ls2"), vec![d]);
-            }
-        }
-        push("norm.weight".into(), vec![d]);
-        push("norm.bias".into(), vec![d]);
+        t.extend(self.encoder().tensors());
+        t.extend(norm_tensors("norm", d));
         if self.pooling == Pooling::Map {
-            push("map.probe".into(), vec![d]);
-            attention_block("map", &mut push);
-            push("map.norm.weight".into(), vec![d]);
-            push("map.norm.bias".into(), vec![d]);
-            mlp_block("map", &mut push);
+            t.push(("map.probe".into(), vec![d]));
+            t.extend(attention_tensors("map", d));
+            t.extend(norm_tensors("map.norm", d));
+            t.extend(mlp_tensors("map", d, self.mlp));
         }
         if let Some(e) = self.projection {
-            push("proj.weight".into(), vec![e, d]);
+            t.push(("proj.weight".into(), vec![e, d]));
         }
         if let Some(k) = self.classes {
-            push("head.weight".into(), vec![k, d]);
-            push("head.bias".into(), vec![k]);
+            t.push(("head.weight".into(), vec![k, d]));
+            t.push(("head.bias".into(), vec![k]));
         }
         t
     }
-}
 
-#[derive(Debug)]
-struct Mlp {
-    fc1: Dense,
-    fc2: Dense,
-}
-
-#[derive(Debug)]
-struct Block {
-    norm1: Norm,
-    qkv: Dense,
-    out: Dense,
-    ls1: Option<Tensor<3>>,
-    norm2: Norm,
-    mlp: Mlp,
-    ls2: Option<Tensor<3>>,
+    /// The blocks' shape.
+    fn encoder(&self) -> EncoderShape {
+        EncoderShape {
+            width: self.width,
+            depth: self.depth,
+            heads: self.heads,
+            mlp: self.mlp,
+            eps: self.eps,
+            activation: self.activation,
+            layer_scale: self.layer_scale,
+            causal: false,
+        }
+    }
 }
 
 /// SigLIP's attention-pooling head: one learned query attends over the
@@ -219,7 +177,7 @@ pub(crate) struct Vit {
     /// `[1, grid², D]`, already at the input grid.
     patch_pos: Tensor<3>,
     pre_norm: Option<Norm>,
-    blocks: Vec<Block>,
+    encoder: Encoder,
     norm: Norm,
     map: Option<MapHead>,
     proj: Option<Dense>,
@@ -262,33 +220,10 @@ impl Vit {
         let c = &config;
         let d = c.width;
         let get = |name: &str| tensors.take(name);
-        let up1 =
-            |name: &str| -> Result<Tensor<1>, WeightsError> { Ok(upload(get(name)?, device)) };
-        let norm = |prefix: &str| -> Result<Norm, WeightsError> {
-            Ok(Norm {
-                gamma: up1(&format!("{prefix}.weight"))?,
-                beta: up1(&format!("{prefix}.bias"))?,
-                eps: c.eps,
-            })
-        };
-        let dense = |prefix: &str, bias: bool| -> Result<Dense, WeightsError> {
-            Ok(Dense {
-                weight: upload(get(&format!("{prefix}.weight"))?.transposed(), device),
-                bias: if bias {
-                    Some(up1(&format!("{prefix}.bias"))?)
-                } else {
-                    None
-                },
-            })
-        };
-        let mlp = |prefix: &str| -> Result<Mlp, WeightsError> {
-            Ok(Mlp {
-                fc1: dense(&format!("{prefix}.fc1"), true)?,
-                fc2: dense(&format!("{prefix}.fc2"), true)?,
-            })
-        };
-        let scale = |name: &str| -> Result<Tensor<3>, WeightsError> {
-            Ok(upload::<1>(get(name)?, device).reshape([1, 1, d]))
+        let load = Loader {
+            tensors,
+            device,
+            eps: c.eps,
         };
 
         // Position embeddings: the class token's stays with it, the patch
@@ -314,25 +249,6 @@ impl Vit {
         let prefix_tokens = (!prefix.is_empty())
             .then(|| upload::<3>(HostTensor::new(vec![1, c.prefix(), d], prefix), device));
 
-        let mut blocks = Vec::with_capacity(c.depth);
-        for i in 0..c.depth {
-            let b = format!("blocks.{i}");
-            blocks.push(Block {
-                norm1: norm(&format!("{b}.norm1"))?,
-                qkv: dense(&format!("{b}.qkv"), true)?,
-                out: dense(&format!("{b}.out"), true)?,
-                ls1: c
-                    .layer_scale
-                    .then(|| scale(&format!("{b}.ls1")))
-                    .transpose()?,
-                norm2: norm(&format!("{b}.norm2"))?,
-                mlp: mlp(&b)?,
-                ls2: c
-                    .layer_scale
-                    .then(|| scale(&format!("{b}.ls2")))
-                    .transpose()?,
-            });
-        }
         let map = if c.pooling == Pooling::Map {
             let qkv_w = get("map.qkv.weight")?;
             let qkv_b = get("map.qkv.bias")?;
@@ -355,24 +271,30 @@ impl Vit {
                     weight: upload(kv_w.transposed(), device),
                     bias: Some(upload(kv_b, device)),
                 },
-                out: dense("map.out", true)?,
-                norm: norm("map.norm")?,
-                mlp: mlp("map")?,
+                out: load.dense("map.out", true)?,
+                norm: load.norm("map.norm")?,
+                mlp: load.mlp("map")?,
             })
         } else {
             None
         };
         Ok(Self {
             patch_weight: upload(get("patch.weight")?, device),
-            patch_bias: c.patch_bias.then(|| up1("patch.bias")).transpose()?,
+            patch_bias: c
+                .patch_bias
+                .then(|| load.vector("patch.bias"))
+                .transpose()?,
             prefix_tokens,
             patch_pos: upload::<3>(HostTensor::new(vec![1, grid * grid, d], patch_pos), device),
-            pre_norm: c.pre_norm.then(|| norm("pre_norm")).transpose()?,
-            blocks,
-            norm: norm("norm")?,
+            pre_norm: c.pre_norm.then(|| load.norm("pre_norm")).transpose()?,
+            encoder: Encoder::new(c.encoder(), &load)?,
+            norm: load.norm("norm")?,
             map,
-            proj: c.projection.map(|_| dense("proj", false)).transpose()?,
-            head: c.classes.map(|_| dense("head", true)).transpose()?,
+            proj: c
+                .projection
+                .map(|_| load.dense("proj", false))
+                .transpose()?,
+            head: c.classes.map(|_| load.dense("head", true)).transpose()?,
             config,
         })
     }
@@ -400,10 +322,7 @@ impl Vit {
         if let Some(pre) = &self.pre_norm {
             t = pre.run(t);
         }
-        for block in &self.blocks {
-            t = self.block(block, t);
-        }
-        let t = self.norm.run(t);
+        let t = self.norm.run(self.encoder.run(t));
         let tokens = t.dims()[1];
         let prefix = c.prefix();
         let class = || t.clone().narrow(1, 0, 1).reshape([n, d]);
@@ -432,53 +351,6 @@ impl Vit {
         pooled
     }
 
-    fn block(&self, b: &Block, t: Tensor<3>) -> Tensor<3> {
-        let h = self.attend(&b.qkv, &b.out, b.norm1.run(t.clone()));
-        let h = match &b.ls1 {
-            Some(ls) => h * ls.clone(),
-            None => h,
-        };
-        let t = t + h;
-        let h = self.mlp(&b.mlp, b.norm2.run(t.clone()));
-        let h = match &b.ls2 {
-            Some(ls) => h * ls.clone(),
-            None => h,
-        };
-        t + h
-    }
-
-    fn mlp(&self, mlp: &Mlp, x: Tensor<3>) -> Tensor<3> {
-        let h = mlp.fc1.run(x);
-        let h = match self.config.activation {
-            Activation::Gelu => gelu(h),
-            Activation::GeluTanh => gelu_approximate(h),
-            Activation::QuickGelu => quick_gelu(h),
-        };
-        mlp.fc2.run(h)
-    }
-
-    /// `[N, T, D]` → per-head `[N, H, T, Dh]`.
-    fn heads(&self, x: Tensor<3>) -> Tensor<4> {
-        let [n, t, d] = x.dims();
-        let h = self.config.heads;
-        x.reshape([n, t, h, d / h]).swap_dims(1, 2)
-    }
-
-    fn merge_heads(x: Tensor<4>) -> Tensor<3> {
-        let [n, h, t, dh] = x.dims();
-        x.swap_dims(1, 2).reshape([n, t, h * dh])
-    }
-
-    fn attend(&self, qkv: &Dense, out: &Dense, x: Tensor<3>) -> Tensor<3> {
-        let d = self.config.width;
-        let qkv = qkv.run(x);
-        let q = self.heads(qkv.clone().narrow(2, 0, d));
-        let k = self.heads(qkv.clone().narrow(2, d, d));
-        let v = self.heads(qkv.narrow(2, 2 * d, d));
-        let o = scaled_dot_product(q, k, v);
-        out.run(Self::merge_heads(o))
-    }
-
     fn map_pool(&self, t: Tensor<3>) -> Tensor<2> {
         let head = self
             .map
@@ -486,13 +358,14 @@ impl Vit {
             .expect("a MAP-pooled config has a MAP head");
         let d = self.config.width;
         let n = t.dims()[0];
-        let q = self.heads(head.q.run(head.probe.clone()).expand([n, 1, d]));
+        let e = &self.encoder;
+        let q = e.heads(head.q.run(head.probe.clone()).expand([n, 1, d]));
         let kv = head.kv.run(t);
-        let k = self.heads(kv.clone().narrow(2, 0, d));
-        let v = self.heads(kv.narrow(2, d, d));
-        let o = scaled_dot_product(q, k, v);
-        let h = head.out.run(Self::merge_heads(o));
-        let h = h.clone() + self.mlp(&head.mlp, head.norm.run(h));
+        let k = e.heads(kv.clone().narrow(2, 0, d));
+        let v = e.heads(kv.narrow(2, d, d));
+        let o = scaled_dot_product(q, k, v, false);
+        let h = head.out.run(Encoder::merge_heads(o));
+        let h = h.clone() + e.mlp(&head.mlp, head.norm.run(h));
         h.reshape([n, d])
     }
 }

@@ -1,0 +1,247 @@
+//! Text towers: CLIP's text transformer and SigLIP's text model, loaded
+//! from the same checkpoints as the image towers (`layout.rs`'s text
+//! places), computing what upstream's `encode_text` /
+//! `get_text_features` compute, L2-normalised like the image embeddings:
+//!
+//! ```text
+//! t = token_embedding[ids] + pos                  (on the host: a lookup)
+//! t = encoder(t)                                  (causal for CLIP)
+//! pooled = t[end-of-text] (CLIP) | t[last] (SigLIP)
+//! out = normalise(proj(norm(pooled)))             (CLIP: no bias; SigLIP: its head)
+//! ```
+//!
+//! CLIP pools the end-of-text token, found as upstream's `argmax` of the
+//! ids (the end token has the highest id, so the first maximum is it; HF's
+//! `CLIPTextTransformer` looks for the `eos_token_id`, the same position for
+//! real vocabularies). The final LayerNorm acts on each token alone, so it
+//! runs on the pooled one only.
+
+use std::path::Path;
+
+use burn::tensor::{Device, Int, Tensor, TensorData};
+
+use crate::model::checkpoint::{Checkpoint, HostTensor};
+use crate::model::layers::{Dense, Norm, last_axis_mean, upload};
+use crate::model::layout::Layout;
+use crate::model::tensors::Tensors;
+use crate::model::transformer::{Activation, Encoder, EncoderShape, Loader, norm_tensors};
+use crate::weights_error::WeightsError;
+
+/// How a text tower turns its tokens into one vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextPooling {
+    /// The end-of-text token: the first position of the highest id (CLIP).
+    EndOfText,
+    /// The last position of the padded context (SigLIP).
+    Last,
+}
+
+/// Everything that tells the text towers apart.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextConfig {
+    /// Token ids the embedding table holds.
+    pub vocab: usize,
+    /// Tokens in a context (inputs are padded or cut to it).
+    pub context: usize,
+    /// Token width.
+    pub width: usize,
+    /// Transformer blocks.
+    pub depth: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// Hidden width of the MLPs.
+    pub mlp: usize,
+    /// Every LayerNorm's eps.
+    pub eps: f64,
+    /// The MLPs' activation.
+    pub activation: Activation,
+    /// Causal attention (CLIP).
+    pub causal: bool,
+    /// How tokens become one vector.
+    pub pooling: TextPooling,
+    /// Output width of the final projection: `text_projection` without a
+    /// bias (CLIP) or SigLIP's `head` with one.
+    pub projection: usize,
+    /// The projection has a bias (SigLIP's head).
+    pub projection_bias: bool,
+}
+
+impl TextConfig {
+    fn encoder(&self) -> EncoderShape {
+        EncoderShape {
+            width: self.width,
+            depth: self.depth,
+            heads: self.heads,
+            mlp: self.mlp,
+            eps: self.eps,
+            activation: self.activation,
+            layer_scale: false,
+            causal: self.causal,
+        }
+    }
+
+    /// Every tensor the tower needs, canonical name and shape.
+    pub(crate) fn tensors(&self) -> Vec<(String, Vec<usize>)> {
+        let d = self.width;
+        let mut t = vec![
+            ("tok".to_owned(), vec![self.vocab, d]),
+            ("pos".to_owned(), vec![self.context, d]),
+        ];
+        t.extend(self.encoder().tensors());
+        t.extend(norm_tensors("norm", d));
+        t.push(("proj.weight".into(), vec![self.projection, d]));
+        if self.projection_bias {
+            t.push(("proj.bias".into(), vec![self.projection]));
+        }
+        t
+    }
+}
+
+/// A text tower on a device, inference only.
+#[derive(Debug)]
+pub struct TextTower {
+    config: TextConfig,
+    device: Device,
+    /// `[vocab, D]` on the host: the lookup is a copy per token.
+    tokens: HostTensor,
+    /// `[context, D]` on the host, added during the lookup.
+    pos: HostTensor,
+    encoder: Encoder,
+    norm: Norm,
+    proj: Dense,
+}
+
+impl TextTower {
+    /// The tower of `config` from the checkpoint at `path` (OpenCLIP,
+    /// OpenAI, HF `CLIPModel` or `SiglipModel`); `name` is the model's, for
+    /// errors. A checkpoint without a text tower is one line that says so.
+    pub fn load(
+        config: TextConfig,
+        name: &str,
+        path: &Path,
+        device: &Device,
+    ) -> Result<Self, WeightsError> {
+        let checkpoint = Checkpoint::open(path)?;
+        let layout = text_layout(name, &checkpoint)?;
+        let tensors = Tensors::check_text(&checkpoint, layout, name, config.tensors())?;
+        Self::new(config, &tensors, device)
+    }
+
+    /// The tower from seeded random tensors (benchmarks).
+    pub fn seeded(config: TextConfig, name: &str, seed: u64, device: &Device) -> Self {
+        let tensors = Tensors::seeded(seed, name, config.tensors());
+        Self::new(config, &tensors, device).expect("seeded tensors have the declared shapes")
+    }
+
+    fn new(
+        config: TextConfig,
+        tensors: &Tensors<'_>,
+        device: &Device,
+    ) -> Result<Self, WeightsError> {
+        let load = Loader {
+            tensors,
+            device,
+            eps: config.eps,
+        };
+        Ok(Self {
+            tokens: tensors.take("tok")?,
+            pos: tensors.take("pos")?,
+            encoder: Encoder::new(config.encoder(), &load)?,
+            norm: load.norm("norm")?,
+            proj: load.dense("proj", config.projection_bias)?,
+            device: device.clone(),
+            config,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TextConfig {
+        &self.config
+    }
+
+    /// Normalised embeddings (`[N, projection]`, row-major) of `ids`, each
+    /// row exactly `context` ids below `vocab` (the tokenizer pads and cuts).
+    pub fn embed(&self, ids: &[Vec<u32>]) -> Vec<f32> {
+        let c = &self.config;
+        let device = &self.device;
+        let (n, t, d) = (ids.len(), c.context, c.width);
+        let mut x = Vec::with_capacity(n * t * d);
+        let mut pooled_rows = Vec::with_capacity(n);
+        for (row, seq) in ids.iter().enumerate() {
+            assert_eq!(seq.len(), t, "the tokenizer pads every row to the context");
+            for (p, &id) in seq.iter().enumerate() {
+                let id = id as usize;
+                assert!(id < c.vocab, "the tokenizer's ids fit the vocabulary");
+                let token = &self.tokens.values[id * d..(id + 1) * d];
+                let pos = &self.pos.values[p * d..(p + 1) * d];
+                x.extend(token.iter().zip(pos).map(|(a, b)| a + b));
+            }
+            let at = match c.pooling {
+                TextPooling::Last => t - 1,
+                TextPooling::EndOfText => first_max(seq),
+            };
+            pooled_rows.push((row * t + at) as i64);
+        }
+        let x = upload::<3>(HostTensor::new(vec![n, t, d], x), device);
+        let x = self.encoder.run(x).reshape([n * t, d]);
+        let index = Tensor::<1, Int>::from_data(TensorData::new(pooled_rows, [n]), device);
+        let pooled = self.norm.run(x.select(0, index));
+        let out = self.proj.run(pooled);
+        // F.normalize, as the image towers do it (see `Vit::embedding`).
+        let width = out.dims()[1] as f64;
+        let square_mean = last_axis_mean(out.clone() * out.clone());
+        let out = out / (square_mean * width).sqrt().clamp_min(1e-12);
+        out.into_data()
+            .convert::<f32>()
+            .try_into_vec::<f32>()
+            .expect("f32 after convert")
+    }
+}
+
+/// The first position of the highest id: PyTorch's `argmax`.
+fn first_max(ids: &[u32]) -> usize {
+    let mut at = 0;
+    for (i, &id) in ids.iter().enumerate() {
+        if id > ids[at] {
+            at = i;
+        }
+    }
+    at
+}
+
+/// The layout of `checkpoint` if it holds a text tower this tool reads.
+fn text_layout(name: &str, checkpoint: &Checkpoint) -> Result<Layout, WeightsError> {
+    let mismatch = |problem: &str| WeightsError::Mismatch {
+        path: checkpoint.path().to_path_buf(),
+        model: name.to_owned(),
+        problem: problem.to_owned(),
+    };
+    let has_text = |layout: Layout| checkpoint.has(&layout.text_marker());
+    match Layout::detect(checkpoint) {
+        Some(layout @ (Layout::OpenClip | Layout::HfClip | Layout::HfSiglip))
+            if has_text(layout) =>
+        {
+            Ok(layout)
+        }
+        Some(
+            layout @ (Layout::OpenClip | Layout::HfClip | Layout::HfSiglip | Layout::HfSiglipBare),
+        ) => Err(mismatch(&format!(
+            "it is {layout} checkpoint without a text tower (a vision tower alone); \
+                 text needs the full model's checkpoint"
+        ))),
+        Some(layout) => Err(mismatch(&format!(
+            "it is {layout} checkpoint, which has no text tower"
+        ))),
+        None if checkpoint.has(&Layout::OpenClip.text_marker()) => Ok(Layout::OpenClip),
+        None if checkpoint.has(&Layout::HfClip.text_marker()) => {
+            if checkpoint.has("text_projection.weight") {
+                Ok(Layout::HfClip)
+            } else {
+                Ok(Layout::HfSiglip)
+            }
+        }
+        None => Err(mismatch(
+            "it holds no CLIP or SigLIP text tower this tool knows",
+        )),
+    }
+}

@@ -1,0 +1,258 @@
+//! The pre-norm transformer encoder that the image towers (`vit.rs`) and
+//! the text towers (`text.rs`) share: per block
+//! `t = t + ls1 · attn(norm1(t)); t = t + ls2 · mlp(norm2(t))`, with
+//! bidirectional attention (images, SigLIP's text) or causal attention
+//! (CLIP's text). Its tensors have canonical names under a prefix
+//! (`blocks.3.qkv.weight`); the checkpoint layouts map them (`layout.rs`).
+
+use burn::tensor::activation::gelu_approximate;
+use burn::tensor::{Device, Tensor};
+
+use crate::model::cpu::{gelu, quick_gelu};
+use crate::model::layers::{Dense, Norm, scaled_dot_product, upload};
+use crate::model::tensors::Tensors;
+use crate::weights_error::WeightsError;
+
+/// The MLP's activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `x·Φ(x)` with the exact erf.
+    Gelu,
+    /// GELU's tanh approximation (SigLIP's `gelu_pytorch_tanh`).
+    GeluTanh,
+    /// OpenAI CLIP's `x·σ(1.702x)`.
+    QuickGelu,
+}
+
+/// The shape of an encoder: what its tensors and forward pass need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct EncoderShape {
+    /// Token width.
+    pub(crate) width: usize,
+    /// Blocks.
+    pub(crate) depth: usize,
+    /// Attention heads.
+    pub(crate) heads: usize,
+    /// Hidden width of the MLPs.
+    pub(crate) mlp: usize,
+    /// Every LayerNorm's eps.
+    pub(crate) eps: f64,
+    /// The MLPs' activation.
+    pub(crate) activation: Activation,
+    /// Per-channel scales on both residual branches (DINOv2).
+    pub(crate) layer_scale: bool,
+    /// Each token attends only to itself and the tokens before it.
+    pub(crate) causal: bool,
+}
+
+/// `prefix.qkv` and `prefix.out`: a fused q/k/v projection and the output
+/// projection, canonical names and shapes.
+pub(crate) fn attention_tensors(prefix: &str, d: usize) -> Vec<(String, Vec<usize>)> {
+    vec![
+        (format!("{prefix}.qkv.weight"), vec![3 * d, d]),
+        (format!("{prefix}.qkv.bias"), vec![3 * d]),
+        (format!("{prefix}.out.weight"), vec![d, d]),
+        (format!("{prefix}.out.bias"), vec![d]),
+    ]
+}
+
+/// `prefix.fc1` and `prefix.fc2`, canonical names and shapes.
+pub(crate) fn mlp_tensors(prefix: &str, d: usize, f: usize) -> Vec<(String, Vec<usize>)> {
+    vec![
+        (format!("{prefix}.fc1.weight"), vec![f, d]),
+        (format!("{prefix}.fc1.bias"), vec![f]),
+        (format!("{prefix}.fc2.weight"), vec![d, f]),
+        (format!("{prefix}.fc2.bias"), vec![d]),
+    ]
+}
+
+/// A LayerNorm's canonical tensors.
+pub(crate) fn norm_tensors(prefix: &str, d: usize) -> Vec<(String, Vec<usize>)> {
+    vec![
+        (format!("{prefix}.weight"), vec![d]),
+        (format!("{prefix}.bias"), vec![d]),
+    ]
+}
+
+impl EncoderShape {
+    /// Every block's tensors (`blocks.{i}.…`), canonical names and shapes.
+    pub(crate) fn tensors(&self) -> Vec<(String, Vec<usize>)> {
+        let (d, f) = (self.width, self.mlp);
+        let mut t = Vec::new();
+        for i in 0..self.depth {
+            let b = format!("blocks.{i}");
+            t.extend(norm_tensors(&format!("{b}.norm1"), d));
+            t.extend(attention_tensors(&b, d));
+            if self.layer_scale {
+                t.push((format!("{b}.ls1"), vec![d]));
+            }
+            t.extend(norm_tensors(&format!("{b}.norm2"), d));
+            t.extend(mlp_tensors(&b, d, f));
+            if self.layer_scale {
+                t.push((format!("{b}.ls2"), vec![d]));
+            }
+        }
+        t
+    }
+}
+
+/// An MLP: `fc2(act(fc1(x)))`.
+#[derive(Debug)]
+pub(crate) struct Mlp {
+    fc1: Dense,
+    fc2: Dense,
+}
+
+#[derive(Debug)]
+struct Block {
+    norm1: Norm,
+    qkv: Dense,
+    out: Dense,
+    ls1: Option<Tensor<3>>,
+    norm2: Norm,
+    mlp: Mlp,
+    ls2: Option<Tensor<3>>,
+}
+
+/// Builds layers from canonical tensors on one device.
+pub(crate) struct Loader<'a, 't> {
+    pub(crate) tensors: &'a Tensors<'t>,
+    pub(crate) device: &'a Device,
+    pub(crate) eps: f64,
+}
+
+impl Loader<'_, '_> {
+    /// A 1-D tensor on the device.
+    pub(crate) fn vector(&self, name: &str) -> Result<Tensor<1>, WeightsError> {
+        Ok(upload(self.tensors.take(name)?, self.device))
+    }
+
+    /// The LayerNorm `prefix`.
+    pub(crate) fn norm(&self, prefix: &str) -> Result<Norm, WeightsError> {
+        Ok(Norm {
+            gamma: self.vector(&format!("{prefix}.weight"))?,
+            beta: self.vector(&format!("{prefix}.bias"))?,
+            eps: self.eps,
+        })
+    }
+
+    /// The Linear layer `prefix` (PyTorch's `[out, in]` weight, stored
+    /// transposed).
+    pub(crate) fn dense(&self, prefix: &str, bias: bool) -> Result<Dense, WeightsError> {
+        Ok(Dense {
+            weight: upload(
+                self.tensors.take(&format!("{prefix}.weight"))?.transposed(),
+                self.device,
+            ),
+            bias: if bias {
+                Some(self.vector(&format!("{prefix}.bias"))?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// The MLP `prefix.fc1`, `prefix.fc2`.
+    pub(crate) fn mlp(&self, prefix: &str) -> Result<Mlp, WeightsError> {
+        Ok(Mlp {
+            fc1: self.dense(&format!("{prefix}.fc1"), true)?,
+            fc2: self.dense(&format!("{prefix}.fc2"), true)?,
+        })
+    }
+
+    /// A per-channel scale as `[1, 1, D]`.
+    fn scale(&self, name: &str, d: usize) -> Result<Tensor<3>, WeightsError> {
+        Ok(self.vector(name)?.reshape([1, 1, d]))
+    }
+}
+
+/// The blocks of a transformer on a device, inference only.
+#[derive(Debug)]
+pub(crate) struct Encoder {
+    shape: EncoderShape,
+    blocks: Vec<Block>,
+}
+
+impl Encoder {
+    /// The blocks `blocks.{i}` of `shape` from `loader`'s tensors.
+    pub(crate) fn new(shape: EncoderShape, loader: &Loader<'_, '_>) -> Result<Self, WeightsError> {
+        let d = shape.width;
+        let mut blocks = Vec::with_capacity(shape.depth);
+        for i in 0..shape.depth {
+            let b = format!("blocks.{i}");
+            let scale = |name: &str| {
+                shape
+                    .layer_scale
+                    .then(|| loader.scale(&format!("{b}.{name}"), d))
+                    .transpose()
+            };
+            blocks.push(Block {
+                norm1: loader.norm(&format!("{b}.norm1"))?,
+                qkv: loader.dense(&format!("{b}.qkv"), true)?,
+                out: loader.dense(&format!("{b}.out"), true)?,
+                ls1: scale("ls1")?,
+                norm2: loader.norm(&format!("{b}.norm2"))?,
+                mlp: loader.mlp(&b)?,
+                ls2: scale("ls2")?,
+            });
+        }
+        Ok(Self { shape, blocks })
+    }
+
+    /// Every block over `t` (`[N, T, D]`).
+    pub(crate) fn run(&self, mut t: Tensor<3>) -> Tensor<3> {
+        for block in &self.blocks {
+            t = self.block(block, t);
+        }
+        t
+    }
+
+    fn block(&self, b: &Block, t: Tensor<3>) -> Tensor<3> {
+        let h = self.attend(&b.qkv, &b.out, b.norm1.run(t.clone()));
+        let h = match &b.ls1 {
+            Some(ls) => h * ls.clone(),
+            None => h,
+        };
+        let t = t + h;
+        let h = self.mlp(&b.mlp, b.norm2.run(t.clone()));
+        let h = match &b.ls2 {
+            Some(ls) => h * ls.clone(),
+            None => h,
+        };
+        t + h
+    }
+
+    /// `fc2(act(fc1(x)))` with this encoder's activation.
+    pub(crate) fn mlp(&self, mlp: &Mlp, x: Tensor<3>) -> Tensor<3> {
+        let h = mlp.fc1.run(x);
+        let h = match self.shape.activation {
+            Activation::Gelu => gelu(h),
+            Activation::GeluTanh => gelu_approximate(h),
+            Activation::QuickGelu => quick_gelu(h),
+        };
+        mlp.fc2.run(h)
+    }
+
+    /// `[N, T, D]` → per-head `[N, H, T, Dh]`.
+    pub(crate) fn heads(&self, x: Tensor<3>) -> Tensor<4> {
+        let [n, t, d] = x.dims();
+        let h = self.shape.heads;
+        x.reshape([n, t, h, d / h]).swap_dims(1, 2)
+    }
+
+    /// Per-head `[N, H, T, Dh]` → `[N, T, D]`.
+    pub(crate) fn merge_heads(x: Tensor<4>) -> Tensor<3> {
+        let [n, h, t, dh] = x.dims();
+        x.swap_dims(1, 2).reshape([n, t, h * dh])
+    }
+
+    fn attend(&self, qkv: &Dense, out: &Dense, x: Tensor<3>) -> Tensor<3> {
+        let d = self.shape.width;
+        let qkv = qkv.run(x);
+        let q = self.heads(qkv.clone().narrow(2, 0, d));
+        let k = self.heads(qkv.clone().narrow(2, d, d));
+        let v = self.heads(qkv.narrow(2, 2 * d, d));
+        let o = scaled_dot_product(q, k, v, self.shape.causal);
+        out.run(Self::merge_heads(o))
+    }
+}

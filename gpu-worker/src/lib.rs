@@ -15,6 +15,7 @@ mod engine;
 pub mod failpoints;
 mod model;
 mod model_only;
+pub mod text;
 mod weights_error;
 mod worker;
 pub mod zero_shot;

@@ -159,6 +159,23 @@ impl ClassMatrix {
         }
     }
 
+    /// Writes the matrix as a `.safetensors` file [`ClassMatrix::open`]
+    /// reads: one f32 tensor `embeddings`, `[classes, dim]`, its labels as
+    /// a JSON list under the `labels` metadata key.
+    pub fn write_safetensors(&self, path: &Path) -> std::io::Result<()> {
+        let bytes: Vec<u8> = self.values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let view = safetensors::tensor::TensorView::new(
+            safetensors::Dtype::F32,
+            vec![self.rows(), self.dim],
+            &bytes,
+        )
+        .map_err(std::io::Error::other)?;
+        let labels = serde_json::to_string(&self.labels).map_err(std::io::Error::other)?;
+        let metadata = std::collections::HashMap::from([("labels".to_owned(), labels)]);
+        safetensors::serialize_to_file([("embeddings", view)], Some(metadata), path)
+            .map_err(std::io::Error::other)
+    }
+
     /// One label per row.
     pub fn labels(&self) -> &[String] {
         &self.labels

@@ -449,3 +449,97 @@ fn a_mismatch_lists_a_few_tensors_and_counts_the_rest() {
     assert!(line.contains("encoder.layer.2."), "{line}");
     assert!(line.contains("more mismatched tensors"), "{line}");
 }
+
+#[derive(Deserialize)]
+struct LabelsReference {
+    labels: Vec<String>,
+    templates: Vec<String>,
+    probs: Vec<Vec<f32>>,
+    classifier: Vec<Vec<f32>>,
+    texts: Vec<String>,
+    text_embeddings: Vec<Vec<f32>>,
+}
+
+/// Zero-shot from plain labels (`--classes "…" --prompt …`): open_clip's
+/// tokenizer on its real vocabulary, a checkpoint whose text tower reads it
+/// (`text/open_clip_text.bin`, width 8), several templates averaged as
+/// `build_zero_shot_classifier` does, then the image side as above.
+fn check_zero_shot_from_labels(spec: &DeviceSpec) {
+    use gpu_worker::text::{TextEncoder, TextTokenizer, prompts};
+    use gpu_worker::{TextConfig, TextPooling, TextTower};
+
+    let text = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/text");
+    let json = std::fs::read_to_string(text.join("zero_shot_labels.json"))
+        .expect("text/zero_shot_labels.json is committed");
+    let reference: LabelsReference = serde_json::from_str(&json).expect("it parses");
+    let weights = text.join("open_clip_text.bin");
+    let device = gpu_worker::open(spec).expect("device opens");
+    let config = TextConfig {
+        vocab: 49408,
+        context: 77,
+        width: 8,
+        depth: 1,
+        heads: 2,
+        mlp: 32,
+        eps: 1e-5,
+        activation: Activation::QuickGelu,
+        causal: true,
+        pooling: TextPooling::EndOfText,
+        projection: 16,
+        projection_bias: false,
+    };
+    let tower = TextTower::load(config, "clip", &weights, &device).expect("the text tower loads");
+    let encoder = TextEncoder::of(tower, TextTokenizer::OpenClip);
+    let what = format!("zero-shot from labels on {spec}");
+    // Texts alone: the empty one and one past the context too.
+    let got = encoder.embed(&reference.texts);
+    for (row, want) in got.chunks_exact(16).zip(&reference.text_embeddings) {
+        assert_close(row, want, &format!("{what}: a text's embedding"));
+    }
+    let rows = prompts::class_embeddings(&reference.labels, &reference.templates, 16, |texts| {
+        encoder.embed(texts)
+    });
+    for (row, want) in rows.chunks_exact(16).zip(&reference.classifier) {
+        assert_close(row, want, &format!("{what}: class embeddings"));
+    }
+    let classes = ClassMatrix::new(reference.labels.clone(), 16, rows);
+    let case = &reference_cases()["open_clip"];
+    let rule = ZeroShotRule::of(Family::Clip).expect("CLIP classifies zero-shot");
+    let model = Model::load_architecture(&architecture(&case.config), "clip", &weights, &device)
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .with_zero_shot(&classes, &rule, "clip", Some(&weights), &device)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let k = classes.rows();
+    let task = Task::Classify { top_k: k };
+    let engine = BurnEngine::for_device(spec, device.clone(), model, task);
+    for (i, p) in run(&engine, case, task).into_iter().enumerate() {
+        let Prediction::TopK(scores) = p else {
+            panic!("{what}: classes")
+        };
+        let mut probs = vec![f32::NAN; k];
+        for s in scores {
+            probs[s.class as usize] = s.prob;
+        }
+        assert_close(
+            &probs,
+            &reference.probs[i],
+            &format!("{what}, probabilities {i}"),
+        );
+    }
+}
+
+fn reference_cases() -> HashMap<String, Case> {
+    reference().cases
+}
+
+#[test]
+fn zero_shot_from_labels_and_templates_matches_open_clip_on_the_cpu() {
+    check_zero_shot_from_labels(&DeviceSpec::Cpu);
+}
+
+#[test]
+fn zero_shot_from_labels_matches_open_clip_on_the_software_adapter() {
+    let test = "zero_shot_from_labels_matches_open_clip_on_the_software_adapter";
+    let signal = common::in_child(test, || check_zero_shot_from_labels(&DeviceSpec::Software));
+    assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
+}

@@ -19,6 +19,7 @@
 use std::path::Path;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
+use pipeline_core::ModelKind;
 
 use crate::model::checkpoint::{Checkpoint, HostTensor};
 use crate::model::layers::{Dense, Norm, last_axis_mean, upload};
@@ -67,6 +68,30 @@ pub struct TextConfig {
 }
 
 impl TextConfig {
+    /// The text tower of a named model: OpenAI CLIP's (QuickGELU, as the
+    /// image towers here), or SigLIP's.
+    pub fn of(kind: ModelKind) -> Option<Self> {
+        let clip = |width: usize, heads: usize, projection: usize| Self {
+            vocab: 49408,
+            context: 77,
+            width,
+            depth: 12,
+            heads,
+            mlp: 4 * width,
+            eps: 1e-5,
+            activation: Activation::QuickGelu,
+            causal: true,
+            pooling: TextPooling::EndOfText,
+            projection,
+            projection_bias: false,
+        };
+        match kind {
+            ModelKind::ClipVitB32 | ModelKind::ClipVitB16 => Some(clip(512, 8, 512)),
+            ModelKind::ClipVitL14 => Some(clip(768, 12, 768)),
+            _ => None,
+        }
+    }
+
     fn encoder(&self) -> EncoderShape {
         EncoderShape {
             width: self.width,
@@ -207,6 +232,16 @@ fn first_max(ids: &[u32]) -> usize {
         }
     }
     at
+}
+
+/// Whether the checkpoint at `path` is in a Hugging Face layout (its
+/// tokenizer is then the `tokenizer.json` beside it). Reads names only.
+pub(crate) fn checkpoint_is_hugging_face(path: &Path) -> Result<bool, WeightsError> {
+    let checkpoint = Checkpoint::open(path)?;
+    Ok(matches!(
+        text_layout("the model", &checkpoint),
+        Ok(Layout::HfClip | Layout::HfSiglip)
+    ))
 }
 
 /// The layout of `checkpoint` if it holds a text tower this tool reads.

@@ -1,0 +1,153 @@
+//! The text side of CLIP (and, on token ids, SigLIP): a checkpoint's text
+//! tower and its upstream tokenizer, behind [`TextEncoder`]: texts in,
+//! L2-normalised embeddings out, comparable with the image embeddings of
+//! the same checkpoint. `pipeline embed-text` and zero-shot classification
+//! from plain labels run on it.
+//!
+//! The tokenizer comes from the checkpoint's upstream (`tokenize.rs`):
+//! open_clip's BPE, built in, for an OpenCLIP/OpenAI file; the
+//! `tokenizer.json` beside a Hugging Face file, or `--tokenizer FILE`.
+
+mod ftfy;
+#[allow(clippy::all)]
+mod ftfy_tables;
+pub mod prompts;
+mod tokenize;
+
+use std::path::{Path, PathBuf};
+
+use pipeline_core::{DeviceSpec, ModelKind};
+
+use crate::engine::DeviceError;
+use crate::model::text::{TextConfig, TextTower, checkpoint_is_hugging_face};
+use crate::weights_error::WeightsError;
+pub use tokenize::{TextTokenizer, TokenizerError, clip_clean};
+
+/// Why a text encoder could not open, in one line.
+#[derive(Debug, thiserror::Error)]
+pub enum TextError {
+    /// The model has no text tower here.
+    #[error("{model} has no text tower in this tool (text needs a CLIP model)")]
+    NoTextTower {
+        /// The model's name.
+        model: String,
+    },
+    /// The device did not open.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// The weights do not hold a text tower that fits.
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+    /// The tokenizer file cannot be used.
+    #[error(transparent)]
+    Tokenizer(#[from] TokenizerError),
+    /// A Hugging Face checkpoint with no tokenizer beside it.
+    #[error(
+        "{} is a Hugging Face checkpoint and its tokenizer is not beside it: \
+         put its tokenizer.json at {} or pass --tokenizer FILE",
+        weights.display(),
+        wanted.display()
+    )]
+    MissingTokenizer {
+        /// The weights.
+        weights: PathBuf,
+        /// Where the tokenizer was looked for.
+        wanted: PathBuf,
+    },
+}
+
+/// A model's text tower on a device, with its tokenizer.
+#[derive(Debug)]
+pub struct TextEncoder {
+    tower: TextTower,
+    tokenizer: TextTokenizer,
+}
+
+/// The text tower of a named model, if this tool has one for it.
+pub fn text_config(kind: ModelKind) -> Option<TextConfig> {
+    crate::model::text::TextConfig::of(kind)
+}
+
+/// The tokenizer `weights` is used with: `tokenizer` if given, else the
+/// `tokenizer.json` beside a Hugging Face checkpoint, else open_clip's
+/// built-in one (OpenCLIP/OpenAI checkpoints and seeded weights). Reads
+/// the checkpoint's names only.
+pub fn tokenizer_for(
+    weights: Option<&Path>,
+    tokenizer: Option<&Path>,
+    context: usize,
+) -> Result<TextTokenizer, TextError> {
+    if let Some(file) = tokenizer {
+        return Ok(TextTokenizer::from_file(file, context)?);
+    }
+    let Some(weights) = weights else {
+        return Ok(TextTokenizer::OpenClip);
+    };
+    if !checkpoint_is_hugging_face(weights)? {
+        return Ok(TextTokenizer::OpenClip);
+    }
+    let wanted = weights
+        .parent()
+        .unwrap_or(Path::new("."))
+        .join("tokenizer.json");
+    if !wanted.is_file() {
+        return Err(TextError::MissingTokenizer {
+            weights: weights.to_path_buf(),
+            wanted,
+        });
+    }
+    Ok(TextTokenizer::from_file(&wanted, context)?)
+}
+
+impl TextEncoder {
+    /// `kind`'s text tower on `device`: from `weights` (seeded random ones
+    /// when `None`, for benchmarks), with `tokenizer` (see [`tokenizer_for`]).
+    pub fn open(
+        kind: ModelKind,
+        weights: Option<&Path>,
+        tokenizer: TextTokenizer,
+        seed: u64,
+        device: &DeviceSpec,
+    ) -> Result<Self, TextError> {
+        let config = text_config(kind).ok_or_else(|| TextError::NoTextTower {
+            model: kind.name().to_owned(),
+        })?;
+        let device = crate::open(device)?;
+        let tower = match weights {
+            Some(path) => TextTower::load(config, kind.name(), path, &device)?,
+            None => TextTower::seeded(config, kind.name(), seed, &device),
+        };
+        Ok(Self { tower, tokenizer })
+    }
+
+    /// A text tower built elsewhere (tests of small configurations).
+    pub fn of(tower: TextTower, tokenizer: TextTokenizer) -> Self {
+        Self { tower, tokenizer }
+    }
+
+    /// Width of the embeddings.
+    pub fn dim(&self) -> usize {
+        self.tower.config().projection
+    }
+
+    /// Tokens in a context.
+    pub fn context(&self) -> usize {
+        self.tower.config().context
+    }
+
+    /// The tokenizer.
+    pub fn tokenizer(&self) -> &TextTokenizer {
+        &self.tokenizer
+    }
+
+    /// The token ids of `text`, as the tower takes them.
+    pub fn tokens(&self, text: &str) -> Vec<u32> {
+        self.tokenizer.encode(text, self.context())
+    }
+
+    /// L2-normalised embeddings of `texts`, `dim()` floats each, in order.
+    pub fn embed<S: AsRef<str>>(&self, texts: &[S]) -> Vec<f32> {
+        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.tokens(t.as_ref())).collect();
+        self.tower.embed(&ids)
+    }
+}

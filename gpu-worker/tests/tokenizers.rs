@@ -1,0 +1,107 @@
+//! Token ids equal to upstream's on 233 strings (ASCII, accents, CJK,
+//! emoji, HTML entities, mojibake for ftfy, control characters, long texts,
+//! empty and whitespace-only ones; `scripts/make_tokenizer_vectors.py`):
+//! open_clip's `SimpleTokenizer` with its cleaning, and transformers'
+//! CLIP tokenizer from a `tokenizer.json`, padded and cut to 77 as CLIP's
+//! processor does.
+
+use std::path::{Path, PathBuf};
+
+use gpu_worker::text::{TextTokenizer, clip_clean};
+use serde::Deserialize;
+
+#[derive(Deserialize)]
+struct Tokens {
+    context: usize,
+    cases: Vec<Case>,
+}
+
+#[derive(Deserialize)]
+struct Case {
+    text: String,
+    clean: String,
+    open_clip: Vec<u32>,
+    hf_clip: Vec<u32>,
+}
+
+fn text_vectors() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/text")
+}
+
+fn tokens() -> Tokens {
+    let json = std::fs::read_to_string(text_vectors().join("tokens.json"))
+        .expect("text/tokens.json is committed");
+    serde_json::from_str(&json).expect("tokens.json parses")
+}
+
+#[test]
+fn open_clips_cleaning_and_ids_on_every_string() {
+    let tokens = tokens();
+    assert!(tokens.cases.len() >= 200);
+    let mut wrong = Vec::new();
+    for case in &tokens.cases {
+        let clean = clip_clean(&case.text);
+        if clean != case.clean {
+            wrong.push(format!(
+                "clean {:?}: {clean:?}, want {:?}",
+                case.text, case.clean
+            ));
+        }
+        let ids = TextTokenizer::OpenClip.encode(&case.text, tokens.context);
+        if ids != case.open_clip {
+            wrong.push(format!(
+                "ids {:?}: {ids:?}, want {:?}",
+                case.text, case.open_clip
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn a_hugging_face_tokenizer_json_gives_transformers_ids() {
+    let tokens = tokens();
+    let file = text_vectors().join("hf_clip_tokenizer/tokenizer.json");
+    let tokenizer = TextTokenizer::from_file(&file, tokens.context).expect("the file loads");
+    let mut wrong = Vec::new();
+    for case in &tokens.cases {
+        let ids = tokenizer.encode(&case.text, tokens.context);
+        if ids != case.hf_clip {
+            wrong.push(format!("{:?}: {ids:?}, want {:?}", case.text, case.hf_clip));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} wrong:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn tokenizer_files_that_cannot_be_used_are_one_line_errors() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let junk = dir.path().join("tokenizer.json");
+    std::fs::write(&junk, "{\"not\": \"a tokenizer\"}").expect("write");
+    let spiece = dir.path().join("spiece.model");
+    std::fs::write(&spiece, b"\x0a\x0b").expect("write");
+    for (file, says) in [
+        (junk, "not a Hugging Face tokenizer.json"),
+        (spiece, "SentencePiece .model files are not read yet"),
+        (
+            dir.path().join("missing.json"),
+            "not a Hugging Face tokenizer.json",
+        ),
+    ] {
+        let error = TextTokenizer::from_file(&file, 77)
+            .expect_err("refused")
+            .to_string();
+        assert!(error.contains(says), "{error}");
+        assert!(!error.contains('\n'), "{error}");
+    }
+}

@@ -24,6 +24,9 @@ pub(crate) enum Command {
     Bench(Box<BenchArgs>),
     /// Assemble the final output from the part files of all shards.
     Merge(MergeArgs),
+    /// Embed lines of text with a CLIP checkpoint's text tower, comparable
+    /// with its image embeddings.
+    EmbedText(Box<EmbedTextArgs>),
     /// One device's worker process (spawned by `infer`; speaks the protocol
     /// on stdin/stdout).
     #[command(hide = true)]
@@ -151,12 +154,24 @@ pub(crate) struct RunArgs {
     /// `f16` or `bf16`. Softmax and the read-back stay f32.
     #[arg(long, default_value = "auto", value_name = "auto|f32|f16|bf16")]
     pub(crate) precision: String,
-    /// Zero-shot classification for CLIP and SigLIP: a .npy or .safetensors
-    /// matrix of class text embeddings (one row per class), labels one per
+    /// Zero-shot classification: labels, inline (`"cat,dog,a red car"`)
+    /// or one per line in a .txt, embedded by the checkpoint's text tower
+    /// through --prompt (CLIP); or a .npy or .safetensors matrix of class
+    /// text embeddings (one row per class, CLIP or SigLIP), labels one per
     /// line in the .txt of the same name beside it (or, in a .safetensors,
     /// a JSON list under its `labels` metadata). Implies --task classify.
+    #[arg(long, value_name = "LABELS|FILE")]
+    pub(crate) classes: Option<String>,
+    /// With --classes labels: a prompt template, `{}` for the label
+    /// (default "a photo of a {}."); repeat it to average several, as
+    /// open_clip does; `imagenet` is open_clip's 80 ImageNet templates.
+    #[arg(long = "prompt", value_name = "TEMPLATE")]
+    pub(crate) prompts: Vec<String>,
+    /// With --classes labels: the Hugging Face tokenizer.json to use (by
+    /// default the one beside a Hugging Face checkpoint; OpenCLIP and
+    /// OpenAI checkpoints use open_clip's built-in tokenizer).
     #[arg(long, value_name = "FILE")]
-    pub(crate) classes: Option<PathBuf>,
+    pub(crate) tokenizer: Option<PathBuf>,
     /// Classes kept per image (classify).
     #[arg(long, default_value_t = 5, value_name = "K", value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub(crate) top_k: u32,
@@ -318,4 +333,57 @@ pub(crate) struct MergeArgs {
     /// No summary; errors only.
     #[arg(long, short)]
     pub(crate) quiet: bool,
+}
+
+/// `pipeline embed-text`.
+#[derive(Debug, Args)]
+pub(crate) struct EmbedTextArgs {
+    /// A CLIP model (`pipeline models` says which have a text tower).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) model: String,
+    /// The checkpoint (OpenCLIP/OpenAI, or Hugging Face CLIPModel with its
+    /// tokenizer.json beside it). Without it, seeded random weights.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) weights: Option<PathBuf>,
+    /// Seed of the random weights used when there is no weight file.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    pub(crate) seed: u64,
+    /// The texts: a UTF-8 file, one text per line (empty lines included),
+    /// or one text given here.
+    #[arg(long, value_name = "FILE|TEXT")]
+    pub(crate) text: String,
+    /// Where to write: a .jsonl or .parquet file, or a folder (npy).
+    #[arg(long, value_name = "PATH")]
+    pub(crate) out: PathBuf,
+    /// jsonl, parquet or npy (clip-retrieval's text_emb/ and metadata/);
+    /// by default from --out's extension, a folder meaning npy.
+    #[arg(long, value_name = "jsonl|parquet|npy")]
+    pub(crate) format: Option<String>,
+    /// A Hugging Face tokenizer.json (default: the one beside a Hugging
+    /// Face checkpoint; open_clip's built-in one for OpenCLIP/OpenAI).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) tokenizer: Option<PathBuf>,
+    /// The device: `all` takes the first GPU (else the CPU), `cpu`,
+    /// `software`, or a GPU index or PCI bus id.
+    #[arg(long, default_value = "all", value_name = "DEVICE")]
+    pub(crate) gpus: String,
+    /// Texts per forward pass.
+    #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub(crate) batch_size: u32,
+    /// The embeddings' float type in Parquet and npy: f32 or f16.
+    #[arg(long, default_value = "f32", value_name = "f32|f16")]
+    pub(crate) embedding_dtype: String,
+    /// Replace an existing output.
+    #[arg(long)]
+    pub(crate) overwrite: bool,
+    /// Print nothing but errors.
+    #[arg(long, hide = true)]
+    pub(crate) quiet: bool,
+    /// Write the zero-shot class matrix of the labels in --text, through
+    /// --prompt, to --out (.safetensors): `infer --classes "…"` runs this.
+    #[arg(long, hide = true)]
+    pub(crate) class_matrix: bool,
+    /// With --class-matrix: the prompt templates.
+    #[arg(long = "prompt", hide = true, value_name = "TEMPLATE")]
+    pub(crate) prompts: Vec<String>,
 }

@@ -1,8 +1,10 @@
 //! `pipeline devices`: every Vulkan adapter (name, type, backend, driver, PCI
 //! bus id, memory where NVML knows it), which `--gpus` value selects it, the
 //! CPU with its load, and the JPEG decoder the loader runs (whether its SIMD
-//! code was built).
+//! code was built). Also how `--gpus` chooses devices (`chosen_devices`),
+//! for every command that runs a model.
 
+use pipeline_core::DeviceSpec;
 use serde::Serialize;
 
 use crate::exit::Outcome;
@@ -117,3 +119,96 @@ fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
+
+/// `--gpus` → the devices, each once (before `--workers-per-gpu`), and
+/// a notice saying how `all` chose.
+pub(crate) fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+    let flag = flag.trim();
+    if flag.eq_ignore_ascii_case("all") {
+        // A driver that crashes while enumerating costs the probe's
+        // process; the run goes on on the CPU and says why.
+        let (gpus, nvidia) = match crate::probe::probe() {
+            Ok(probe) => (probe.gpus, probe.nvidia.len()),
+            Err(e) => {
+                let notice = format!("pipeline: warning: {e}; running on the CPU (burn flex)");
+                return Ok((vec![DeviceSpec::Cpu], Some(notice)));
+            }
+        };
+        // GPU indices are PCI bus order, as nvidia-smi and CUDA with
+        // CUDA_DEVICE_ORDER=PCI_BUS_ID number them.
+        let given = coordinator::scheduler_gpus(&coordinator::process_env);
+        let chosen: Vec<DeviceSpec> = (0..gpus.len())
+            .filter(|i| {
+                given
+                    .as_ref()
+                    .is_none_or(|(allowed, _)| allowed.contains(i))
+            })
+            .map(DeviceSpec::Gpu)
+            .collect();
+        let names: Vec<String> = chosen.iter().map(ToString::to_string).collect();
+        let notice = match (&given, chosen.is_empty()) {
+            (Some((_, source)), true) => format!(
+                "pipeline: {source} names no Vulkan GPU of this machine; running on the CPU \
+                 (burn flex)"
+            ),
+            (None, true) => {
+                let facts = crate::diagnose::Facts::of_this_machine(nvidia, 0);
+                match crate::diagnose::explain(&facts) {
+                    Some(why) => format!("pipeline: {why}; running on the CPU (burn flex)"),
+                    None => "pipeline: no GPU found; running on the CPU (burn flex)".to_owned(),
+                }
+            }
+            (Some((_, source)), false) => {
+                format!("pipeline: devices {} (from {source})", names.join(", "))
+            }
+            (None, false) => format!("pipeline: devices {}", names.join(", ")),
+        };
+        if chosen.is_empty() {
+            return Ok((vec![DeviceSpec::Cpu], Some(notice)));
+        }
+        return Ok((chosen, Some(notice)));
+    }
+    if flag.eq_ignore_ascii_case("none") {
+        return Ok((vec![DeviceSpec::Cpu], None));
+    }
+    let mut chosen = Vec::new();
+    let mut probed = None;
+    let mut probe = |part: &str| -> Result<crate::probe::Probe, String> {
+        if probed.is_none() {
+            probed = Some(crate::probe::probe().map_err(|e| format!("--gpus {part}: {e}"))?);
+        }
+        Ok(probed.clone().unwrap_or_default())
+    };
+    for part in flag.split(',') {
+        let part = part.trim();
+        let spec = if part.contains(':') && part.contains('.') {
+            // A PCI bus id, as nvidia-smi and lspci print it.
+            let index = probe(part)?.gpu_by_pci(part).ok_or_else(|| {
+                format!("--gpus {part}: no Vulkan GPU at that PCI bus id (see `pipeline devices`)")
+            })?;
+            DeviceSpec::Gpu(index)
+        } else {
+            part.parse().map_err(|e| format!("--gpus: {e}"))?
+        };
+        if spec == DeviceSpec::Software && !probe(part)?.has_software() {
+            return Err(format!(
+                "--gpus {part}: Mesa's lavapipe (a Vulkan device on the CPU) is not installed; \
+                 install the mesa-vulkan-drivers package, or use --gpus cpu"
+            ));
+        }
+        if let DeviceSpec::Gpu(i) = spec {
+            let count = probe(part)?.gpus.len();
+            if i >= count {
+                return Err(format!(
+                    "--gpus {part}: this machine has {count} GPU(s) (see `pipeline devices`); \
+                     use cpu or software to run without one"
+                ));
+            }
+        }
+        if chosen.contains(&spec) {
+            return Err(format!("--gpus lists {spec} twice"));
+        }
+        chosen.push(spec);
+    }
+    Ok((chosen, None))
+}

@@ -13,7 +13,8 @@ use crate::progress::Progress;
 
 pub(crate) fn run(args: &InferArgs) -> Outcome {
     match plan(args) {
-        Ok((config, notices)) => {
+        // `_classes` holds a class matrix made from labels for the run.
+        Ok((config, notices, _classes)) => {
             if !args.quiet {
                 for notice in notices.iter().filter(|n| !n.is_empty()) {
                     eprintln!("{notice}");
@@ -26,7 +27,11 @@ pub(crate) fn run(args: &InferArgs) -> Outcome {
     }
 }
 
-fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
+/// The run's configuration, the notices for the user, and the folder of a
+/// class matrix made from `--classes` labels (kept until the run ends).
+type Plan = (RunConfig, Vec<String>, Option<tempfile::TempDir>);
+
+fn plan(args: &InferArgs) -> Result<Plan, String> {
     let data = data_spec(&args.data, &args.source)?;
     let format =
         choose_format(args.format.as_deref(), &args.out).map_err(|e| format!("--format: {e}"))?;
@@ -93,7 +98,7 @@ fn plan(args: &InferArgs) -> Result<(RunConfig, Vec<String>), String> {
             current_exe()?,
         )
     };
-    Ok((config, planned.notices))
+    Ok((config, planned.notices, planned.class_dir))
 }
 
 fn finish(

@@ -8,6 +8,7 @@ mod args;
 mod bench;
 mod devices;
 mod diagnose;
+mod embed_text;
 mod exit;
 mod infer;
 mod models;
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         Command::Models(args) => models::run(args.json),
         Command::Bench(args) => bench::run(&args),
         Command::Merge(args) => infer::merge(&args),
+        Command::EmbedText(args) => embed_text::run(&args),
         Command::Worker => return worker(),
         Command::ProbeDevices => probe::print(),
     };

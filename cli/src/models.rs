@@ -51,6 +51,20 @@ fn describe(spec: &PreprocessSpec) -> String {
     )
 }
 
+/// The text tower, if the model has one here: its context length and
+/// tokenizer (`embed-text`, `--classes` labels).
+fn text_tower(model: ModelKind) -> Value {
+    match gpu_worker::text::text_config(model) {
+        Some(text) => json!({
+            "context_length": text.context,
+            "embedding_dim": text.projection,
+            "tokenizer": "open_clip's BPE (built in) for OpenCLIP/OpenAI checkpoints; \
+                          tokenizer.json beside Hugging Face ones",
+        }),
+        None => Value::Null,
+    }
+}
+
 fn entry(model: ModelKind) -> Value {
     let spec = model.default_preprocess();
     json!({
@@ -66,6 +80,7 @@ fn entry(model: ModelKind) -> Value {
         "checkpoint_layouts": gpu_worker::checkpoint_layouts(model),
         "official_weights": model.spec().official_weights,
         "engines": model.spec().engines,
+        "text_tower": text_tower(model),
     })
 }
 
@@ -106,10 +121,18 @@ fn table(models: &[Value]) -> Result<String, std::fmt::Error> {
             writeln!(text, "    loads:      {layout}")?;
         }
         writeln!(text, "    weights:    {}", model.spec().official_weights)?;
+        if let Some(context) = value["text_tower"]["context_length"].as_u64() {
+            writeln!(
+                text,
+                "    text:       {context} tokens; open_clip's BPE (built in), or the \
+                 tokenizer.json beside a Hugging Face checkpoint"
+            )?;
+        }
     }
     writeln!(
         text,
-        "* zero-shot: --task classify --classes FILE (class text embeddings)"
+        "* zero-shot: --classes \"cat,dog\" (models with a text tower) or --classes FILE \
+         (class text embeddings)"
     )?;
     Ok(text)
 }
@@ -135,5 +158,25 @@ mod tests {
         assert_eq!(tasks(ModelKind::Dinov2Vits14), vec!["embed"]);
         assert_eq!(tasks(ModelKind::ConvnextTiny), vec!["classify", "embed"]);
         assert_eq!(tasks(ModelKind::ClipVitB32), vec!["classify", "embed"]);
+    }
+
+    #[test]
+    fn clip_models_list_their_text_tower_and_the_others_none() {
+        for model in [
+            ModelKind::ClipVitB32,
+            ModelKind::ClipVitB16,
+            ModelKind::ClipVitL14,
+        ] {
+            let entry = entry(model);
+            assert_eq!(entry["text_tower"]["context_length"], 77, "{model}");
+            assert_eq!(
+                entry["text_tower"]["embedding_dim"],
+                model.feature_dim(),
+                "{model}: text and image embeddings are comparable"
+            );
+        }
+        for model in [ModelKind::SiglipBasePatch16_224, ModelKind::Resnet50] {
+            assert!(entry(model)["text_tower"].is_null(), "{model}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use gpu_worker::zero_shot::ClassMatrix;
 use pipeline_core::{
     CropRounding, DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, Family, InputFormat, ModelKind,
-    PreprocessSpec, RemoteSpec, Task, WorkerConfig, ZeroShotClasses,
+    PreprocessSpec, Prompts, RemoteSpec, Task, WorkerConfig, ZeroShotClasses,
 };
 
 use crate::args::{RunArgs, SourceArgs, TaskArg};
@@ -36,99 +36,6 @@ pub(crate) fn weights_dir() -> Option<PathBuf> {
         Some(dir) => Some(PathBuf::from(dir)),
         None => pipeline_core::cache_dir().map(|c| c.join("weights")),
     }
-}
-
-/// `--gpus` → the devices, each once (before `--workers-per-gpu`), and
-/// a notice saying how `all` chose.
-fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
-    let flag = flag.trim();
-    if flag.eq_ignore_ascii_case("all") {
-        // A driver that crashes while enumerating costs the probe's
-        // process; the run goes on on the CPU and says why.
-        let (gpus, nvidia) = match crate::probe::probe() {
-            Ok(probe) => (probe.gpus, probe.nvidia.len()),
-            Err(e) => {
-                let notice = format!("pipeline: warning: {e}; running on the CPU (burn flex)");
-                return Ok((vec![DeviceSpec::Cpu], Some(notice)));
-            }
-        };
-        // GPU indices are PCI bus order, as nvidia-smi and CUDA with
-        // CUDA_DEVICE_ORDER=PCI_BUS_ID number them.
-        let given = coordinator::scheduler_gpus(&coordinator::process_env);
-        let chosen: Vec<DeviceSpec> = (0..gpus.len())
-            .filter(|i| {
-                given
-                    .as_ref()
-                    .is_none_or(|(allowed, _)| allowed.contains(i))
-            })
-            .map(DeviceSpec::Gpu)
-            .collect();
-        let names: Vec<String> = chosen.iter().map(ToString::to_string).collect();
-        let notice = match (&given, chosen.is_empty()) {
-            (Some((_, source)), true) => format!(
-                "pipeline: {source} names no Vulkan GPU of this machine; running on the CPU \
-                 (burn flex)"
-            ),
-            (None, true) => {
-                let facts = crate::diagnose::Facts::of_this_machine(nvidia, 0);
-                match crate::diagnose::explain(&facts) {
-                    Some(why) => format!("pipeline: {why}; running on the CPU (burn flex)"),
-                    None => "pipeline: no GPU found; running on the CPU (burn flex)".to_owned(),
-                }
-            }
-            (Some((_, source)), false) => {
-                format!("pipeline: devices {} (from {source})", names.join(", "))
-            }
-            (None, false) => format!("pipeline: devices {}", names.join(", ")),
-        };
-        if chosen.is_empty() {
-            return Ok((vec![DeviceSpec::Cpu], Some(notice)));
-        }
-        return Ok((chosen, Some(notice)));
-    }
-    if flag.eq_ignore_ascii_case("none") {
-        return Ok((vec![DeviceSpec::Cpu], None));
-    }
-    let mut chosen = Vec::new();
-    let mut probed = None;
-    let mut probe = |part: &str| -> Result<crate::probe::Probe, String> {
-        if probed.is_none() {
-            probed = Some(crate::probe::probe().map_err(|e| format!("--gpus {part}: {e}"))?);
-        }
-        Ok(probed.clone().unwrap_or_default())
-    };
-    for part in flag.split(',') {
-        let part = part.trim();
-        let spec = if part.contains(':') && part.contains('.') {
-            // A PCI bus id, as nvidia-smi and lspci print it.
-            let index = probe(part)?.gpu_by_pci(part).ok_or_else(|| {
-                format!("--gpus {part}: no Vulkan GPU at that PCI bus id (see `pipeline devices`)")
-            })?;
-            DeviceSpec::Gpu(index)
-        } else {
-            part.parse().map_err(|e| format!("--gpus: {e}"))?
-        };
-        if spec == DeviceSpec::Software && !probe(part)?.has_software() {
-            return Err(format!(
-                "--gpus {part}: Mesa's lavapipe (a Vulkan device on the CPU) is not installed; \
-                 install the mesa-vulkan-drivers package, or use --gpus cpu"
-            ));
-        }
-        if let DeviceSpec::Gpu(i) = spec {
-            let count = probe(part)?.gpus.len();
-            if i >= count {
-                return Err(format!(
-                    "--gpus {part}: this machine has {count} GPU(s) (see `pipeline devices`); \
-                     use cpu or software to run without one"
-                ));
-            }
-        }
-        if chosen.contains(&spec) {
-            return Err(format!("--gpus lists {spec} twice"));
-        }
-        chosen.push(spec);
-    }
-    Ok((chosen, None))
 }
 
 /// The weight file to use, a notice for the user, and how the file's
@@ -180,6 +87,9 @@ pub(crate) struct Planned {
     pub(crate) worker: WorkerConfig,
     /// Lines for the user: how devices and weights were chosen.
     pub(crate) notices: Vec<String>,
+    /// Where the class matrix of `--classes` labels is, for the run's
+    /// length (removed when dropped).
+    pub(crate) class_dir: Option<tempfile::TempDir>,
 }
 
 /// Checks the shared flags and turns them into devices and a worker
@@ -193,7 +103,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             _ => return Err(format!("--batch-size {n}: expected auto or 1..=4096")),
         },
     };
-    let (devices, device_notice) = chosen_devices(&args.gpus)?;
+    let (devices, device_notice) = crate::devices::chosen_devices(&args.gpus)?;
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let (weights, weights_notice, crop_rounding) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -223,9 +133,12 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         },
         (Some(TaskArg::Embed) | None, None) => Task::Embed,
     };
-    let classes = match &args.classes {
-        Some(path) => Some(zero_shot_classes(path, model, weights.as_deref())?),
-        None => None,
+    let (classes, class_dir) = match &args.classes {
+        Some(value) => zero_shot_classes(value, args, model, weights.as_deref(), &devices[0])?,
+        None if !args.prompts.is_empty() || args.tokenizer.is_some() => {
+            return Err("--prompt and --tokenizer go with --classes labels".to_owned());
+        }
+        None => (None, None),
     };
     let pooling = match &args.pooling {
         None => None,
@@ -279,26 +192,129 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             remote: remote_spec(args)?,
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],
+        class_dir,
     })
 }
 
-/// `--classes FILE`, read and checked against the model and its weights
-/// before any worker starts; the workers read the matrix again, by its
-/// absolute path.
+/// `--classes`: a class matrix file, read and checked against the model
+/// and its weights before any worker starts (the workers read it again,
+/// by its absolute path); or labels, inline or in a `.txt`, which the
+/// checkpoint's text tower turns into a class matrix here, in a child
+/// process on `device` (`embed_text::class_matrix_in_child`).
 fn zero_shot_classes(
-    path: &Path,
+    value: &str,
+    args: &RunArgs,
     model: ModelKind,
     weights: Option<&Path>,
-) -> Result<ZeroShotClasses, String> {
-    let matrix = ClassMatrix::open(path).map_err(|e| format!("--classes: {e}"))?;
-    gpu_worker::zero_shot::check(model, weights, &matrix)
-        .map_err(|e| format!("--classes {}: {e}", path.display()))?;
-    let path =
-        std::fs::canonicalize(path).map_err(|e| format!("--classes {}: {e}", path.display()))?;
-    Ok(ZeroShotClasses {
-        path,
-        labels: matrix.labels().to_vec(),
-    })
+    device: &DeviceSpec,
+) -> Result<(Option<ZeroShotClasses>, Option<tempfile::TempDir>), String> {
+    let path = Path::new(value);
+    let matrix_file = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("npy" | "safetensors")
+    );
+    if matrix_file {
+        if !args.prompts.is_empty() || args.tokenizer.is_some() {
+            return Err(
+                "--prompt and --tokenizer go with --classes labels, not a class matrix file"
+                    .to_owned(),
+            );
+        }
+        let matrix = ClassMatrix::open(path).map_err(|e| format!("--classes: {e}"))?;
+        gpu_worker::zero_shot::check(model, weights, &matrix)
+            .map_err(|e| format!("--classes {}: {e}", path.display()))?;
+        let path = std::fs::canonicalize(path)
+            .map_err(|e| format!("--classes {}: {e}", path.display()))?;
+        let classes = ZeroShotClasses {
+            path,
+            labels: matrix.labels().to_vec(),
+            prompts: None,
+        };
+        return Ok((Some(classes), None));
+    }
+    let labels = class_labels(value)?;
+    let Some(text) = gpu_worker::text::text_config(model) else {
+        return Err(if model.zero_shot() {
+            format!(
+                "--classes labels: {model}'s text tower is not built yet (SigLIP's \
+                 SentencePiece tokenizer); give a class matrix file (.npy or .safetensors)"
+            )
+        } else {
+            format!("--classes needs a CLIP or SigLIP model; {model} classifies with its own head")
+        });
+    };
+    if let Some(t) = &args.tokenizer
+        && !t.is_file()
+    {
+        return Err(format!("--tokenizer {}: no such file", t.display()));
+    }
+    let templates = gpu_worker::text::prompts::templates(&args.prompts)?;
+    let tokenizer =
+        gpu_worker::text::tokenizer_for(weights, args.tokenizer.as_deref(), text.context)
+            .map_err(|e| format!("--classes: {e}"))?;
+    let tokenizer = match args.tokenizer.as_deref().or(match &tokenizer {
+        gpu_worker::text::TextTokenizer::HuggingFace { path, .. } => Some(path.as_path()),
+        gpu_worker::text::TextTokenizer::OpenClip => None,
+    }) {
+        Some(file) => {
+            let bytes =
+                std::fs::read(file).map_err(|e| format!("--tokenizer {}: {e}", file.display()))?;
+            format!(
+                "tokenizer.json of {} bytes, xxh3 {:016x}",
+                bytes.len(),
+                xxhash_rust::xxh3::xxh3_64(&bytes)
+            )
+        }
+        None => tokenizer.describe(),
+    };
+    let dir = crate::embed_text::class_matrix_dir()?;
+    let out = dir.path().join("classes.safetensors");
+    let request = crate::embed_text::ClassRequest {
+        model,
+        weights,
+        tokenizer: args.tokenizer.as_deref(),
+        seed: args.seed,
+        labels: &labels,
+        templates: &templates,
+        device: device.clone(),
+    };
+    crate::embed_text::class_matrix_in_child(&request, &out)?;
+    let classes = ZeroShotClasses {
+        path: out,
+        labels,
+        prompts: Some(Prompts {
+            templates,
+            tokenizer,
+        }),
+    };
+    Ok((Some(classes), Some(dir)))
+}
+
+/// The labels of `--classes`: a file's lines, or an inline list split on
+/// commas, each trimmed; none may be empty or repeated.
+fn class_labels(value: &str) -> Result<Vec<String>, String> {
+    let labels: Vec<String> = if Path::new(value).is_file() || value.ends_with(".txt") {
+        crate::embed_text::read_texts(value, "--classes")?
+            .into_iter()
+            .map(|l| l.trim().to_owned())
+            .collect()
+    } else {
+        value.split(',').map(|l| l.trim().to_owned()).collect()
+    };
+    if labels.is_empty() {
+        return Err(format!("--classes {value}: no labels"));
+    }
+    if let Some(i) = labels.iter().position(String::is_empty) {
+        return Err(format!(
+            "--classes: label {} is empty (labels are one per line, or split on commas)",
+            i + 1
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = labels.iter().find(|l| !seen.insert(l.as_str())) {
+        return Err(format!("--classes: label {twice:?} appears twice"));
+    }
+    Ok(labels)
 }
 
 /// One entry per worker process: each device `workers` times.

@@ -893,7 +893,7 @@ fn clip_classifies_zero_shot_with_the_users_classes() {
     let refused = run(other);
     assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
     assert!(
-        stderr(&refused).contains("another --classes file"),
+        stderr(&refused).contains("other --classes (file, labels, --prompt or tokenizer)"),
         "{}",
         stderr(&refused)
     );

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use pipeline_core::{
     ClassLabels, DecodeLimits, EmbedPooling, Fnv64, Manifest, ModelKind, Precision, PreprocessSpec,
-    Task,
+    Prompts, Task,
 };
 use serde::{Deserialize, Serialize};
 
@@ -105,16 +105,23 @@ pub enum Weights {
     },
 }
 
-/// A zero-shot class file: its fingerprint and labels (which `merge` uses
-/// to name classes in re-encoded formats).
+/// A zero-shot run's classes: the class file's fingerprint, or for
+/// classes made from plain labels the templates and tokenizer that made
+/// them; and the labels (which `merge` uses to name classes in re-encoded
+/// formats).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClassFile {
-    /// Size in bytes.
+    /// Size in bytes (0 for classes made from labels).
+    #[serde(default)]
     pub bytes: u64,
-    /// FNV-64 of the contents (hex).
+    /// FNV-64 of the contents (hex; empty for classes made from labels).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub fnv64: String,
     /// One label per class.
     pub labels: Vec<String>,
+    /// Classes made from labels: the prompt templates and the tokenizer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Prompts>,
 }
 
 /// The weight or class file could not be read for the run's fingerprint.
@@ -148,12 +155,19 @@ impl RunIdentity {
             },
         };
         let classes = match &worker.classes {
+            Some(classes) if classes.prompts.is_some() => Some(ClassFile {
+                bytes: 0,
+                fnv64: String::new(),
+                labels: classes.labels.clone(),
+                prompts: classes.prompts.clone(),
+            }),
             Some(classes) => {
                 let (bytes, fnv64) = fingerprint("--classes", &classes.path, FileHash::Fnv64)?;
                 Some(ClassFile {
                     bytes,
                     fnv64,
                     labels: classes.labels.clone(),
+                    prompts: None,
                 })
             }
             None => None,
@@ -243,7 +257,7 @@ impl RunIdentity {
             now.pooling.as_ref().and_then(json),
         );
         field(
-            "another --classes file",
+            "other --classes (file, labels, --prompt or tokenizer)",
             self.classes.as_ref().and_then(json),
             now.classes.as_ref().and_then(json),
         );
@@ -470,6 +484,7 @@ mod tests {
             bytes: 10,
             fnv64: "00".into(),
             labels: vec!["cat".into(); 500],
+            prompts: None,
         });
         let text = serde_json::to_string(&id).expect("encoded");
         assert!(text.contains("\"model\":\"clip_vit_b_32\""), "{text}");

@@ -24,14 +24,30 @@ pub fn imagenet_labels() -> &'static [&'static str] {
     LABELS.get_or_init(|| RAW.lines().collect())
 }
 
-/// The text side of zero-shot classification (`--classes FILE`): the
-/// matrix of class text embeddings the worker reads, and one label per row.
+/// The text side of zero-shot classification (`--classes`): the matrix
+/// of class text embeddings the worker reads, and one label per row.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ZeroShotClasses {
     /// The `.npy` or `.safetensors` matrix, `[classes, embedding dim]`.
     pub path: PathBuf,
     /// The label of each row, in row order.
     pub labels: Vec<String>,
+    /// Set when the matrix was made here from plain labels (`--classes
+    /// "cat,dog"`): what it was made with. The run's identity records this
+    /// instead of the matrix's bytes, which differ in their last bits
+    /// between kinds of device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<Prompts>,
+}
+
+/// How labels became class embeddings: the prompt templates, and the
+/// tokenizer (which one, and a fingerprint of its file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Prompts {
+    /// `--prompt` templates, each with `{}` for the label.
+    pub templates: Vec<String>,
+    /// The tokenizer, in words, with its file's fingerprint if any.
+    pub tokenizer: String,
 }
 
 /// The names output records give classes.
@@ -78,6 +94,7 @@ mod tests {
     #[test]
     fn named_labels_replace_imagenet_ones() {
         let classes = ZeroShotClasses {
+            prompts: None,
             path: "classes.npy".into(),
             labels: vec!["cat".into(), "dog, running".into()],
         };

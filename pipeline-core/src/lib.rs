@@ -28,7 +28,9 @@ pub use device::{
 pub use entries::{Cursor, Entries, ManifestEntry};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use kept::Kept;
-pub use labels::{ClassLabels, IMAGENET_CLASSES, ZeroShotClasses, imagenet_label, imagenet_labels};
+pub use labels::{
+    ClassLabels, IMAGENET_CLASSES, Prompts, ZeroShotClasses, imagenet_label, imagenet_labels,
+};
 pub use manifest::{
     BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ScanError, ScanProblem, Shard, plan_chunks,
     stamp_of,

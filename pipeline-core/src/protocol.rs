@@ -34,7 +34,7 @@ use crate::source::{Location, RemoteSpec};
 use crate::span_times::SpanTimes;
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns

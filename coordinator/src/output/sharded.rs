@@ -40,7 +40,7 @@ struct Embeddings {
 /// parse this text with a pattern (embedding-reader looks for
 /// `'shape': (ROWS, DIM)`), so the spelling matters, and the `npyz` crate
 /// spells a shape `(ROWS, DIM,)`: the header is written here instead.
-fn npy_header(dtype: EmbeddingDtype, rows: u64, dim: usize) -> Vec<u8> {
+pub(super) fn npy_header(dtype: EmbeddingDtype, rows: u64, dim: usize) -> Vec<u8> {
     let descr = match dtype {
         EmbeddingDtype::F32 => "<f4",
         EmbeddingDtype::F16 => "<f2",

@@ -17,6 +17,7 @@ mod tokenize;
 use std::path::{Path, PathBuf};
 
 use pipeline_core::{DeviceSpec, ModelKind};
+use rayon::prelude::*;
 
 use crate::engine::DeviceError;
 use crate::model::text::{TextConfig, TextTower, checkpoint_is_hugging_face};
@@ -146,8 +147,10 @@ impl TextEncoder {
     }
 
     /// L2-normalised embeddings of `texts`, `dim()` floats each, in order.
-    pub fn embed<S: AsRef<str>>(&self, texts: &[S]) -> Vec<f32> {
-        let ids: Vec<Vec<u32>> = texts.iter().map(|t| self.tokens(t.as_ref())).collect();
+    /// The texts are tokenized on rayon's threads (ftfy and BPE cost about
+    /// as much as a small text tower's pass).
+    pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<f32> {
+        let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| self.tokens(t.as_ref())).collect();
         self.tower.embed(&ids)
     }
 }

@@ -150,7 +150,10 @@ mod tests {
 
     #[test]
     fn templates_need_a_slot_and_imagenet_is_eighty() {
-        assert_eq!(templates(&[]).expect("the default"), vec![DEFAULT_TEMPLATE.to_owned()]);
+        assert_eq!(
+            templates(&[]).expect("the default"),
+            vec![DEFAULT_TEMPLATE.to_owned()]
+        );
         assert_eq!(templates(&["imagenet".into()]).expect("imagenet").len(), 80);
         let error = templates(&["a photo".into()]).expect_err("no slot");
         assert!(error.contains("has no {} where the label goes"), "{error}");

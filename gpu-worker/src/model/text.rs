@@ -16,12 +16,14 @@
 //! real vocabularies). The final LayerNorm acts on each token alone, so it
 //! runs on the pooled one only.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use pipeline_core::ModelKind;
 
 use crate::model::checkpoint::{Checkpoint, HostTensor};
+use crate::model::cpu::min_gemm_rows;
 use crate::model::layers::{Dense, Norm, last_axis_mean, upload};
 use crate::model::layout::Layout;
 use crate::model::tensors::Tensors;
@@ -186,17 +188,53 @@ impl TextTower {
 
     /// Normalised embeddings (`[N, projection]`, row-major) of `ids`, each
     /// row exactly `context` ids below `vocab` (the tokenizer pads and cuts).
+    ///
+    /// A causal tower that pools the end-of-text token computes each text
+    /// only up to that token: nothing after it reaches it, so the padding
+    /// (most of CLIP's 77 tokens, for a prompt) is skipped. Texts run in
+    /// groups of one length, each group with enough texts (repeated) that
+    /// its GEMMs have [`min_gemm_rows`] rows, so a text's embedding is the
+    /// same bits whatever texts are batched with it.
     pub fn embed(&self, ids: &[Vec<u32>]) -> Vec<f32> {
         let c = &self.config;
+        let trims = c.causal && c.pooling == TextPooling::EndOfText;
+        let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+        for (i, seq) in ids.iter().enumerate() {
+            assert_eq!(seq.len(), c.context, "the tokenizer pads every row to the context");
+            assert!(
+                seq.iter().all(|&id| (id as usize) < c.vocab),
+                "the tokenizer's ids fit the vocabulary"
+            );
+            let length = if trims { first_max(seq) + 1 } else { c.context };
+            groups.entry(length).or_default().push(i);
+        }
+        let dim = c.projection;
+        let mut out = vec![0.0f32; ids.len() * dim];
+        for (length, members) in groups {
+            let least = min_gemm_rows(c.width).div_ceil(length);
+            let rows: Vec<&[u32]> = members
+                .iter()
+                .chain(std::iter::repeat_n(&members[0], least.saturating_sub(members.len())))
+                .map(|&i| &ids[i][..length])
+                .collect();
+            let embeddings = self.forward(&rows, length);
+            for (k, &i) in members.iter().enumerate() {
+                out[i * dim..(i + 1) * dim].copy_from_slice(&embeddings[k * dim..(k + 1) * dim]);
+            }
+        }
+        out
+    }
+
+    /// The tower on `rows` of `t` ids each.
+    fn forward(&self, rows: &[&[u32]], t: usize) -> Vec<f32> {
+        let c = &self.config;
         let device = &self.device;
-        let (n, t, d) = (ids.len(), c.context, c.width);
+        let (n, d) = (rows.len(), c.width);
         let mut x = Vec::with_capacity(n * t * d);
         let mut pooled_rows = Vec::with_capacity(n);
-        for (row, seq) in ids.iter().enumerate() {
-            assert_eq!(seq.len(), t, "the tokenizer pads every row to the context");
+        for (row, seq) in rows.iter().enumerate() {
             for (p, &id) in seq.iter().enumerate() {
                 let id = id as usize;
-                assert!(id < c.vocab, "the tokenizer's ids fit the vocabulary");
                 let token = &self.tokens.values[id * d..(id + 1) * d];
                 let pos = &self.pos.values[p * d..(p + 1) * d];
                 x.extend(token.iter().zip(pos).map(|(a, b)| a + b));

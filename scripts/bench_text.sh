@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Text embeddings per second on the CPU against open_clip (#30):
+# `pipeline embed-text --gpus cpu` and `scripts/peer_embed_text.py`
+# (open_clip's tokenizer and encode_text, batch 64, every core) on the same
+# lines, interleaved, each timed as a whole command (start-up, weights and
+# writing included).
+#
+#   PYTHON=/path/to/venv/bin/python bash scripts/bench_text.sh ROUNDS WEIGHTS TEXTS.txt
+#
+# WEIGHTS: an open_clip ViT-B-32-quickgelu state dict. Prints a Markdown
+# row: texts, seconds per round, texts per second at the medians, and the
+# ratio (peer ÷ pipeline seconds: above 1 is pipeline faster).
+set -euo pipefail
+
+rounds=${1:?rounds}
+weights=${2:?weights}
+texts=${3:?texts}
+pipeline=${PIPELINE:-target/release/pipeline}
+python=${PYTHON:-python3}
+here=$(cd "$(dirname "$0")" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+seconds() {
+    local start end
+    start=$(date +%s.%N)
+    "$@" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; echo "failed: $*" >&2; exit 1; }
+    end=$(date +%s.%N)
+    echo "$end - $start" | bc
+}
+
+median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+n=$(wc -l <"$texts")
+peer=() ours=()
+for _ in $(seq "$rounds"); do
+    peer+=("$(seconds "$python" "$here/peer_embed_text.py" "$weights" "$texts" "$tmp/peer.jsonl")")
+    ours+=("$(seconds "$pipeline" embed-text --model clip_vit_b_32 --weights "$weights" \
+        --text "$texts" --out "$tmp/ours.jsonl" --gpus cpu --overwrite)")
+done
+p=$(median "${peer[@]}")
+o=$(median "${ours[@]}")
+echo "| texts | open_clip s (rounds) | pipeline s (rounds) | open_clip texts/s | pipeline texts/s | open_clip ÷ pipeline |"
+echo "|---|---|---|---|---|---|"
+printf '| %s | %s | %s | %.0f | %.0f | %.2f× |\n' "$n" "${peer[*]}" "${ours[*]}" \
+    "$(echo "$n / $p" | bc -l)" "$(echo "$n / $o" | bc -l)" "$(echo "$p / $o" | bc -l)"

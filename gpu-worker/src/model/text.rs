@@ -14,7 +14,9 @@
 //! ids (the end token has the highest id, so the first maximum is it; HF's
 //! `CLIPTextTransformer` looks for the `eos_token_id`, the same position for
 //! real vocabularies). The final LayerNorm acts on each token alone, so it
-//! runs on the pooled one only.
+//! runs on the pooled one only; and CLIP's causal attention lets nothing
+//! after the end token reach it, so each text runs only up to that token
+//! ([`TextTower::embed`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -202,7 +202,11 @@ impl TextTower {
         let trims = c.causal && c.pooling == TextPooling::EndOfText;
         let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
         for (i, seq) in ids.iter().enumerate() {
-            assert_eq!(seq.len(), c.context, "the tokenizer pads every row to the context");
+            assert_eq!(
+                seq.len(),
+                c.context,
+                "the tokenizer pads every row to the context"
+            );
             assert!(
                 seq.iter().all(|&id| (id as usize) < c.vocab),
                 "the tokenizer's ids fit the vocabulary"
@@ -216,7 +220,10 @@ impl TextTower {
             let least = min_gemm_rows(c.width).div_ceil(length);
             let rows: Vec<&[u32]> = members
                 .iter()
-                .chain(std::iter::repeat_n(&members[0], least.saturating_sub(members.len())))
+                .chain(std::iter::repeat_n(
+                    &members[0],
+                    least.saturating_sub(members.len()),
+                ))
                 .map(|&i| &ids[i][..length])
                 .collect();
             let embeddings = self.forward(&rows, length);

@@ -290,10 +290,20 @@ fn zero_shot_classes(
     Ok((Some(classes), Some(dir)))
 }
 
-/// The labels of `--classes`: a file's lines, or an inline list split on
-/// commas, each trimmed; none may be empty or repeated.
+/// The labels of `--classes`: a `.txt` file's lines, or an inline list
+/// split on commas, each trimmed; none may be empty or repeated. Another
+/// existing file (a checkpoint given by mistake) is refused.
 fn class_labels(value: &str) -> Result<Vec<String>, String> {
-    let labels: Vec<String> = if Path::new(value).is_file() || value.ends_with(".txt") {
+    let path = Path::new(value);
+    let text_file = path.extension().is_some_and(|e| e == "txt");
+    if path.is_file() && !text_file {
+        // A checkpoint or another file given by mistake, not labels.
+        return Err(format!(
+            "--classes {value}: expected a .npy or .safetensors matrix of class text \
+             embeddings, or labels (inline \"cat,dog\", or a .txt with one per line)"
+        ));
+    }
+    let labels: Vec<String> = if text_file {
         crate::embed_text::read_texts(value, "--classes")?
             .into_iter()
             .map(|l| l.trim().to_owned())

@@ -327,3 +327,51 @@ fn text_layout(name: &str, checkpoint: &Checkpoint) -> Result<Layout, WeightsErr
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    /// Model → layout → tensor name → shape, as upstream code builds them.
+    type Shapes = BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>>;
+
+    /// The full-size CLIP text towers fit the names and shapes open_clip
+    /// and transformers build (`named_shapes.json`) in both layouts that
+    /// hold a text tower; a vision tower alone is refused.
+    #[test]
+    fn clip_text_towers_fit_their_upstream_checkpoints_at_full_size() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/vectors/families/named_shapes.json"
+        );
+        let text = std::fs::read_to_string(path).expect("named_shapes.json is committed");
+        let all: Shapes = serde_json::from_str(&text).expect("named_shapes.json parses");
+        let mut checked = 0;
+        for kind in [
+            ModelKind::ClipVitB32,
+            ModelKind::ClipVitB16,
+            ModelKind::ClipVitL14,
+        ] {
+            let config = TextConfig::of(kind).expect("CLIP has a text tower");
+            assert_eq!(config.projection, kind.feature_dim(), "{kind}");
+            for (layout, shapes) in &all[kind.name()] {
+                let checkpoint = Checkpoint::from_shapes(layout, shapes.clone());
+                let found = text_layout(kind.name(), &checkpoint);
+                if layout == "hf_clip_vision" {
+                    assert!(found.is_err(), "{kind}: a vision tower alone has no text");
+                    continue;
+                }
+                let found = found.unwrap_or_else(|e| panic!("{kind} {layout}: {e}"));
+                if let Err(e) =
+                    Tensors::check_text(&checkpoint, found, kind.name(), config.tensors())
+                {
+                    panic!("{kind} in the {layout} layout: {e}");
+                }
+                checked += 1;
+            }
+        }
+        assert_eq!(checked, 6, "three models in two layouts");
+    }
+}

@@ -27,15 +27,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-seconds() { # runs "$@", prints its wall time in seconds
-    local start end
-    start=$(date +%s.%N)
-    "$@" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; echo "failed: $*" >&2; exit 1; }
-    end=$(date +%s.%N)
-    echo "$end - $start" | bc
-}
-
-median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+# shellcheck source=scripts/timing.sh
+. "$here/timing.sh"
 
 echo "| model | data | images | peer s (rounds) | pipeline s (rounds) | peer ÷ pipeline |"
 echo "|---|---|---|---|---|---|"

@@ -288,19 +288,26 @@ fn check_zero_shot(spec: &DeviceSpec, only: &[&str]) {
             .unwrap_or_else(|e| panic!("{what}: {e}"))
             .with_zero_shot(&classes, &rule, name, Some(&weights), &device)
             .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let k = classes.rows();
-        let task = Task::Classify { top_k: k };
+        let task = Task::Classify {
+            top_k: classes.rows(),
+        };
         let engine = BurnEngine::for_device(spec, device.clone(), model, task);
-        for (i, p) in run(&engine, case, task).into_iter().enumerate() {
-            let Prediction::TopK(scores) = p else {
-                panic!("{what}: classes")
-            };
-            let mut probs = vec![f32::NAN; k];
-            for s in scores {
-                probs[s.class as usize] = s.prob;
-            }
-            assert_close(&probs, &zs.probs[i], &format!("{what}, probabilities {i}"));
+        check_probabilities(&engine, case, classes.rows(), &zs.probs, &what);
+    }
+}
+
+/// Every class's probability for the case's images, against `want`.
+fn check_probabilities(engine: &BurnEngine, case: &Case, k: usize, want: &[Vec<f32>], what: &str) {
+    let task = Task::Classify { top_k: k };
+    for (i, p) in run(engine, case, task).into_iter().enumerate() {
+        let Prediction::TopK(scores) = p else {
+            panic!("{what}: classes")
+        };
+        let mut probs = vec![f32::NAN; k];
+        for s in scores {
+            probs[s.class as usize] = s.prob;
         }
+        assert_close(&probs, &want[i], &format!("{what}, probabilities {i}"));
     }
 }
 
@@ -509,23 +516,11 @@ fn check_zero_shot_from_labels(spec: &DeviceSpec) {
         .unwrap_or_else(|e| panic!("{what}: {e}"))
         .with_zero_shot(&classes, &rule, "clip", Some(&weights), &device)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let k = classes.rows();
-    let task = Task::Classify { top_k: k };
+    let task = Task::Classify {
+        top_k: classes.rows(),
+    };
     let engine = BurnEngine::for_device(spec, device.clone(), model, task);
-    for (i, p) in run(&engine, case, task).into_iter().enumerate() {
-        let Prediction::TopK(scores) = p else {
-            panic!("{what}: classes")
-        };
-        let mut probs = vec![f32::NAN; k];
-        for s in scores {
-            probs[s.class as usize] = s.prob;
-        }
-        assert_close(
-            &probs,
-            &reference.probs[i],
-            &format!("{what}, probabilities {i}"),
-        );
-    }
+    check_probabilities(&engine, case, classes.rows(), &reference.probs, &what);
 }
 
 fn reference_cases() -> HashMap<String, Case> {

@@ -40,20 +40,7 @@ impl<'a> Tensors<'a> {
         model: &str,
         wanted: Vec<(String, Vec<usize>)>,
     ) -> Result<Self, WeightsError> {
-        let mut problems = Vec::new();
-        let mut used = BTreeSet::new();
-        for (name, shape) in &wanted {
-            for (file_key, file_shape) in file_shapes(&place(layout, name), shape) {
-                match checkpoint.shape(&file_key) {
-                    None => problems.push(format!("{file_key} is missing")),
-                    Some(got) if got != file_shape.as_slice() => {
-                        problems.push(format!("{file_key} is {got:?}, expected {file_shape:?}"))
-                    }
-                    Some(_) => {}
-                }
-                used.insert(file_key);
-            }
-        }
+        let (mut problems, used) = shape_problems(checkpoint, &wanted, |n| place(layout, n));
         let skipped: Vec<Regex> = layout
             .skipped()
             .iter()
@@ -88,18 +75,7 @@ impl<'a> Tensors<'a> {
         model: &str,
         wanted: Vec<(String, Vec<usize>)>,
     ) -> Result<Self, WeightsError> {
-        let mut problems = Vec::new();
-        for (name, shape) in &wanted {
-            for (file_key, file_shape) in file_shapes(&text_place(layout, name), shape) {
-                match checkpoint.shape(&file_key) {
-                    None => problems.push(format!("{file_key} is missing")),
-                    Some(got) if got != file_shape.as_slice() => {
-                        problems.push(format!("{file_key} is {got:?}, expected {file_shape:?}"))
-                    }
-                    Some(_) => {}
-                }
-            }
-        }
+        let (problems, _) = shape_problems(checkpoint, &wanted, |n| text_place(layout, n));
         if !problems.is_empty() {
             return Err(WeightsError::Mismatch {
                 path: checkpoint.path().to_path_buf(),
@@ -154,6 +130,31 @@ impl<'a> Tensors<'a> {
         };
         Ok(HostTensor::new(shape, tensor.values))
     }
+}
+
+/// The `wanted` tensors that `checkpoint` lacks or holds in another shape,
+/// each in words, and every file key they were looked for under (`place`
+/// says where a canonical name is).
+fn shape_problems(
+    checkpoint: &Checkpoint,
+    wanted: &[(String, Vec<usize>)],
+    place: impl Fn(&str) -> Place,
+) -> (Vec<String>, BTreeSet<String>) {
+    let mut problems = Vec::new();
+    let mut used = BTreeSet::new();
+    for (name, shape) in wanted {
+        for (file_key, file_shape) in file_shapes(&place(name), shape) {
+            match checkpoint.shape(&file_key) {
+                None => problems.push(format!("{file_key} is missing")),
+                Some(got) if got != file_shape.as_slice() => {
+                    problems.push(format!("{file_key} is {got:?}, expected {file_shape:?}"))
+                }
+                Some(_) => {}
+            }
+            used.insert(file_key);
+        }
+    }
+    (problems, used)
 }
 
 /// SplitMix64 over the FNV-1a hash of the seed and the name: values in [0, 1).

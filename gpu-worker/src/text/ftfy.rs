@@ -2,8 +2,9 @@
 //! tokenizer runs it on every text (`basic_clean`), ported from ftfy 6
 //! (Apache-2.0, Robyn Speer). No Rust crate does this. Its data (charmaps,
 //! regexes, entity tables, character maps) is generated from ftfy itself
-//! into `ftfy_tables.rs` by `scripts/make_ftfy_tables.py`; the steps below
-//! follow `ftfy/__init__.py` and `ftfy/fixes.py` in order:
+//! into `ftfy_tables.json` by `scripts/make_ftfy_tables.py` and read by
+//! `ftfy_data.rs`; the steps below follow `ftfy/__init__.py` and
+//! `ftfy/fixes.py` in order:
 //!
 //! per line: repeat until nothing changes {
 //!   unescape HTML entities (unless the text has a `<`), fix mojibake,
@@ -15,15 +16,11 @@
 //! byte-A0 and lossy-sequence repairs, and CESU-8); failing that, embedded
 //! UTF-8 runs are fixed alone, Latin-1 is read as Windows-1252, and C1
 //! controls are replaced. Python's `html.unescape` is here too (open_clip
-//! applies it twice after ftfy).
+//! applies it twice after ftfy). The data is `ftfy_data.rs`'s.
 
-use std::collections::HashMap;
-use std::sync::OnceLock;
-
-use regex::bytes::Regex as BytesRegex;
 use unicode_normalization::UnicodeNormalization;
 
-use super::ftfy_tables as tables;
+use super::ftfy_data::tables;
 
 /// ftfy's `fix_text(text)`: each line fixed on its own; once a line holds
 /// a `<`, HTML entities are left alone from there on (ftfy's "auto").
@@ -49,12 +46,12 @@ fn fix_segment(text: &str, unescape: bool) -> String {
         }
         text = fix_encoding(&text);
         text = fix_c1_controls(&text);
-        text = translate(&text, &tables::LIGATURES);
-        text = translate(&text, &tables::WIDTH_MAP);
+        text = translate(&text, &tables().ligatures);
+        text = translate(&text, &tables().width_map);
         text = uncurl_quotes(&text);
         text = fix_line_breaks(&text);
-        text = regexes().ansi.replace_all(&text, "").into_owned();
-        text = translate(&text, &tables::CONTROL_CHARS);
+        text = tables().ansi.replace_all(&text, "").into_owned();
+        text = translate(&text, &tables().control_chars);
         text = text.nfc().collect();
         if text == original {
             return text;
@@ -62,33 +59,8 @@ fn fix_segment(text: &str, unescape: bool) -> String {
     }
 }
 
-struct Regexes {
-    badness: regex::Regex,
-    utf8_detector: fancy_regex::Regex,
-    ansi: regex::Regex,
-    altered_utf8: BytesRegex,
-    lossy_utf8: BytesRegex,
-    entity: regex::Regex,
-    charref: regex::Regex,
-}
-
-fn regexes() -> &'static Regexes {
-    static REGEXES: OnceLock<Regexes> = OnceLock::new();
-    REGEXES.get_or_init(|| Regexes {
-        badness: regex::Regex::new(tables::BADNESS).expect("ftfy's badness regex"),
-        utf8_detector: fancy_regex::Regex::new(tables::UTF8_DETECTOR)
-            .expect("ftfy's UTF-8 detector"),
-        ansi: regex::Regex::new(tables::ANSI).expect("ftfy's ANSI regex"),
-        altered_utf8: BytesRegex::new(tables::ALTERED_UTF8).expect("ftfy's altered UTF-8"),
-        lossy_utf8: BytesRegex::new(tables::LOSSY_UTF8).expect("ftfy's lossy UTF-8"),
-        entity: regex::Regex::new("&#?[0-9A-Za-z]{1,24};").expect("ftfy's entity regex"),
-        charref: regex::Regex::new(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\x0C <&#;]{1,32};?)")
-            .expect("Python html's charref regex"),
-    })
-}
-
 /// Each character's replacement from a sorted `(char, replacement)` table.
-fn translate(text: &str, table: &[(char, &str)]) -> String {
+fn translate(text: &str, table: &[(char, String)]) -> String {
     if !text
         .chars()
         .any(|c| table.binary_search_by_key(&c, |&(k, _)| k).is_ok())
@@ -98,18 +70,18 @@ fn translate(text: &str, table: &[(char, &str)]) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match table.binary_search_by_key(&c, |&(k, _)| k) {
-            Ok(i) => out.push_str(table[i].1),
+            Ok(i) => out.push_str(&table[i].1),
             Err(_) => out.push(c),
         }
     }
     out
 }
 
-fn lookup<'a>(table: &'a [(&str, &'a str)], key: &str) -> Option<&'a str> {
+fn lookup<'a>(table: &'a [(String, String)], key: &str) -> Option<&'a str> {
     table
-        .binary_search_by(|&(k, _)| k.cmp(key))
+        .binary_search_by(|(k, _)| k.as_str().cmp(key))
         .ok()
-        .map(|i| table[i].1)
+        .map(|i| table[i].1.as_str())
 }
 
 /// ftfy's `unescape_html`: entities ending in `;` that HTML5 names (and
@@ -118,11 +90,11 @@ fn unescape_html(text: &str) -> String {
     if !text.contains('&') {
         return text.to_owned();
     }
-    regexes()
+    tables()
         .entity
         .replace_all(text, |caps: &regex::Captures<'_>| {
             let entity = &caps[0];
-            if let Some(value) = lookup(&tables::FTFY_ENTITIES, entity) {
+            if let Some(value) = lookup(&tables().ftfy_entities, entity) {
                 value.to_owned()
             } else if entity.starts_with("&#") {
                 let unescaped = html_unescape(entity);
@@ -143,7 +115,7 @@ pub(crate) fn html_unescape(text: &str) -> String {
     if !text.contains('&') {
         return text.to_owned();
     }
-    regexes()
+    tables()
         .charref
         .replace_all(text, |caps: &regex::Captures<'_>| replace_charref(&caps[1]))
         .into_owned()
@@ -159,13 +131,15 @@ fn replace_charref(s: &str) -> String {
         let digits = digits.trim_end_matches(';');
         // Python's int() has no limit; anything past u64 is past 0x10FFFF.
         let num = u64::from_str_radix(digits, radix).unwrap_or(u64::MAX);
-        if let Ok(i) = tables::INVALID_CHARREFS.binary_search_by_key(&num, |&(k, _)| u64::from(k)) {
-            return tables::INVALID_CHARREFS[i].1.to_string();
+        let invalid = &tables().invalid_charrefs;
+        if let Ok(i) = invalid.binary_search_by_key(&num, |&(k, _)| u64::from(k)) {
+            return invalid[i].1.to_string();
         }
         if (0xD800..=0xDFFF).contains(&num) || num > 0x10FFFF {
             return '\u{FFFD}'.to_string();
         }
-        if tables::INVALID_CODEPOINTS
+        if tables()
+            .invalid_codepoints
             .binary_search(&(num as u32))
             .is_ok()
         {
@@ -173,57 +147,23 @@ fn replace_charref(s: &str) -> String {
         }
         return char::from_u32(num as u32).map_or_else(String::new, |c| c.to_string());
     }
-    if let Some(value) = lookup(&tables::HTML5_ENTITIES, s) {
+    if let Some(value) = lookup(&tables().html5_entities, s) {
         return value.to_owned();
     }
     // The longest name that is a prefix, at least 2 characters long.
     let bounds: Vec<usize> = s.char_indices().map(|(i, _)| i).collect();
     for x in (2..bounds.len()).rev() {
         let (name, rest) = s.split_at(bounds[x]);
-        if let Some(value) = lookup(&tables::HTML5_ENTITIES, name) {
+        if let Some(value) = lookup(&tables().html5_entities, name) {
             return format!("{value}{rest}");
         }
     }
     format!("&{s}")
 }
 
-/// One of ftfy's single-byte charmaps, both ways.
-struct Charmap {
-    name: &'static str,
-    decode: &'static [char; 256],
-    encode: HashMap<char, u8>,
-}
-
-fn charmaps() -> &'static [Charmap] {
-    static MAPS: OnceLock<Vec<Charmap>> = OnceLock::new();
-    MAPS.get_or_init(|| {
-        tables::CHARMAPS
-            .iter()
-            .map(|(name, decode)| Charmap {
-                name,
-                decode,
-                encode: decode
-                    .iter()
-                    .enumerate()
-                    .map(|(byte, &c)| (c, byte as u8))
-                    .collect(),
-            })
-            .collect()
-    })
-}
-
-impl Charmap {
-    /// `text.encode(name)`, if every character has a byte. (ftfy's
-    /// `possible_encoding` is exactly this: its regex is the charmap's
-    /// image, byte 0x1A's character in place of U+001A.)
-    fn encode(&self, text: &str) -> Option<Vec<u8>> {
-        text.chars().map(|c| self.encode.get(&c).copied()).collect()
-    }
-}
-
 /// ftfy's `is_bad`.
 fn is_bad(text: &str) -> bool {
-    regexes().badness.is_match(text)
+    tables().badness.is_match(text)
 }
 
 /// ftfy's `fix_encoding`: one step at a time until nothing changes.
@@ -244,16 +184,16 @@ fn fix_encoding_step(text: &str) -> String {
         return text.to_owned();
     }
     let mut possible = Vec::new();
-    for map in charmaps() {
+    for map in &tables().charmaps {
         let Some(mut bytes) = map.encode(text) else {
             continue;
         };
-        possible.push(map.name);
-        if map.name != "macroman" && regexes().altered_utf8.is_match(&bytes) {
+        possible.push(map.name.as_str());
+        if map.name != "macroman" && tables().altered_utf8.is_match(&bytes) {
             bytes = restore_byte_a0(&bytes);
         }
         if map.name.starts_with("sloppy") {
-            bytes = regexes()
+            bytes = tables()
                 .lossy_utf8
                 .replace_all(&bytes, "\u{FFFD}".as_bytes())
                 .into_owned();
@@ -267,7 +207,7 @@ fn fix_encoding_step(text: &str) -> String {
             return fixed;
         }
     }
-    if regexes().utf8_detector.is_match(text).unwrap_or(false) {
+    if tables().utf8_detector.is_match(text).unwrap_or(false) {
         let fixed = decode_inconsistent_utf8(text);
         if fixed != text {
             return fixed;
@@ -277,7 +217,7 @@ fn fix_encoding_step(text: &str) -> String {
     // which only ever holds "sloppy-windows-1252": so Latin-1 text is
     // always tried as Windows-1252.
     if possible.contains(&"latin-1") {
-        let cp1252 = &charmaps()[1];
+        let cp1252 = &tables().charmaps[1];
         debug_assert_eq!(cp1252.name, "sloppy-windows-1252");
         // Strict Windows-1252: five bytes are undefined.
         let fixed: Option<String> = text
@@ -311,7 +251,7 @@ fn fix_c1_controls(text: &str) -> String {
     if !text.chars().any(is_c1) {
         return text.to_owned();
     }
-    let cp1252 = &charmaps()[1].decode;
+    let cp1252 = &tables().charmaps[1].decode;
     text.chars()
         .map(|c| if is_c1(c) { cp1252[c as usize] } else { c })
         .collect()
@@ -320,7 +260,7 @@ fn fix_c1_controls(text: &str) -> String {
 /// ftfy's `decode_inconsistent_utf8`: each run that looks like UTF-8 read
 /// as a single-byte encoding, fixed alone if it is bad and not the whole.
 fn decode_inconsistent_utf8(text: &str) -> String {
-    let detector = &regexes().utf8_detector;
+    let detector = &tables().utf8_detector;
     let mut out = String::with_capacity(text.len());
     let mut last = 0;
     for found in detector.find_iter(text) {
@@ -359,7 +299,7 @@ fn restore_byte_a0(bytes: &[u8]) -> Vec<u8> {
         grave.push(bytes[i]);
         i += 1;
     }
-    regexes()
+    tables()
         .altered_utf8
         .replace_all(&grave, |caps: &regex::bytes::Captures<'_>| {
             caps[0]

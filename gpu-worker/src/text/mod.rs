@@ -9,8 +9,7 @@
 //! `tokenizer.json` beside a Hugging Face file, or `--tokenizer FILE`.
 
 mod ftfy;
-#[allow(clippy::all)]
-mod ftfy_tables;
+mod ftfy_data;
 pub mod prompts;
 mod tokenize;
 

@@ -27,6 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from make_family_vectors import randomise
+
 OUT = os.path.join("gpu-worker", "tests", "vectors", "text")
 FAMILIES = os.path.join("gpu-worker", "tests", "vectors", "families")
 
@@ -116,20 +118,8 @@ def main():
         text_cfg=CLIPTextCfg(context_length=77, vocab_size=49408, width=8, heads=2, layers=1),
         quick_gelu=True,
     )
-    g = torch.Generator().manual_seed(31)
+    randomise(model, 31)
     with torch.no_grad():
-        for name, t in model.state_dict().items():
-            if not t.is_floating_point() or t.dim() == 0:
-                continue
-            u = torch.rand(t.shape, generator=g, dtype=torch.float64).to(t.dtype)
-            if t.dim() == 1 and ("ln" in name) and name.endswith("weight"):
-                v = 0.8 + 0.4 * u
-            elif t.dim() == 1:
-                v = (u - 0.5) * 0.2
-            else:
-                fan_in = int(np.prod(t.shape[1:]))
-                v = (u * 2 - 1) * math.sqrt(3.0 / fan_in)
-            t.copy_(v)
         model.logit_scale.fill_(math.log(30.0))
     model.eval()
     torch.save(model.state_dict(), os.path.join(OUT, "open_clip_text.bin"))

@@ -1,5 +1,5 @@
 //! `pipeline embed-text`: one L2-normalised embedding per line of text, in
-//! input order, from a CLIP checkpoint's text tower, comparable with the
+//! input order, from a CLIP or SigLIP checkpoint's text tower, comparable with the
 //! image embeddings `infer --task embed` writes from the same checkpoint.
 //!
 //! Its hidden `--class-matrix` form is how `infer --classes "cat,dog"`
@@ -65,13 +65,8 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
     let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
     let Some(config) = text_config(model) else {
         return Err(format!(
-            "--model {model}: no text tower here; text embeddings need a CLIP model \
-             (clip_vit_b_32, clip_vit_b_16, clip_vit_l_14){}",
-            if model.zero_shot() {
-                " (SigLIP's SentencePiece tokenizer is not built yet)"
-            } else {
-                ""
-            }
+            "--model {model}: no text tower here; text embeddings need a CLIP or SigLIP \
+             model (clip_vit_b_32, clip_vit_b_16, clip_vit_l_14, siglip_base_patch16_224)"
         ));
     };
     if let Some(w) = &args.weights
@@ -109,12 +104,8 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
     } else {
         Vec::new()
     };
-    let tokenizer = tokenizer_for(
-        args.weights.as_deref(),
-        args.tokenizer.as_deref(),
-        config.context,
-    )
-    .map_err(|e| e.to_string())?;
+    let tokenizer = tokenizer_for(args.weights.as_deref(), args.tokenizer.as_deref(), &config)
+        .map_err(|e| e.to_string())?;
     if args.weights.is_none() && !args.quiet {
         eprintln!(
             "pipeline: no --weights: {model}'s text tower runs with seeded random weights \

@@ -234,14 +234,9 @@ fn zero_shot_classes(
     }
     let labels = class_labels(value)?;
     let Some(text) = gpu_worker::text::text_config(model) else {
-        return Err(if model.zero_shot() {
-            format!(
-                "--classes labels: {model}'s text tower is not built yet (SigLIP's \
-                 SentencePiece tokenizer); give a class matrix file (.npy or .safetensors)"
-            )
-        } else {
-            format!("--classes needs a CLIP or SigLIP model; {model} classifies with its own head")
-        });
+        return Err(format!(
+            "--classes needs a CLIP or SigLIP model; {model} classifies with its own head"
+        ));
     };
     if let Some(t) = &args.tokenizer
         && !t.is_file()
@@ -249,18 +244,18 @@ fn zero_shot_classes(
         return Err(format!("--tokenizer {}: no such file", t.display()));
     }
     let templates = gpu_worker::text::prompts::templates(&args.prompts)?;
-    let tokenizer =
-        gpu_worker::text::tokenizer_for(weights, args.tokenizer.as_deref(), text.context)
-            .map_err(|e| format!("--classes: {e}"))?;
-    let tokenizer = match args.tokenizer.as_deref().or(match &tokenizer {
-        gpu_worker::text::TextTokenizer::HuggingFace { path, .. } => Some(path.as_path()),
-        gpu_worker::text::TextTokenizer::OpenClip => None,
-    }) {
+    let tokenizer = gpu_worker::text::tokenizer_for(weights, args.tokenizer.as_deref(), &text)
+        .map_err(|e| format!("--classes: {e}"))?;
+    let tokenizer = match tokenizer.file() {
         Some(file) => {
             let bytes =
                 std::fs::read(file).map_err(|e| format!("--tokenizer {}: {e}", file.display()))?;
+            let kind = match tokenizer {
+                gpu_worker::text::TextTokenizer::SentencePiece { .. } => "spiece.model",
+                _ => "tokenizer.json",
+            };
             format!(
-                "tokenizer.json of {} bytes, xxh3 {:016x}",
+                "{kind} of {} bytes, xxh3 {:016x}",
                 bytes.len(),
                 xxhash_rust::xxh3::xxh3_64(&bytes)
             )

@@ -494,6 +494,7 @@ fn check_zero_shot_from_labels(spec: &DeviceSpec) {
         pooling: TextPooling::EndOfText,
         projection: 16,
         projection_bias: false,
+        tokenizer: gpu_worker::text::TokenizerFamily::Clip,
     };
     let tower = TextTower::load(config, "clip", &weights, &device).expect("the text tower loads");
     let encoder = TextEncoder::of(tower, TextTokenizer::OpenClip);
@@ -521,6 +522,82 @@ fn check_zero_shot_from_labels(spec: &DeviceSpec) {
     };
     let engine = BurnEngine::for_device(spec, device.clone(), model, task);
     check_probabilities(&engine, case, classes.rows(), &reference.probs, &what);
+}
+
+/// SigLIP from plain labels: transformers' `SiglipTokenizer` on the
+/// `spiece.model` beside the checkpoint (`text/siglip/`, trained by
+/// `make_siglip_text_vectors.py`), its text tower (no causal mask, the last
+/// token, a head with a bias), several templates averaged, then sigmoid
+/// scores with the checkpoint's scale and bias, against SiglipModel's.
+fn check_siglip_from_labels(spec: &DeviceSpec) {
+    use gpu_worker::text::{TextEncoder, TokenizerFamily, prompts, tokenizer_for};
+    use gpu_worker::{TextConfig, TextPooling, TextTower};
+
+    let text = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/text");
+    let json = std::fs::read_to_string(text.join("siglip_labels.json"))
+        .expect("text/siglip_labels.json is committed");
+    let reference: LabelsReference = serde_json::from_str(&json).expect("it parses");
+    let weights = text.join("siglip/model.safetensors");
+    let device = gpu_worker::open(spec).expect("device opens");
+    let config = TextConfig {
+        vocab: 1000,
+        context: 64,
+        width: 32,
+        depth: 2,
+        heads: 4,
+        mlp: 64,
+        eps: 1e-6,
+        activation: Activation::GeluTanh,
+        causal: false,
+        pooling: TextPooling::Last,
+        projection: 32,
+        projection_bias: true,
+        tokenizer: TokenizerFamily::Siglip,
+    };
+    let tokenizer = tokenizer_for(Some(&weights), None, &config)
+        .unwrap_or_else(|e| panic!("the spiece.model beside the weights: {e}"));
+    assert!(
+        tokenizer.describe().starts_with("spiece.model"),
+        "{}",
+        tokenizer.describe()
+    );
+    let tower = TextTower::load(config, "siglip", &weights, &device).expect("the text tower loads");
+    let encoder = TextEncoder::of(tower, tokenizer);
+    let what = format!("SigLIP zero-shot from labels on {spec}");
+    let got = encoder.embed(&reference.texts);
+    for (row, want) in got.chunks_exact(32).zip(&reference.text_embeddings) {
+        assert_close(row, want, &format!("{what}: a text's embedding"));
+    }
+    let rows = prompts::class_embeddings(&reference.labels, &reference.templates, 32, |texts| {
+        encoder.embed(texts)
+    });
+    for (row, want) in rows.chunks_exact(32).zip(&reference.classifier) {
+        assert_close(row, want, &format!("{what}: class embeddings"));
+    }
+    let classes = ClassMatrix::new(reference.labels.clone(), 32, rows);
+    let case = &reference_cases()["hf_siglip"];
+    let rule = ZeroShotRule::of(Family::Siglip).expect("SigLIP classifies zero-shot");
+    let model = Model::load_architecture(&architecture(&case.config), "siglip", &weights, &device)
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+        .with_zero_shot(&classes, &rule, "siglip", Some(&weights), &device)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let task = Task::Classify {
+        top_k: classes.rows(),
+    };
+    let engine = BurnEngine::for_device(spec, device.clone(), model, task);
+    check_probabilities(&engine, case, classes.rows(), &reference.probs, &what);
+}
+
+#[test]
+fn siglip_zero_shot_from_labels_matches_transformers_on_the_cpu() {
+    check_siglip_from_labels(&DeviceSpec::Cpu);
+}
+
+#[test]
+fn siglip_zero_shot_from_labels_matches_transformers_on_the_software_adapter() {
+    let test = "siglip_zero_shot_from_labels_matches_transformers_on_the_software_adapter";
+    let signal = common::in_child(test, || check_siglip_from_labels(&DeviceSpec::Software));
+    assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
 }
 
 fn reference_cases() -> HashMap<String, Case> {

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 mod common;
 
+use gpu_worker::text::TokenizerFamily;
 use gpu_worker::{Activation, TextConfig, TextPooling, TextTower};
 use pipeline_core::DeviceSpec;
 use serde::Deserialize;
@@ -72,6 +73,11 @@ fn config(case: &Case) -> TextConfig {
         },
         projection: if clip { 16 } else { 32 },
         projection_bias: !clip,
+        tokenizer: if clip {
+            TokenizerFamily::Clip
+        } else {
+            TokenizerFamily::Siglip
+        },
     }
 }
 

@@ -3,11 +3,14 @@
 //! empty and whitespace-only ones; `scripts/make_tokenizer_vectors.py`):
 //! open_clip's `SimpleTokenizer` with its cleaning, and transformers'
 //! CLIP tokenizer from a `tokenizer.json`, padded and cut to 77 as CLIP's
-//! processor does.
+//! processor does. SigLIP on 260 strings (those and its special tokens;
+//! `scripts/make_siglip_text_vectors.py`): transformers' `SiglipTokenizer`
+//! on a `spiece.model`, and open_clip's canonicalising `HFTokenizer` on its
+//! `tokenizer.json`, both padded and cut to 64.
 
 use std::path::{Path, PathBuf};
 
-use gpu_worker::text::{TextTokenizer, clip_clean};
+use gpu_worker::text::{TextTokenizer, TokenizerFamily, clip_clean};
 use serde::Deserialize;
 
 #[derive(Deserialize)]
@@ -67,7 +70,8 @@ fn open_clips_cleaning_and_ids_on_every_string() {
 fn a_hugging_face_tokenizer_json_gives_transformers_ids() {
     let tokens = tokens();
     let file = text_vectors().join("hf_clip_tokenizer/tokenizer.json");
-    let tokenizer = TextTokenizer::from_file(&file, tokens.context).expect("the file loads");
+    let tokenizer = TextTokenizer::from_file(&file, TokenizerFamily::Clip, tokens.context)
+        .expect("the file loads");
     let mut wrong = Vec::new();
     for case in &tokens.cases {
         let ids = tokenizer.encode(&case.text, tokens.context);
@@ -83,6 +87,54 @@ fn a_hugging_face_tokenizer_json_gives_transformers_ids() {
     );
 }
 
+#[derive(Deserialize)]
+struct SiglipTokens {
+    context: usize,
+    cases: Vec<SiglipCase>,
+}
+
+#[derive(Deserialize)]
+struct SiglipCase {
+    text: String,
+    spiece: Vec<u32>,
+    tokenizer_json: Vec<u32>,
+}
+
+/// Every SigLIP string through `file`, against `want`'s ids.
+fn check_siglip(file: &str, want: impl Fn(&SiglipCase) -> &[u32]) {
+    let json = std::fs::read_to_string(text_vectors().join("siglip_tokens.json"))
+        .expect("text/siglip_tokens.json is committed");
+    let tokens: SiglipTokens = serde_json::from_str(&json).expect("it parses");
+    assert!(tokens.cases.len() >= 200);
+    let file = text_vectors().join("siglip").join(file);
+    let tokenizer = TextTokenizer::from_file(&file, TokenizerFamily::Siglip, tokens.context)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut wrong = Vec::new();
+    for case in &tokens.cases {
+        let ids = tokenizer.encode(&case.text, tokens.context);
+        if ids != want(case) {
+            wrong.push(format!("{:?}: {ids:?}, want {:?}", case.text, want(case)));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {} wrong:\n{}",
+        wrong.len(),
+        tokens.cases.len(),
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn siglips_spiece_model_gives_the_ids_of_transformers_siglip_tokenizer() {
+    check_siglip("spiece.model", |case| &case.spiece);
+}
+
+#[test]
+fn siglips_tokenizer_json_gives_the_ids_of_open_clips_hf_tokenizer() {
+    check_siglip("tokenizer.json", |case| &case.tokenizer_json);
+}
+
 #[test]
 fn tokenizer_files_that_cannot_be_used_are_one_line_errors() {
     let dir = tempfile::tempdir().expect("a temp dir");
@@ -90,15 +142,35 @@ fn tokenizer_files_that_cannot_be_used_are_one_line_errors() {
     std::fs::write(&junk, "{\"not\": \"a tokenizer\"}").expect("write");
     let spiece = dir.path().join("spiece.model");
     std::fs::write(&spiece, b"\x0a\x0b").expect("write");
-    for (file, says) in [
-        (junk, "not a Hugging Face tokenizer.json"),
-        (spiece, "SentencePiece .model files are not read yet"),
+    let real = text_vectors().join("siglip/spiece.model");
+    for (file, family, says) in [
         (
-            dir.path().join("missing.json"),
+            junk.clone(),
+            TokenizerFamily::Clip,
             "not a Hugging Face tokenizer.json",
         ),
+        (
+            spiece.clone(),
+            TokenizerFamily::Siglip,
+            "not a SentencePiece model",
+        ),
+        (
+            real,
+            TokenizerFamily::Clip,
+            "CLIP's tokenizer is byte-level BPE",
+        ),
+        (
+            dir.path().join("missing.json"),
+            TokenizerFamily::Clip,
+            "not a Hugging Face tokenizer.json",
+        ),
+        (
+            dir.path().join("missing.model"),
+            TokenizerFamily::Siglip,
+            "No such file",
+        ),
     ] {
-        let error = TextTokenizer::from_file(&file, 77)
+        let error = TextTokenizer::from_file(&file, family, 77)
             .expect_err("refused")
             .to_string();
         assert!(error.contains(says), "{error}");

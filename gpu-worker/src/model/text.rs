@@ -30,6 +30,7 @@ use crate::model::layers::{Dense, Norm, last_axis_mean, upload};
 use crate::model::layout::Layout;
 use crate::model::tensors::Tensors;
 use crate::model::transformer::{Activation, Encoder, EncoderShape, Loader, norm_tensors};
+use crate::text::TokenizerFamily;
 use crate::weights_error::WeightsError;
 
 /// How a text tower turns its tokens into one vector.
@@ -69,11 +70,14 @@ pub struct TextConfig {
     pub projection: usize,
     /// The projection has a bias (SigLIP's head).
     pub projection_bias: bool,
+    /// The tokenizer it was trained with.
+    pub tokenizer: TokenizerFamily,
 }
 
 impl TextConfig {
     /// The text tower of a named model: OpenAI CLIP's (QuickGELU, as the
-    /// image towers here), or SigLIP's.
+    /// image towers here), or SigLIP's (`siglip-base-patch16-224`:
+    /// transformers' `SiglipTextConfig` defaults).
     pub fn of(kind: ModelKind) -> Option<Self> {
         let clip = |width: usize, heads: usize, projection: usize| Self {
             vocab: 49408,
@@ -88,10 +92,26 @@ impl TextConfig {
             pooling: TextPooling::EndOfText,
             projection,
             projection_bias: false,
+            tokenizer: TokenizerFamily::Clip,
         };
         match kind {
             ModelKind::ClipVitB32 | ModelKind::ClipVitB16 => Some(clip(512, 8, 512)),
             ModelKind::ClipVitL14 => Some(clip(768, 12, 768)),
+            ModelKind::SiglipBasePatch16_224 => Some(Self {
+                vocab: 32000,
+                context: 64,
+                width: 768,
+                depth: 12,
+                heads: 12,
+                mlp: 3072,
+                eps: 1e-6,
+                activation: Activation::GeluTanh,
+                causal: false,
+                pooling: TextPooling::Last,
+                projection: 768,
+                projection_bias: true,
+                tokenizer: TokenizerFamily::Siglip,
+            }),
             _ => None,
         }
     }
@@ -337,11 +357,11 @@ mod tests {
     /// Model → layout → tensor name → shape, as upstream code builds them.
     type Shapes = BTreeMap<String, BTreeMap<String, BTreeMap<String, Vec<usize>>>>;
 
-    /// The full-size CLIP text towers fit the names and shapes open_clip
-    /// and transformers build (`named_shapes.json`) in both layouts that
-    /// hold a text tower; a vision tower alone is refused.
+    /// The full-size CLIP and SigLIP text towers fit the names and shapes
+    /// open_clip and transformers build (`named_shapes.json`) in every
+    /// layout that holds a text tower; a vision tower alone is refused.
     #[test]
-    fn clip_text_towers_fit_their_upstream_checkpoints_at_full_size() {
+    fn text_towers_fit_their_upstream_checkpoints_at_full_size() {
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/vectors/families/named_shapes.json"
@@ -353,13 +373,14 @@ mod tests {
             ModelKind::ClipVitB32,
             ModelKind::ClipVitB16,
             ModelKind::ClipVitL14,
+            ModelKind::SiglipBasePatch16_224,
         ] {
-            let config = TextConfig::of(kind).expect("CLIP has a text tower");
+            let config = TextConfig::of(kind).expect("CLIP and SigLIP have a text tower");
             assert_eq!(config.projection, kind.feature_dim(), "{kind}");
             for (layout, shapes) in &all[kind.name()] {
                 let checkpoint = Checkpoint::from_shapes(layout, shapes.clone());
                 let found = text_layout(kind.name(), &checkpoint);
-                if layout == "hf_clip_vision" {
+                if layout.ends_with("_vision") {
                     assert!(found.is_err(), "{kind}: a vision tower alone has no text");
                     continue;
                 }
@@ -372,6 +393,6 @@ mod tests {
                 checked += 1;
             }
         }
-        assert_eq!(checked, 6, "three models in two layouts");
+        assert_eq!(checked, 7, "three CLIPs in two layouts, SigLIP in one");
     }
 }

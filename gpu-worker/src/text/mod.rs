@@ -1,16 +1,19 @@
-//! The text side of CLIP (and, on token ids, SigLIP): a checkpoint's text
-//! tower and its upstream tokenizer, behind [`TextEncoder`]: texts in,
+//! The text side of CLIP and SigLIP: a checkpoint's text tower and its
+//! upstream tokenizer, behind [`TextEncoder`]: texts in,
 //! L2-normalised embeddings out, comparable with the image embeddings of
 //! the same checkpoint. `pipeline embed-text` and zero-shot classification
 //! from plain labels run on it.
 //!
 //! The tokenizer comes from the checkpoint's upstream (`tokenize.rs`):
 //! open_clip's BPE, built in, for an OpenCLIP/OpenAI file; the
-//! `tokenizer.json` beside a Hugging Face file, or `--tokenizer FILE`.
+//! `tokenizer.json` beside a Hugging Face CLIP file; SigLIP's
+//! `spiece.model` (`sentencepiece.rs`) or `tokenizer.json` beside a
+//! `SiglipModel` file; or `--tokenizer FILE`.
 
 mod ftfy;
 mod ftfy_data;
 pub mod prompts;
+mod sentencepiece;
 mod tokenize;
 
 use std::path::{Path, PathBuf};
@@ -21,13 +24,13 @@ use rayon::prelude::*;
 use crate::engine::DeviceError;
 use crate::model::text::{TextConfig, TextTower, checkpoint_is_hugging_face};
 use crate::weights_error::WeightsError;
-pub use tokenize::{TextTokenizer, TokenizerError, clip_clean};
+pub use tokenize::{TextTokenizer, TokenizerError, TokenizerFamily, clip_clean};
 
 /// Why a text encoder could not open, in one line.
 #[derive(Debug, thiserror::Error)]
 pub enum TextError {
     /// The model has no text tower here.
-    #[error("{model} has no text tower in this tool (text needs a CLIP model)")]
+    #[error("{model} has no text tower in this tool (text needs a CLIP or SigLIP model)")]
     NoTextTower {
         /// The model's name.
         model: String,
@@ -44,16 +47,25 @@ pub enum TextError {
     /// A Hugging Face checkpoint with no tokenizer beside it.
     #[error(
         "{} is a Hugging Face checkpoint and its tokenizer is not beside it: \
-         put its tokenizer.json at {} or pass --tokenizer FILE",
+         put its {} at {} or pass --tokenizer FILE",
         weights.display(),
+        names,
         wanted.display()
     )]
     MissingTokenizer {
         /// The weights.
         weights: PathBuf,
+        /// The files that would do, in words.
+        names: &'static str,
         /// Where the tokenizer was looked for.
         wanted: PathBuf,
     },
+    /// SigLIP with seeded weights and no tokenizer named.
+    #[error(
+        "SigLIP's tokenizer is not built in: pass --tokenizer with its spiece.model \
+         (or tokenizer.json)"
+    )]
+    NoSiglipTokenizer,
 }
 
 /// A model's text tower on a device, with its tokenizer.
@@ -68,35 +80,48 @@ pub fn text_config(kind: ModelKind) -> Option<TextConfig> {
     crate::model::text::TextConfig::of(kind)
 }
 
-/// The tokenizer `weights` is used with: `tokenizer` if given, else the
-/// `tokenizer.json` beside a Hugging Face checkpoint, else open_clip's
-/// built-in one (OpenCLIP/OpenAI checkpoints and seeded weights). Reads
-/// the checkpoint's names only.
+/// The tokenizer `weights` is used with, for `config`'s tower: `tokenizer`
+/// if given; for CLIP, the `tokenizer.json` beside a Hugging Face
+/// checkpoint, else open_clip's built-in one (OpenCLIP/OpenAI checkpoints
+/// and seeded weights); for SigLIP, the `spiece.model` beside the weights,
+/// else a `tokenizer.json` there. Reads the checkpoint's names only.
 pub fn tokenizer_for(
     weights: Option<&Path>,
     tokenizer: Option<&Path>,
-    context: usize,
+    config: &TextConfig,
 ) -> Result<TextTokenizer, TextError> {
+    let family = config.tokenizer;
     if let Some(file) = tokenizer {
-        return Ok(TextTokenizer::from_file(file, context)?);
+        return Ok(TextTokenizer::from_file(file, family, config.context)?);
     }
-    let Some(weights) = weights else {
-        return Ok(TextTokenizer::OpenClip);
+    let (weights, names, beside): (_, _, &[&str]) = match family {
+        TokenizerFamily::Clip => {
+            let Some(weights) = weights else {
+                return Ok(TextTokenizer::OpenClip);
+            };
+            if !checkpoint_is_hugging_face(weights)? {
+                return Ok(TextTokenizer::OpenClip);
+            }
+            (weights, "tokenizer.json", &["tokenizer.json"])
+        }
+        TokenizerFamily::Siglip => {
+            let weights = weights.ok_or(TextError::NoSiglipTokenizer)?;
+            (
+                weights,
+                "spiece.model (or tokenizer.json)",
+                &["spiece.model", "tokenizer.json"],
+            )
+        }
     };
-    if !checkpoint_is_hugging_face(weights)? {
-        return Ok(TextTokenizer::OpenClip);
-    }
-    let wanted = weights
-        .parent()
-        .unwrap_or(Path::new("."))
-        .join("tokenizer.json");
-    if !wanted.is_file() {
-        return Err(TextError::MissingTokenizer {
+    let folder = weights.parent().unwrap_or(Path::new("."));
+    match beside.iter().map(|n| folder.join(n)).find(|f| f.is_file()) {
+        Some(file) => Ok(TextTokenizer::from_file(&file, family, config.context)?),
+        None => Err(TextError::MissingTokenizer {
             weights: weights.to_path_buf(),
-            wanted,
-        });
+            names,
+            wanted: folder.join(beside[0]),
+        }),
     }
-    Ok(TextTokenizer::from_file(&wanted, context)?)
 }
 
 impl TextEncoder {

@@ -12,7 +12,11 @@
 //! - **Hugging Face checkpoints:** the `tokenizer.json` beside the weights
 //!   (or `--tokenizer FILE`), run by `tokenizers` as transformers' fast
 //!   tokenizer runs it, cut to the context with its special tokens kept and
-//!   padded with its padding id (else its end token).
+//!   padded with its padding id (else its end token). For SigLIP, after
+//!   open_clip's `canonicalize_text`, as open_clip's `HFTokenizer` runs
+//!   SigLIP's `tokenizer.json`.
+//! - **SigLIP's `spiece.model`:** transformers' `SiglipTokenizer`
+//!   (`sentencepiece.rs`).
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -22,6 +26,7 @@ use tokenizers::models::bpe::{BPE, Vocab};
 use tokenizers::{Model, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use super::ftfy;
+use super::sentencepiece::{SiglipTokenizer, open_clip_canonicalize};
 
 /// open_clip's BPE merges, gzipped as open_clip ships them.
 const CLIP_BPE_GZ: &[u8] = include_bytes!("bpe_simple_vocab_16e6.txt.gz");
@@ -52,23 +57,57 @@ pub enum TextTokenizer {
         path: PathBuf,
         /// The tokenizer, with truncation and padding to the context set.
         tokenizer: Box<Tokenizer>,
+        /// SigLIP's: texts are canonicalised first (open_clip's
+        /// `canonicalize_text`).
+        canonicalize: bool,
+    },
+    /// SigLIP's SentencePiece `spiece.model`, run as transformers'
+    /// `SiglipTokenizer`.
+    SentencePiece {
+        /// Where it was read from.
+        path: PathBuf,
+        /// The tokenizer.
+        tokenizer: Box<SiglipTokenizer>,
     },
 }
 
+/// Which upstream tokenizer a text tower was trained with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenizerFamily {
+    /// CLIP's byte-level BPE: open_clip's built in, or a `tokenizer.json`.
+    Clip,
+    /// SigLIP's SentencePiece: `spiece.model`, or a `tokenizer.json`.
+    Siglip,
+}
+
 impl TextTokenizer {
-    /// The `tokenizer.json` at `path`, cutting and padding to `context`.
-    pub fn from_file(path: &Path, context: usize) -> Result<Self, TokenizerError> {
+    /// The tokenizer file at `path` for a `family` text tower, cutting and
+    /// padding to `context`: a SentencePiece `.model` (SigLIP's), else a
+    /// `tokenizer.json`.
+    pub fn from_file(
+        path: &Path,
+        family: TokenizerFamily,
+        context: usize,
+    ) -> Result<Self, TokenizerError> {
         let error = |problem: String| TokenizerError {
             path: path.to_path_buf(),
             problem,
         };
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.ends_with(".model") {
-            return Err(error(
-                "SentencePiece .model files are not read yet; give the tokenizer.json \
-                 that Hugging Face publishes beside the weights"
-                    .into(),
-            ));
+            if family == TokenizerFamily::Clip {
+                return Err(error(
+                    "a SentencePiece model; CLIP's tokenizer is byte-level BPE: give its \
+                     tokenizer.json, or none for an OpenCLIP/OpenAI checkpoint"
+                        .into(),
+                ));
+            }
+            let bytes = std::fs::read(path).map_err(|e| error(e.to_string()))?;
+            let tokenizer = SiglipTokenizer::from_bytes(&bytes).map_err(error)?;
+            return Ok(Self::SentencePiece {
+                path: path.to_path_buf(),
+                tokenizer: Box::new(tokenizer),
+            });
         }
         let mut tokenizer = Tokenizer::from_file(path).map_err(|e| {
             let first = e.to_string();
@@ -100,6 +139,7 @@ impl TextTokenizer {
         Ok(Self::HuggingFace {
             path: path.to_path_buf(),
             tokenizer: Box::new(tokenizer),
+            canonicalize: family == TokenizerFamily::Siglip,
         })
     }
 
@@ -109,6 +149,15 @@ impl TextTokenizer {
         match self {
             Self::OpenClip => "open_clip bpe_simple_vocab_16e6".to_owned(),
             Self::HuggingFace { path, .. } => format!("tokenizer.json {}", path.display()),
+            Self::SentencePiece { path, .. } => format!("spiece.model {}", path.display()),
+        }
+    }
+
+    /// The file it was read from; none for the built-in one.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Self::OpenClip => None,
+            Self::HuggingFace { path, .. } | Self::SentencePiece { path, .. } => Some(path),
         }
     }
 
@@ -116,7 +165,19 @@ impl TextTokenizer {
     pub fn encode(&self, text: &str, context: usize) -> Vec<u32> {
         match self {
             Self::OpenClip => clip_ids(text, context),
-            Self::HuggingFace { tokenizer, .. } => match tokenizer.encode(text, true) {
+            Self::SentencePiece { tokenizer, .. } => tokenizer.encode(text, context),
+            Self::HuggingFace {
+                tokenizer,
+                canonicalize,
+                ..
+            } => match tokenizer.encode(
+                if *canonicalize {
+                    open_clip_canonicalize(text)
+                } else {
+                    text.to_owned()
+                },
+                true,
+            ) {
                 Ok(encoding) => {
                     let mut ids = encoding.get_ids().to_vec();
                     ids.resize(context, 0);
@@ -144,7 +205,7 @@ pub fn clip_clean(text: &str) -> String {
 
 /// Python's `str.isspace`: Unicode White_Space, and the four information
 /// separators U+001C..U+001F, which Python's `split()` also splits on.
-fn is_python_space(c: char) -> bool {
+pub(crate) fn is_python_space(c: char) -> bool {
     c.is_whitespace() || ('\u{1C}'..='\u{1F}').contains(&c)
 }
 

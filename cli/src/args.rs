@@ -167,9 +167,10 @@ pub(crate) struct RunArgs {
     /// open_clip does; `imagenet` is open_clip's 80 ImageNet templates.
     #[arg(long = "prompt", value_name = "TEMPLATE")]
     pub(crate) prompts: Vec<String>,
-    /// With --classes labels: the Hugging Face tokenizer.json to use (by
-    /// default the one beside a Hugging Face checkpoint; OpenCLIP and
-    /// OpenAI checkpoints use open_clip's built-in tokenizer).
+    /// With --classes labels: the tokenizer file, a Hugging Face
+    /// tokenizer.json or SigLIP's spiece.model (by default the one beside a
+    /// Hugging Face checkpoint; OpenCLIP and OpenAI checkpoints use
+    /// open_clip's built-in tokenizer).
     #[arg(long, value_name = "FILE")]
     pub(crate) tokenizer: Option<PathBuf>,
     /// Classes kept per image (classify).
@@ -338,11 +339,13 @@ pub(crate) struct MergeArgs {
 /// `pipeline embed-text`.
 #[derive(Debug, Args)]
 pub(crate) struct EmbedTextArgs {
-    /// A CLIP model (`pipeline models` says which have a text tower).
+    /// A CLIP or SigLIP model (`pipeline models` says which have a text
+    /// tower).
     #[arg(long, value_name = "NAME")]
     pub(crate) model: String,
-    /// The checkpoint (OpenCLIP/OpenAI, or Hugging Face CLIPModel with its
-    /// tokenizer.json beside it). Without it, seeded random weights.
+    /// The checkpoint (OpenCLIP/OpenAI; Hugging Face CLIPModel with its
+    /// tokenizer.json beside it, or SiglipModel with its spiece.model).
+    /// Without it, seeded random weights.
     #[arg(long, value_name = "FILE")]
     pub(crate) weights: Option<PathBuf>,
     /// Seed of the random weights used when there is no weight file.
@@ -359,8 +362,9 @@ pub(crate) struct EmbedTextArgs {
     /// by default from --out's extension, a folder meaning npy.
     #[arg(long, value_name = "jsonl|parquet|npy")]
     pub(crate) format: Option<String>,
-    /// A Hugging Face tokenizer.json (default: the one beside a Hugging
-    /// Face checkpoint; open_clip's built-in one for OpenCLIP/OpenAI).
+    /// A Hugging Face tokenizer.json or SigLIP's spiece.model (default: the
+    /// one beside a Hugging Face checkpoint; open_clip's built-in one for
+    /// OpenCLIP/OpenAI).
     #[arg(long, value_name = "FILE")]
     pub(crate) tokenizer: Option<PathBuf>,
     /// The device: `all` takes the first GPU (else the CPU), `cpu`,

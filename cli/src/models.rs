@@ -54,12 +54,18 @@ fn describe(spec: &PreprocessSpec) -> String {
 /// The text tower, if the model has one here: its context length and
 /// tokenizer (`embed-text`, `--classes` labels).
 fn text_tower(model: ModelKind) -> Value {
+    use gpu_worker::text::TokenizerFamily;
     match gpu_worker::text::text_config(model) {
         Some(text) => json!({
             "context_length": text.context,
             "embedding_dim": text.projection,
-            "tokenizer": "open_clip's BPE (built in) for OpenCLIP/OpenAI checkpoints; \
-                          tokenizer.json beside Hugging Face ones",
+            "tokenizer": match text.tokenizer {
+                TokenizerFamily::Clip => "open_clip's BPE (built in) for OpenCLIP/OpenAI \
+                                          checkpoints, or the tokenizer.json beside a Hugging \
+                                          Face checkpoint",
+                TokenizerFamily::Siglip => "SentencePiece: the spiece.model (or tokenizer.json) \
+                                            beside the checkpoint",
+            },
         }),
         None => Value::Null,
     }
@@ -122,11 +128,8 @@ fn table(models: &[Value]) -> Result<String, std::fmt::Error> {
         }
         writeln!(text, "    weights:    {}", model.spec().official_weights)?;
         if let Some(context) = value["text_tower"]["context_length"].as_u64() {
-            writeln!(
-                text,
-                "    text:       {context} tokens; open_clip's BPE (built in), or the \
-                 tokenizer.json beside a Hugging Face checkpoint"
-            )?;
+            let tokenizer = value["text_tower"]["tokenizer"].as_str().unwrap_or("");
+            writeln!(text, "    text:       {context} tokens; {tokenizer}")?;
         }
     }
     writeln!(
@@ -161,21 +164,25 @@ mod tests {
     }
 
     #[test]
-    fn clip_models_list_their_text_tower_and_the_others_none() {
-        for model in [
-            ModelKind::ClipVitB32,
-            ModelKind::ClipVitB16,
-            ModelKind::ClipVitL14,
+    fn clip_and_siglip_list_their_text_tower_and_the_others_none() {
+        for (model, context) in [
+            (ModelKind::ClipVitB32, 77),
+            (ModelKind::ClipVitB16, 77),
+            (ModelKind::ClipVitL14, 77),
+            (ModelKind::SiglipBasePatch16_224, 64),
         ] {
             let entry = entry(model);
-            assert_eq!(entry["text_tower"]["context_length"], 77, "{model}");
+            assert_eq!(entry["text_tower"]["context_length"], context, "{model}");
             assert_eq!(
                 entry["text_tower"]["embedding_dim"],
                 model.feature_dim(),
                 "{model}: text and image embeddings are comparable"
             );
         }
-        for model in [ModelKind::SiglipBasePatch16_224, ModelKind::Resnet50] {
+        let siglip = entry(ModelKind::SiglipBasePatch16_224);
+        let tokenizer = siglip["text_tower"]["tokenizer"].as_str().unwrap_or("");
+        assert!(tokenizer.contains("spiece.model"), "{tokenizer}");
+        for model in [ModelKind::Resnet50, ModelKind::Dinov2Vitb14] {
             assert!(entry(model)["text_tower"].is_null(), "{model}");
         }
     }

@@ -156,7 +156,7 @@ fn embed_text_errors_are_one_line() {
     );
     one_line_error(
         &run(&["--model", "siglip_base_patch16_224", "--text", "x"]),
-        "SigLIP's SentencePiece tokenizer is not built yet",
+        "SigLIP's tokenizer is not built in: pass --tokenizer",
     );
     one_line_error(
         &run(&["--model", "clip_vit_b_32", "--text", "missing.txt"]),
@@ -180,8 +180,16 @@ fn embed_text_errors_are_one_line() {
     assert!(!dir.path().join("o.jsonl").exists());
 }
 
-#[test]
-fn zero_shot_from_labels_equals_a_class_file_of_the_same_prompts() {
+/// `infer --classes LABELS --prompt …` on `model` (seeded weights, `extra`
+/// flags such as its tokenizer) and `infer --classes FILE.npy` of the same
+/// prompts embedded by `embed-text`, averaged per label and normalised by
+/// hand, give the same probabilities. Returns the folder and the labels run's
+/// records.
+fn labels_equal_a_class_file(
+    model: &str,
+    dim: usize,
+    extra: &[&str],
+) -> (tempfile::TempDir, Vec<Value>) {
     let dir = tempfile::tempdir().expect("temp dir");
     fixtures::generate(
         &dir.path().join("data"),
@@ -194,13 +202,13 @@ fn zero_shot_from_labels_equals_a_class_file_of_the_same_prompts() {
     .expect("fixtures");
     let labels = ["tabby cat", "dog", "a red car"];
     let templates = ["a photo of a {}.", "itap of a {}."];
-    let infer = |out: &str, classes: &str, extra: &[&str]| {
+    let infer = |out: &str, classes: &str, more: &[&str]| {
         let mut args = vec![
             "infer",
             "--data",
             "data",
             "--model",
-            "clip_vit_b_32",
+            model,
             "--gpus",
             "cpu",
             "--quiet",
@@ -213,10 +221,11 @@ fn zero_shot_from_labels_equals_a_class_file_of_the_same_prompts() {
             "--classes",
             classes,
         ];
-        args.extend_from_slice(extra);
+        args.extend_from_slice(more);
         pipeline(&args, dir.path())
     };
-    let prompt_flags: Vec<&str> = templates.iter().flat_map(|t| ["--prompt", *t]).collect();
+    let mut prompt_flags: Vec<&str> = templates.iter().flat_map(|t| ["--prompt", *t]).collect();
+    prompt_flags.extend_from_slice(extra);
     let from_labels = infer("labels.jsonl", &labels.join(","), &prompt_flags);
     assert_eq!(
         from_labels.status.code(),
@@ -232,25 +241,24 @@ fn zero_shot_from_labels_equals_a_class_file_of_the_same_prompts() {
         .flat_map(|l| templates.iter().map(move |t| t.replace("{}", l)))
         .collect();
     fs::write(dir.path().join("prompts.txt"), prompts.join("\n") + "\n").expect("write");
-    let out = pipeline(
-        &[
-            "embed-text",
-            "--model",
-            "clip_vit_b_32",
-            "--gpus",
-            "cpu",
-            "--text",
-            "prompts.txt",
-            "--out",
-            "prompts.jsonl",
-        ],
-        dir.path(),
-    );
+    let mut args = vec![
+        "embed-text",
+        "--model",
+        model,
+        "--gpus",
+        "cpu",
+        "--text",
+        "prompts.txt",
+        "--out",
+        "prompts.jsonl",
+    ];
+    args.extend_from_slice(extra);
+    let out = pipeline(&args, dir.path());
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let rows = embeddings(&dir.path().join("prompts.jsonl"));
     let mut matrix = Vec::new();
     for per_label in rows.chunks_exact(templates.len()) {
-        let mut mean = vec![0.0f64; 512];
+        let mut mean = vec![0.0f64; dim];
         for (_, e) in per_label {
             for (m, v) in mean.iter_mut().zip(e) {
                 *m += f64::from(*v) / templates.len() as f64;
@@ -264,7 +272,7 @@ fn zero_shot_from_labels_equals_a_class_file_of_the_same_prompts() {
         use npyz::WriterBuilder;
         let mut writer = npyz::WriteOptions::<f32>::new()
             .default_dtype()
-            .shape(&[labels.len() as u64, 512])
+            .shape(&[labels.len() as u64, dim as u64])
             .writer(&mut bytes)
             .begin_nd()
             .expect("npy header");
@@ -301,6 +309,30 @@ fn zero_shot_from_labels_equals_a_class_file_of_the_same_prompts() {
         }
     }
 
+    (dir, got)
+}
+
+#[test]
+fn zero_shot_from_labels_equals_a_class_file_of_the_same_prompts() {
+    let (dir, _) = labels_equal_a_class_file("clip_vit_b_32", 512, &[]);
+    let infer = |out: &str, classes: &str, more: &[&str]| {
+        let mut args = vec![
+            "infer",
+            "--data",
+            "data",
+            "--model",
+            "clip_vit_b_32",
+            "--gpus",
+            "cpu",
+            "--quiet",
+            "--out",
+            out,
+            "--classes",
+            classes,
+        ];
+        args.extend_from_slice(more);
+        pipeline(&args, dir.path())
+    };
     // A labels file works like the inline list; resume refuses other labels.
     fs::write(dir.path().join("labels.txt"), "tabby cat\ndog\na red car\n").expect("write");
     let partial = infer("part.jsonl", "labels.txt", &["--shard", "0/2"]);
@@ -314,6 +346,28 @@ fn zero_shot_from_labels_equals_a_class_file_of_the_same_prompts() {
         &refused,
         "other --classes (file, labels, --prompt or tokenizer)",
     );
+}
+
+#[test]
+fn siglip_zero_shot_from_labels_scores_each_class_by_a_sigmoid() {
+    let spiece = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../gpu-worker/tests/vectors/text/siglip/spiece.model");
+    let tokenizer = spiece.to_str().expect("utf-8 path");
+    let (_dir, records) =
+        labels_equal_a_class_file("siglip_base_patch16_224", 768, &["--tokenizer", tokenizer]);
+    for record in &records {
+        let probs: Vec<f64> = record["top_k"]
+            .as_array()
+            .expect("top_k")
+            .iter()
+            .map(|c| c["prob"].as_f64().expect("prob"))
+            .collect();
+        assert_eq!(probs.len(), 3);
+        assert!(probs.iter().all(|p| *p > 0.0 && *p < 1.0), "{probs:?}");
+        // Each class alone, not a softmax over them.
+        let sum: f64 = probs.iter().sum();
+        assert!((sum - 1.0).abs() > 1e-3, "{probs:?} sum to one");
+    }
 }
 
 #[test]
@@ -348,7 +402,7 @@ fn label_and_prompt_mistakes_are_one_line_errors() {
     );
     one_line_error(
         &infer("siglip_base_patch16_224", &["--classes", "cat,dog"]),
-        "give a class matrix file",
+        "SigLIP's tokenizer is not built in: pass --tokenizer",
     );
     one_line_error(
         &infer("resnet50", &["--classes", "cat,dog"]),

@@ -136,6 +136,32 @@ fn siglips_tokenizer_json_gives_the_ids_of_open_clips_hf_tokenizer() {
 }
 
 #[test]
+fn a_siglip_checkpoint_finds_its_spiece_model_or_says_which_file_to_give() {
+    use gpu_worker::text::{TextError, tokenizer_for};
+    let config = gpu_worker::text::text_config(pipeline_core::ModelKind::SiglipBasePatch16_224)
+        .expect("SigLIP has a text tower");
+    let beside = text_vectors().join("siglip/model.safetensors");
+    let found = tokenizer_for(Some(&beside), None, &config).expect("spiece.model is beside");
+    assert_eq!(
+        found.file(),
+        Some(text_vectors().join("siglip/spiece.model").as_path())
+    );
+    let alone = text_vectors().join("../families/hf_siglip/model.safetensors");
+    let error = tokenizer_for(Some(&alone), None, &config).expect_err("nothing beside");
+    assert!(
+        matches!(error, TextError::MissingTokenizer { .. }),
+        "{error}"
+    );
+    let line = error.to_string();
+    assert!(
+        line.contains("put its spiece.model (or tokenizer.json) at") && !line.contains('\n'),
+        "{line}"
+    );
+    let seeded = tokenizer_for(None, None, &config).expect_err("no tokenizer is built in");
+    assert!(seeded.to_string().contains("pass --tokenizer"), "{seeded}");
+}
+
+#[test]
 fn tokenizer_files_that_cannot_be_used_are_one_line_errors() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let junk = dir.path().join("tokenizer.json");

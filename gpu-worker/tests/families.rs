@@ -615,3 +615,133 @@ fn zero_shot_from_labels_matches_open_clip_on_the_software_adapter() {
     let signal = common::in_child(test, || check_zero_shot_from_labels(&DeviceSpec::Software));
     assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
 }
+
+#[derive(Deserialize)]
+struct GeluReference {
+    ids: Vec<Vec<u32>>,
+    cases: HashMap<String, GeluCase>,
+}
+
+#[derive(Deserialize)]
+struct GeluCase {
+    weights: String,
+    images: String,
+    image: Vec<Vec<f32>>,
+    text: Vec<Vec<f32>>,
+}
+
+/// The image embeddings of `weights` loaded as the (QuickGELU) reference
+/// case `case`'s architecture, and its text tower's embeddings of `ids`.
+fn clip_embeddings(
+    case: &Case,
+    weights: &Path,
+    ids: &[Vec<u32>],
+    device: &burn::tensor::Device,
+) -> (Vec<Vec<f32>>, Vec<f32>) {
+    use gpu_worker::text::TokenizerFamily;
+    use gpu_worker::{TextConfig, TextPooling, TextTower};
+    let model = Model::load_architecture(&architecture(&case.config), "clip", weights, device)
+        .unwrap_or_else(|e| panic!("{}: {e}", weights.display()));
+    let engine = BurnEngine::for_device(&DeviceSpec::Cpu, device.clone(), model, Task::Embed);
+    let images = run(&engine, case, Task::Embed)
+        .into_iter()
+        .map(|p| match p {
+            Prediction::Embedding(v) => v,
+            other => panic!("an embedding, not {other:?}"),
+        })
+        .collect();
+    let config = TextConfig {
+        vocab: 64,
+        context: 8,
+        width: 32,
+        depth: 1,
+        heads: 4,
+        mlp: if case.images.starts_with("open_clip") {
+            128
+        } else {
+            64
+        },
+        eps: 1e-5,
+        activation: Activation::QuickGelu,
+        causal: true,
+        pooling: TextPooling::EndOfText,
+        projection: 16,
+        projection_bias: false,
+        tokenizer: TokenizerFamily::Clip,
+    };
+    let tower = TextTower::load(config, "clip", weights, device)
+        .unwrap_or_else(|e| panic!("{}: {e}", weights.display()));
+    (images, tower.embed(ids))
+}
+
+/// A CLIP checkpoint whose config beside it says GELU (LAION's OpenCLIP
+/// `open_clip_config.json`, a Hugging Face `config.json`) runs GELU in both
+/// towers, as open_clip and transformers do, though the architecture by
+/// name is OpenAI's QuickGELU; the same weights without their config run
+/// QuickGELU and differ.
+#[test]
+fn clip_towers_take_gelu_or_quick_gelu_from_the_checkpoints_config() {
+    let json = std::fs::read_to_string(vectors().join("gelu.json"))
+        .expect("families/gelu.json is committed");
+    let reference: GeluReference = serde_json::from_str(&json).expect("gelu.json parses");
+    let device = gpu_worker::open(&DeviceSpec::Cpu).expect("the CPU opens");
+    let cases = reference_cases();
+    assert_eq!(reference.cases.len(), 2);
+    for (name, gelu) in &reference.cases {
+        let case = &cases[&gelu.images];
+        let weights = vectors().join(&gelu.weights);
+        let what = format!("{name} with GELU in its config");
+        let (images, text) = clip_embeddings(case, &weights, &reference.ids, &device);
+        for (got, want) in images.iter().zip(&gelu.image) {
+            assert_close(got, want, &format!("{what}: image"));
+        }
+        for (got, want) in text.chunks_exact(16).zip(&gelu.text) {
+            assert_close(got, want, &format!("{what}: text"));
+        }
+        let alone = tempfile::tempdir().expect("a temp dir");
+        let copy = alone.path().join(weights.file_name().expect("a file name"));
+        std::fs::copy(&weights, &copy).expect("copy the weights alone");
+        let (images, text) = clip_embeddings(case, &copy, &reference.ids, &device);
+        let apart = |got: &[f32], want: &[f32]| {
+            got.iter()
+                .zip(want)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0f32, f32::max)
+        };
+        assert!(
+            apart(&images[0], &gelu.image[0]) > 1e-3,
+            "{name}: without its config the image tower still ran GELU"
+        );
+        assert!(
+            apart(&text[..16], &gelu.text[0]) > 1e-3,
+            "{name}: without its config the text tower still ran GELU"
+        );
+    }
+}
+
+/// A config beside the weights that does not read, or names an activation
+/// not run here, is a one-line error.
+#[test]
+fn a_clip_config_that_cannot_be_used_is_a_one_line_error() {
+    let device = gpu_worker::open(&DeviceSpec::Cpu).expect("the CPU opens");
+    let case = &reference_cases()["hf_clip"];
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let weights = dir.path().join("model.safetensors");
+    std::fs::copy(vectors().join("gelu/hf_clip/model.safetensors"), &weights).expect("copy");
+    for (config, says) in [
+        ("{not json", "config.json beside it is not JSON"),
+        (
+            r#"{"vision_config": {"hidden_act": "silu"}}"#,
+            "names hidden_act \"silu\"",
+        ),
+    ] {
+        std::fs::write(dir.path().join("config.json"), config).expect("write");
+        let arch = architecture(&case.config);
+        let error = match Model::load_architecture(&arch, "clip", &weights, &device) {
+            Ok(_) => panic!("{config}: refused"),
+            Err(e) => e.to_string(),
+        };
+        assert!(error.contains(says), "{error}");
+        assert!(!error.contains('\n'), "{error}");
+    }
+}

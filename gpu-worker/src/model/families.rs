@@ -56,7 +56,8 @@ fn torchvision_vit(patch: usize, width: usize, depth: usize, heads: usize) -> Vi
     }
 }
 
-/// OpenAI's CLIP image towers: pre-norm, eps 1e-5, QuickGELU, no patch
+/// OpenAI's CLIP image towers: pre-norm, eps 1e-5, QuickGELU (unless the
+/// checkpoint's config says GELU: `clip_config.rs`), no patch
 /// bias, a projection, normalised output.
 fn clip(patch: usize, width: usize, depth: usize, heads: usize, embed: usize) -> VitConfig {
     VitConfig {

@@ -7,6 +7,7 @@
 //! canonical name (`families.rs`, `layout.rs`).
 
 pub(crate) mod checkpoint;
+mod clip_config;
 pub(crate) mod convnext;
 pub(crate) mod cpu;
 mod cpu_resnet;
@@ -139,7 +140,8 @@ impl Model {
     }
 
     /// Checks that `path` is a checkpoint of `kind` in a layout it accepts,
-    /// reading names and shapes only: no device, no tensor data. For a clear
+    /// reading names and shapes only (and a CLIP config beside it): no
+    /// device, no tensor data. For a clear
     /// error before any worker starts. Gives how the layout's upstream
     /// rounds its centre crop (torchvision's half to even for the CNNs,
     /// which load torchvision's own layout).
@@ -151,6 +153,10 @@ impl Model {
             arch @ (Architecture::Vit(_) | Architecture::ConvNext(_)) => {
                 let checkpoint = Checkpoint::open(path)?;
                 let (layout, _) = families::check(&arch, kind.name(), &checkpoint)?;
+                // A CLIP config beside the weights that cannot be used.
+                for tower in [clip_config::Tower::Image, clip_config::Tower::Text] {
+                    clip_config::activation(path, layout, tower, kind.name())?;
+                }
                 Ok(layout.crop_rounding())
             }
         }
@@ -332,7 +338,13 @@ fn build(
         }
         Architecture::Vit(config) => {
             return by_tensor_name(arch, name, &weights, |layout, tensors| {
-                let config = families::for_layout(config, layout);
+                let mut config = families::for_layout(config, layout);
+                if let (Weights::File(path), Some(layout)) = (&weights, layout)
+                    && let Some(activation) =
+                        clip_config::activation(path, layout, clip_config::Tower::Image, name)?
+                {
+                    config.activation = activation;
+                }
                 Ok(Box::new(Vit::new(config, tensors, device)?))
             });
         }

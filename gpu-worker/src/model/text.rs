@@ -25,6 +25,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use pipeline_core::ModelKind;
 
 use crate::model::checkpoint::{Checkpoint, HostTensor};
+use crate::model::clip_config::{self, Tower};
 use crate::model::cpu::min_gemm_rows;
 use crate::model::layers::{Dense, Norm, last_axis_mean, upload};
 use crate::model::layout::Layout;
@@ -59,7 +60,8 @@ pub struct TextConfig {
     pub mlp: usize,
     /// Every LayerNorm's eps.
     pub eps: f64,
-    /// The MLPs' activation.
+    /// The MLPs' activation (a CLIP checkpoint's config beside the weights
+    /// overrides it: `clip_config.rs`).
     pub activation: Activation,
     /// Causal attention (CLIP).
     pub causal: bool,
@@ -165,13 +167,16 @@ impl TextTower {
     /// OpenAI, HF `CLIPModel` or `SiglipModel`); `name` is the model's, for
     /// errors. A checkpoint without a text tower is one line that says so.
     pub fn load(
-        config: TextConfig,
+        mut config: TextConfig,
         name: &str,
         path: &Path,
         device: &Device,
     ) -> Result<Self, WeightsError> {
         let checkpoint = Checkpoint::open(path)?;
         let layout = text_layout(name, &checkpoint)?;
+        if let Some(activation) = clip_config::activation(path, layout, Tower::Text, name)? {
+            config.activation = activation;
+        }
         let tensors = Tensors::check_text(&checkpoint, layout, name, config.tensors())?;
         Self::new(config, &tensors, device)
     }

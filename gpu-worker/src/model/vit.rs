@@ -71,7 +71,8 @@ pub struct VitConfig {
     pub pre_norm: bool,
     /// Every LayerNorm's eps.
     pub eps: f64,
-    /// The MLPs' activation.
+    /// The MLPs' activation (a CLIP checkpoint's config beside the weights
+    /// overrides it: `clip_config.rs`).
     pub activation: Activation,
     /// Per-channel scales on both residual branches (DINOv2).
     pub layer_scale: bool,

@@ -9,10 +9,11 @@
 //! seconds), and the workers read the file it writes like any
 //! `--classes FILE`.
 
-use std::io::IsTerminal;
-use std::path::Path;
+use std::fs::File;
+use std::io::{BufRead, BufReader, IsTerminal};
+use std::path::{Path, PathBuf};
 
-use coordinator::{EmbeddingDtype, TextEmbeddings, TextFormat, write_text_embeddings};
+use coordinator::{EmbeddingDtype, TextEmbeddings, TextFormat, TextWriter};
 use gpu_worker::text::{TextEncoder, prompts, text_config, tokenizer_for};
 use gpu_worker::zero_shot::ClassMatrix;
 use pipeline_core::ModelKind;
@@ -21,7 +22,7 @@ use crate::args::EmbedTextArgs;
 use crate::exit::Outcome;
 
 /// Texts per progress step when a file is large.
-const PROGRESS_FROM: usize = 1000;
+const PROGRESS_FROM: u64 = 1000;
 
 pub(crate) fn run(args: &EmbedTextArgs) -> Outcome {
     match embed(args) {
@@ -30,35 +31,58 @@ pub(crate) fn run(args: &EmbedTextArgs) -> Outcome {
     }
 }
 
-/// The texts `--text` names: a file's lines (UTF-8, `\n` or `\r\n`; a
-/// last line without a newline counts, an empty file has none), or the
-/// value itself as one text.
-pub(crate) fn read_texts(value: &str, flag: &str) -> Result<Vec<String>, String> {
+/// Texts embedded and written together: memory stays bounded whatever
+/// the file's size.
+const CHUNK: usize = 8192;
+
+/// What `--text` names: a file of lines, or the value itself as one text.
+enum TextSource {
+    One(String),
+    File(PathBuf),
+}
+
+fn text_source(value: &str, flag: &str) -> Result<TextSource, String> {
     let path = Path::new(value);
-    if !path.is_file() {
-        if value.ends_with(".txt") {
-            return Err(format!("{flag} {value}: no such file"));
-        }
-        return Ok(vec![value.to_owned()]);
+    if path.is_file() {
+        return Ok(TextSource::File(path.to_path_buf()));
     }
-    let bytes = std::fs::read(path).map_err(|e| format!("{flag} {value}: {e}"))?;
-    let mut lines = Vec::new();
-    let body = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
-    if bytes.is_empty() {
-        return Ok(lines);
+    if value.ends_with(".txt") {
+        return Err(format!("{flag} {value}: no such file"));
     }
-    for (i, line) in body.split(|&b| b == b'\n').enumerate() {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let text = std::str::from_utf8(line).map_err(|e| {
-            format!(
-                "{flag} {value}: line {} is not valid UTF-8 (byte {} of the line)",
-                i + 1,
-                e.valid_up_to() + 1
-            )
-        })?;
-        lines.push(text.to_owned());
+    Ok(TextSource::One(value.to_owned()))
+}
+
+/// The lines of `path` as they are read: UTF-8, `\n` or `\r\n`; a last line
+/// without a newline counts, an empty file has none. A line that is not
+/// UTF-8 is an error naming it.
+fn lines(path: &Path, flag: &str) -> Result<impl Iterator<Item = Result<String, String>>, String> {
+    let shown = path.display().to_string();
+    let file = File::open(path).map_err(|e| format!("{flag} {shown}: {e}"))?;
+    let flag = flag.to_owned();
+    Ok(BufReader::with_capacity(1 << 20, file)
+        .split(b'\n')
+        .enumerate()
+        .map(move |(i, line)| {
+            let mut line = line.map_err(|e| format!("{flag} {shown}: {e}"))?;
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+            String::from_utf8(line).map_err(|e| {
+                format!(
+                    "{flag} {shown}: line {} is not valid UTF-8 (byte {} of the line)",
+                    i + 1,
+                    e.utf8_error().valid_up_to() + 1
+                )
+            })
+        }))
+}
+
+/// The texts `--text` names, all of them (labels for `--classes`).
+pub(crate) fn read_texts(value: &str, flag: &str) -> Result<Vec<String>, String> {
+    match text_source(value, flag)? {
+        TextSource::One(text) => Ok(vec![text]),
+        TextSource::File(path) => lines(&path, flag)?.collect(),
     }
-    Ok(lines)
 }
 
 fn embed(args: &EmbedTextArgs) -> Result<(), String> {
@@ -95,11 +119,33 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
         .embedding_dtype
         .parse()
         .map_err(|e| format!("--embedding-dtype: {e}"))?;
-    let texts = read_texts(&args.text, "--text")?;
-    let templates = if args.class_matrix {
-        if texts.is_empty() || texts.iter().any(|t| t.trim().is_empty()) {
+    // Labels for a class matrix are few and read whole; texts to embed are
+    // counted (and checked as UTF-8) first, then streamed a chunk at a time.
+    let (source, total) = if args.class_matrix {
+        (TextSource::One(String::new()), 0)
+    } else {
+        match text_source(&args.text, "--text")? {
+            TextSource::One(text) => (TextSource::One(text), 1),
+            TextSource::File(path) => {
+                let mut count = 0u64;
+                for line in lines(&path, "--text")? {
+                    line?;
+                    count += 1;
+                }
+                (TextSource::File(path), count)
+            }
+        }
+    };
+    let labels = if args.class_matrix {
+        let labels = read_texts(&args.text, "--text")?;
+        if labels.is_empty() || labels.iter().any(|t| t.trim().is_empty()) {
             return Err("--classes: a label is empty".to_owned());
         }
+        labels
+    } else {
+        Vec::new()
+    };
+    let templates = if args.class_matrix {
         prompts::templates(&args.prompts)?
     } else {
         Vec::new()
@@ -125,9 +171,9 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
     .map_err(|e| e.to_string())?;
     let batch = args.batch_size as usize;
     let total = if args.class_matrix {
-        texts.len() * templates.len()
+        (labels.len() * templates.len()) as u64
     } else {
-        texts.len()
+        total
     };
     let bar = progress(total, args.quiet);
     let mut embed_batch = |batch_texts: &[String]| {
@@ -141,20 +187,41 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
         out
     };
     let dim = encoder.dim();
+    let out_error = |e: std::io::Error| format!("--out {}: {e}", args.out.display());
     if args.class_matrix {
-        let rows = prompts::class_embeddings(&texts, &templates, dim, &mut embed_batch);
-        ClassMatrix::new(texts, dim, rows)
+        let rows = prompts::class_embeddings(&labels, &templates, dim, &mut embed_batch);
+        ClassMatrix::new(labels, dim, rows)
             .write_safetensors(&args.out)
             .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
     } else {
-        let values = embed_batch(&texts);
-        let rows = TextEmbeddings {
-            texts: &texts,
-            dim,
-            values: &values,
+        let mut writer =
+            TextWriter::create(&args.out, format, dtype, dim, total).map_err(out_error)?;
+        let mut write = |texts: &[String]| {
+            let values = embed_batch(texts);
+            let rows = TextEmbeddings {
+                texts,
+                dim,
+                values: &values,
+            };
+            writer.write(&rows).map_err(out_error)
         };
-        write_text_embeddings(&args.out, format, dtype, &rows)
-            .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
+        match source {
+            TextSource::One(text) => write(&[text])?,
+            TextSource::File(path) => {
+                let mut chunk = Vec::with_capacity(CHUNK);
+                for line in lines(&path, "--text")? {
+                    chunk.push(line?);
+                    if chunk.len() == CHUNK {
+                        write(&chunk)?;
+                        chunk.clear();
+                    }
+                }
+                if !chunk.is_empty() {
+                    write(&chunk)?;
+                }
+            }
+        }
+        writer.finish().map_err(out_error)?;
     }
     if let Some(bar) = bar {
         bar.finish_and_clear();
@@ -171,11 +238,11 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
 }
 
 /// A progress bar on a terminal for a large input.
-fn progress(total: usize, quiet: bool) -> Option<indicatif::ProgressBar> {
+fn progress(total: u64, quiet: bool) -> Option<indicatif::ProgressBar> {
     if quiet || total < PROGRESS_FROM || !std::io::stderr().is_terminal() {
         return None;
     }
-    let bar = indicatif::ProgressBar::new(total as u64);
+    let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} texts, {per_sec}, eta {eta}")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
@@ -247,4 +314,38 @@ pub(crate) fn class_matrix_dir() -> Result<tempfile::TempDir, String> {
         .prefix("pipeline-classes-")
         .tempdir()
         .map_err(|e| format!("--classes: cannot make a temporary folder: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file's lines as upstream reads captions: `\n` or `\r\n`, a last
+    /// line without a newline counted, empty lines kept, an empty file none.
+    #[test]
+    fn a_text_files_lines_are_read_as_written() {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        for (bytes, want) in [
+            (&b"a\r\nb\n\nlast"[..], vec!["a", "b", "", "last"]),
+            (b"one\n", vec!["one"]),
+            (b"\n", vec![""]),
+            (b"", vec![]),
+        ] {
+            let file = dir.path().join("t.txt");
+            std::fs::write(&file, bytes).expect("write");
+            let got = read_texts(file.to_str().expect("utf-8"), "--text").expect("read");
+            assert_eq!(got, want, "{bytes:?}");
+        }
+        assert_eq!(
+            read_texts("a cat", "--text").expect("one text"),
+            vec!["a cat"]
+        );
+        let file = dir.path().join("bad.txt");
+        std::fs::write(&file, b"ok\n\xc3\x28\n").expect("write");
+        let error = read_texts(file.to_str().expect("utf-8"), "--text").expect_err("refused");
+        assert!(
+            error.contains("line 2 is not valid UTF-8 (byte 1 of the line)"),
+            "{error}"
+        );
+    }
 }

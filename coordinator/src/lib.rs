@@ -38,7 +38,7 @@ pub use config::{
 pub use identity::{ClassFile, Inputs, PARTS_LAYOUT, RunIdentity, Weights};
 pub use output::{
     Compression, DEFAULT_SHARD_ROWS, EmbeddingDtype, OutputFormat, OutputLayout, Record,
-    TextEmbeddings, TextFormat, UnknownFormat, encode_part, write_text_embeddings,
+    TextEmbeddings, TextFormat, TextWriter, UnknownFormat, encode_part, write_text_embeddings,
 };
 pub use parts::{PartStore, PartsError, failures_path, keys_path, parts_dir};
 pub use report::{Report, Silent};

@@ -30,7 +30,7 @@ use self::parquet_sink::ParquetSink;
 pub use self::record::Record;
 pub(crate) use self::record::RecordSink;
 use self::sharded::Shards;
-pub use self::text::{TextEmbeddings, TextFormat, write_text_embeddings};
+pub use self::text::{TextEmbeddings, TextFormat, TextWriter, write_text_embeddings};
 
 /// A sink writing `spec.format` to `path` (a folder for a sharded
 /// layout), `rows` records in all.

@@ -50,6 +50,20 @@ pub(crate) fn quick_gelu<const D: usize>(x: Tensor<D>) -> Tensor<D> {
 
 const QUICK_GELU: f32 = 1.702;
 
+/// SigLIP's GELU, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`
+/// (`gelu_pytorch_tanh`), as `x / (1 + e^(−2u))` (the same value: `1 +
+/// tanh(u) = 2 / (1 + e^(−2u))`) with the vectorised `exp` below. Burn's
+/// form on flex took libm's `powf`, `tanhf` and `expm1f` one element at a
+/// time: 23% of a SigLIP text pass (`perf`, BENCHMARKS.md).
+pub(crate) fn gelu_tanh<const D: usize>(x: Tensor<D>) -> Tensor<D> {
+    in_place(
+        x,
+        activation::gelu_approximate,
+        gelu_tanh_fused,
+        gelu_tanh_plain,
+    )
+}
+
 /// Applies an element kernel to `x`: on flex in f32 in place where the
 /// tensor is not shared, in parallel, the FMA form where the CPU has it;
 /// elsewhere `fallback` (burn's ops).
@@ -225,6 +239,28 @@ fn gelu_plain(values: &mut [f32]) {
 }
 
 #[multiversion(targets("x86_64+avx2+fma"))]
+fn gelu_tanh_fused(values: &mut [f32]) {
+    for v in values {
+        *v = gelu_tanh_one::<true>(*v);
+    }
+}
+
+fn gelu_tanh_plain(values: &mut [f32]) {
+    for v in values {
+        *v = gelu_tanh_one::<false>(*v);
+    }
+}
+
+/// `x / (1 + e^(−2u))`, `u = √(2/π)·(x + 0.044715·x³)`: `x` where the
+/// exponential vanishes, a zero of `x`'s sign where it saturates.
+#[inline(always)]
+fn gelu_tanh_one<const FMA: bool>(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let u = SQRT_2_OVER_PI * madd::<FMA>(0.044_715 * x * x, x, x);
+    x / (1.0 + exp::<FMA>(-2.0 * u))
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
 fn quick_gelu_fused(values: &mut [f32]) {
     for v in values {
         *v = quick_gelu_one::<true>(*v);
@@ -370,6 +406,12 @@ mod tests {
     fn reference_quick_gelu(x: f32) -> f32 {
         let x = f64::from(x);
         (x / (1.0 + (-1.702 * x).exp())) as f32
+    }
+
+    fn reference_gelu_tanh(x: f32) -> f32 {
+        let x = f64::from(x);
+        let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+        (0.5 * x * (1.0 + u.tanh())) as f32
     }
 
     fn reference_gelu(x: f32) -> f32 {
@@ -544,6 +586,51 @@ mod tests {
             }
             for (g, v) in one.iter().zip(&values) {
                 let want = reference_quick_gelu(*v);
+                assert!(
+                    (g - want).abs() <= 2e-6 * want.abs().max(1.0),
+                    "fused {fused}: {v}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn gelu_tanh_on_the_cpu_matches_the_definition_and_burns_op() {
+        let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
+        // Through both tails, past exp's clamps, and near zero.
+        let values: Vec<f32> = (0..3 * 5 * 1097)
+            .map(|i| ((i * 7919) % 2001) as f32 / 10.0 - 100.0)
+            .chain([0.0, -0.0, f32::MIN_POSITIVE, 1e-30, -1e-30, -5.3, 3.7])
+            .collect();
+        let n = values.len();
+        let x = Tensor::<1>::from_data(TensorData::new(values.clone(), [n]), &device);
+        let burns = activation::gelu_approximate(x.clone())
+            .into_data()
+            .try_to_vec::<f32>()
+            .expect("f32");
+        let got = gelu_tanh(x.clone())
+            .into_data()
+            .try_to_vec::<f32>()
+            .expect("f32");
+        assert_eq!(x.into_data().try_to_vec::<f32>().expect("f32"), values);
+        for ((v, g), b) in values.iter().zip(&got).zip(&burns) {
+            let want = reference_gelu_tanh(*v);
+            let bound = 2e-6 * want.abs().max(1.0);
+            assert!(
+                (g - want).abs() <= bound,
+                "gelu_tanh({v}) = {g}, want {want}"
+            );
+            assert!((g - b).abs() <= bound, "gelu_tanh({v}) = {g}, burn {b}");
+        }
+        for fused in forms() {
+            let mut one = values.clone();
+            if fused {
+                gelu_tanh_fused(&mut one);
+            } else {
+                gelu_tanh_plain(&mut one);
+            }
+            for (g, v) in one.iter().zip(&values) {
+                let want = reference_gelu_tanh(*v);
                 assert!(
                     (g - want).abs() <= 2e-6 * want.abs().max(1.0),
                     "fused {fused}: {v}"

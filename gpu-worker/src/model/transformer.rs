@@ -5,10 +5,9 @@
 //! (CLIP's text). Its tensors have canonical names under a prefix
 //! (`blocks.3.qkv.weight`); the checkpoint layouts map them (`layout.rs`).
 
-use burn::tensor::activation::gelu_approximate;
 use burn::tensor::{Device, Tensor};
 
-use crate::model::cpu::{gelu, quick_gelu};
+use crate::model::cpu::{gelu, gelu_tanh, quick_gelu};
 use crate::model::layers::{Dense, Norm, scaled_dot_product, upload};
 use crate::model::tensors::Tensors;
 use crate::weights_error::WeightsError;
@@ -227,7 +226,7 @@ impl Encoder {
         let h = mlp.fc1.run(x);
         let h = match self.shape.activation {
             Activation::Gelu => gelu(h),
-            Activation::GeluTanh => gelu_approximate(h),
+            Activation::GeluTanh => gelu_tanh(h),
             Activation::QuickGelu => quick_gelu(h),
         };
         mlp.fc2.run(h)

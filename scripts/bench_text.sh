@@ -43,5 +43,5 @@ p=$(median "${peer[@]}")
 o=$(median "${ours[@]}")
 echo "| texts | $peer_name s (rounds) | pipeline s (rounds) | $peer_name texts/s | pipeline texts/s | $peer_name ÷ pipeline |"
 echo "|---|---|---|---|---|---|"
-printf '| %s | %s | %s | %.0f | %.0f | %.2f× |\n' "$n" "${peer[*]}" "${ours[*]}" \
+printf '| %s | %s | %s | %.0f | %.0f | %.2f× |\n' "$n" "$(rounded "${peer[@]}")" "$(rounded "${ours[@]}")" \
     "$(echo "$n / $p" | bc -l)" "$(echo "$n / $o" | bc -l)" "$(echo "$p / $o" | bc -l)"

@@ -10,3 +10,7 @@ seconds() { # runs "$@", prints its wall time in seconds; its output goes to $tm
 }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+rounded() { # the seconds given, one decimal each, comma-separated
+    printf '%.1f\n' "$@" | paste -sd, - | sed 's/,/, /g'
+}

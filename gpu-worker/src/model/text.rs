@@ -31,7 +31,6 @@ use crate::model::layers::{Dense, Norm, last_axis_mean, upload};
 use crate::model::layout::Layout;
 use crate::model::tensors::Tensors;
 use crate::model::transformer::{Activation, Encoder, EncoderShape, Loader, norm_tensors};
-use crate::text::TokenizerFamily;
 use crate::weights_error::WeightsError;
 
 /// How a text tower turns its tokens into one vector.
@@ -41,6 +40,15 @@ pub enum TextPooling {
     EndOfText,
     /// The last position of the padded context (SigLIP).
     Last,
+}
+
+/// Which upstream tokenizer a text tower was trained with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenizerFamily {
+    /// CLIP's byte-level BPE: open_clip's built in, or a `tokenizer.json`.
+    Clip,
+    /// SigLIP's SentencePiece: `spiece.model`, or a `tokenizer.json`.
+    Siglip,
 }
 
 /// Everything that tells the text towers apart.

@@ -13,6 +13,7 @@
 mod ftfy;
 mod ftfy_data;
 pub mod prompts;
+mod pystr;
 mod sentencepiece;
 mod tokenize;
 
@@ -22,9 +23,10 @@ use pipeline_core::{DeviceSpec, ModelKind};
 use rayon::prelude::*;
 
 use crate::engine::DeviceError;
+pub use crate::model::text::TokenizerFamily;
 use crate::model::text::{TextConfig, TextTower, checkpoint_is_hugging_face};
 use crate::weights_error::WeightsError;
-pub use tokenize::{TextTokenizer, TokenizerError, TokenizerFamily, clip_clean};
+pub use tokenize::{TextTokenizer, TokenizerError, clip_clean};
 
 /// Why a text encoder could not open, in one line.
 #[derive(Debug, thiserror::Error)]

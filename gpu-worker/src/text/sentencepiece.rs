@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use tokenizers::normalizers::Precompiled;
 use tokenizers::{NormalizedString, Normalizer};
 
-use super::tokenize::is_python_space;
+use super::pystr::is_python_space;
 
 /// The parts of `sentencepiece_model.proto` a tokenizer needs.
 #[derive(Clone, PartialEq, prost::Message)]

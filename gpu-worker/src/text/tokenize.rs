@@ -26,7 +26,9 @@ use tokenizers::models::bpe::{BPE, Vocab};
 use tokenizers::{Model, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
 use super::ftfy;
+use super::pystr::is_python_space;
 use super::sentencepiece::{SiglipTokenizer, open_clip_canonicalize};
+use crate::model::text::TokenizerFamily;
 
 /// open_clip's BPE merges, gzipped as open_clip ships them.
 const CLIP_BPE_GZ: &[u8] = include_bytes!("bpe_simple_vocab_16e6.txt.gz");
@@ -69,15 +71,6 @@ pub enum TextTokenizer {
         /// The tokenizer.
         tokenizer: Box<SiglipTokenizer>,
     },
-}
-
-/// Which upstream tokenizer a text tower was trained with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TokenizerFamily {
-    /// CLIP's byte-level BPE: open_clip's built in, or a `tokenizer.json`.
-    Clip,
-    /// SigLIP's SentencePiece: `spiece.model`, or a `tokenizer.json`.
-    Siglip,
 }
 
 impl TextTokenizer {
@@ -201,12 +194,6 @@ pub fn clip_clean(text: &str) -> String {
         .filter(|w| !w.is_empty())
         .collect();
     words.join(" ").to_lowercase()
-}
-
-/// Python's `str.isspace`: Unicode White_Space, and the four information
-/// separators U+001C..U+001F, which Python's `split()` also splits on.
-pub(crate) fn is_python_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1C}'..='\u{1F}').contains(&c)
 }
 
 /// open_clip's vocabulary, BPE model and word regex, built once.

@@ -32,6 +32,10 @@ start=$SECONDS
 PIPELINE_WEIGHTS_DIR=target/weights bash scripts/fetch-weights.sh
 # Pillow's test images (real broken files) for the loader's corpus test.
 bash scripts/fetch-pillow-images.sh
+# NVIDIA's NVRTC (its PyPI wheel) for the CUDA engine's kernel compile test,
+# which must then compile (PIPELINE_REQUIRE_NVRTC): no GPU needed.
+PIPELINE_CUDA_LIB_PATH=$(bash scripts/fetch-nvrtc.sh)
+export PIPELINE_CUDA_LIB_PATH PIPELINE_REQUIRE_NVRTC=1
 cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets --locked -- -D warnings
 cargo test --release --workspace --locked

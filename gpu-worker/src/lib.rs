@@ -11,6 +11,7 @@
 
 mod backoff;
 mod burn_engine;
+pub mod cuda;
 mod engine;
 pub mod failpoints;
 mod model;

@@ -1,0 +1,69 @@
+//! The CUDA engine's own kernels: CUDA C++ in `kernels/`, compiled to PTX
+//! by NVRTC at run time for the device's architecture (no CUDA toolkit at
+//! build time). CI compiles every one for Ampere and Hopper with the
+//! `nvidia-cuda-nvrtc` wheel (`tests/cuda_kernels.rs`), so a kernel that
+//! does not compile fails there, not on a user's GPU.
+
+use super::libs::{CudaLib, cuda_libraries};
+
+/// What every source starts with: f16 conversions without CUDA's headers.
+const HALF: &str = include_str!("kernels/half.cuh");
+
+/// One source file and the kernels it defines.
+#[derive(Debug, Clone, Copy)]
+pub struct KernelSource {
+    /// Its file name under `kernels/`.
+    pub file: &'static str,
+    /// The CUDA C++.
+    pub source: &'static str,
+    /// Its `extern "C"` kernels.
+    pub entries: &'static [&'static str],
+}
+
+/// Every kernel source.
+pub const SOURCES: [KernelSource; 2] = [
+    KernelSource {
+        file: "preprocess.cu",
+        source: include_str!("kernels/preprocess.cu"),
+        entries: &["normalize_nchw_f16", "normalize_nhwc_f16"],
+    },
+    KernelSource {
+        file: "transformer.cu",
+        source: include_str!("kernels/transformer.cu"),
+        entries: &["layer_norm_f16", "softmax_rows_f16", "activation_f16"],
+    },
+];
+
+/// `source` as PTX for `arch` (`compute_80`, `compute_90`, …), or why not
+/// in one line: NVRTC missing, or the compiler's log.
+pub fn compile(source: &KernelSource, arch: &'static str) -> Result<String, String> {
+    let libs = cuda_libraries();
+    if libs.found(CudaLib::Nvrtc).is_none() {
+        return Err(format!(
+            "NVRTC is not loaded ({}); or give its folder in PIPELINE_CUDA_LIB_PATH",
+            CudaLib::Nvrtc.fix()
+        ));
+    }
+    let options = cudarc::nvrtc::CompileOptions {
+        arch: Some(arch),
+        name: Some(source.file.to_owned()),
+        // Row reductions stay in their written order (see transformer.cu).
+        fmad: Some(true),
+        ..Default::default()
+    };
+    cudarc::nvrtc::compile_ptx_with_opts(format!("{HALF}\n{}", source.source), options)
+        .map(|ptx| ptx.to_src())
+        .map_err(|e| {
+            let text = match &e {
+                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
+                    log.to_string_lossy().into_owned()
+                }
+                other => format!("{other:?}"),
+            };
+            format!(
+                "{} does not compile for {arch}: {}",
+                source.file,
+                text.split_whitespace().collect::<Vec<_>>().join(" ")
+            )
+        })
+}

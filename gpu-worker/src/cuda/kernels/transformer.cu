@@ -1,0 +1,118 @@
+// The transformers' element-wise and row kernels, f16 in and out, f32
+// arithmetic, each row's reduction in a fixed order (a block's tree over
+// a fixed thread count), so that a row's result does not depend on the
+// rows beside it or on the batch size. GEMMs and attention's products are
+// cuBLASLt's; these are what lies between them.
+// half_bits, h2f and f2h: half.cuh, prepended.
+
+constexpr int ROW_THREADS = 256;
+
+__device__ __forceinline__ float negative_infinity() { return __int_as_float(0xff800000); }
+
+// The sum of `v` over the block (ROW_THREADS threads), the same on every
+// thread: a warp shuffle tree, then the warps' sums in order.
+__device__ __forceinline__ float block_sum(float v) {
+    __shared__ float warps[ROW_THREADS / 32];
+    for (int offset = 16; offset > 0; offset /= 2) {
+        v += __shfl_xor_sync(0xffffffffu, v, offset);
+    }
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    __syncthreads();
+    if (lane == 0) {
+        warps[warp] = v;
+    }
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < ROW_THREADS / 32; ++w) {
+        total += warps[w];
+    }
+    return total;
+}
+
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float warps[ROW_THREADS / 32];
+    for (int offset = 16; offset > 0; offset /= 2) {
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    }
+    const int lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
+    __syncthreads();
+    if (lane == 0) {
+        warps[warp] = v;
+    }
+    __syncthreads();
+    float best = negative_infinity();
+    for (int w = 0; w < ROW_THREADS / 32; ++w) {
+        best = fmaxf(best, warps[w]);
+    }
+    return best;
+}
+
+// LayerNorm over the last axis: one block per row of `width`, mean and
+// variance in two passes (as PyTorch's), weight and bias in f32.
+extern "C" __global__ void __launch_bounds__(ROW_THREADS)
+    layer_norm_f16(const half_bits* __restrict__ x, half_bits* __restrict__ y,
+                   const float* __restrict__ weight, const float* __restrict__ bias, int width,
+                   float eps) {
+    const half_bits* row = x + static_cast<long long>(blockIdx.x) * width;
+    half_bits* out = y + static_cast<long long>(blockIdx.x) * width;
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < width; i += ROW_THREADS) {
+        sum += h2f(row[i]);
+    }
+    const float mean = block_sum(sum) / width;
+    float squares = 0.0f;
+    for (int i = threadIdx.x; i < width; i += ROW_THREADS) {
+        const float d = h2f(row[i]) - mean;
+        squares += d * d;
+    }
+    const float rstd = rsqrtf(block_sum(squares) / width + eps);
+    for (int i = threadIdx.x; i < width; i += ROW_THREADS) {
+        const float v = (h2f(row[i]) - mean) * rstd;
+        out[i] = f2h(v * weight[i] + bias[i]);
+    }
+}
+
+// softmax(scale · row) in place, one block per row of `width`; with
+// `causal`, row r of each `queries`-row head sees keys 0..=r only and the
+// rest are written 0 (as under a -inf mask).
+extern "C" __global__ void __launch_bounds__(ROW_THREADS)
+    softmax_rows_f16(half_bits* __restrict__ scores, int width, float scale, int causal,
+                     int queries) {
+    half_bits* row = scores + static_cast<long long>(blockIdx.x) * width;
+    const int seen = causal ? min(static_cast<int>(blockIdx.x % queries) + 1, width) : width;
+    float best = negative_infinity();
+    for (int i = threadIdx.x; i < seen; i += ROW_THREADS) {
+        best = fmaxf(best, scale * h2f(row[i]));
+    }
+    best = block_max(best);
+    float sum = 0.0f;
+    for (int i = threadIdx.x; i < seen; i += ROW_THREADS) {
+        sum += __expf(scale * h2f(row[i]) - best);
+    }
+    const float inv = 1.0f / block_sum(sum);
+    for (int i = threadIdx.x; i < width; i += ROW_THREADS) {
+        const float p = i < seen ? __expf(scale * h2f(row[i]) - best) * inv : 0.0f;
+        row[i] = f2h(p);
+    }
+}
+
+// The MLPs' activations in place: 0 GELU (erf), 1 GELU's tanh form
+// (SigLIP), 2 QuickGELU (OpenAI CLIP).
+extern "C" __global__ void activation_f16(half_bits* __restrict__ x, long long n, int kind) {
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const float v = h2f(x[i]);
+        float r;
+        if (kind == 0) {
+            r = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        } else if (kind == 1) {
+            const float u = 0.7978845608028654f * (v + 0.044715f * v * v * v);
+            r = 0.5f * v * (1.0f + tanhf(u));
+        } else {
+            r = v / (1.0f + __expf(-1.702f * v));
+        }
+        x[i] = f2h(r);
+    }
+}

@@ -1,0 +1,272 @@
+//! NVIDIA's libraries, found and loaded at run time.
+//!
+//! The CUDA engine needs the driver (`libcuda`), cuBLAS and cuBLASLt,
+//! cuDNN and NVRTC. None is linked: the tool builds with no CUDA and runs
+//! on machines without it. Each is looked for, in order:
+//! 1. in the folders of `PIPELINE_CUDA_LIB_PATH` (`:`-separated), the path
+//!    a user gives;
+//! 2. by its name, as the system's loader finds it (`LD_LIBRARY_PATH`, the
+//!    `ld.so` cache: the driver's and Debian's or NVIDIA's packages);
+//! 3. in the `nvidia/…/lib` folders of pip-installed wheels
+//!    (`nvidia-cublas`, `nvidia-cudnn-cu13`, `nvidia-cuda-nvrtc`, … as
+//!    PyTorch installs them) under the active virtual environment or conda
+//!    prefix, the user's site-packages and the system's.
+//!
+//! A library found by path is loaded from there and kept loaded, so that
+//! `cudarc`'s own load by name later finds that copy (the system loader
+//! matches a loaded library by its soname). What is missing is said with
+//! its fix, in one line.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// One of the libraries the CUDA engine loads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CudaLib {
+    /// The NVIDIA driver's CUDA library.
+    Driver,
+    /// NVRTC: CUDA C++ to PTX at run time.
+    Nvrtc,
+    /// cuBLASLt (GEMMs with epilogues).
+    CublasLt,
+    /// cuBLAS.
+    Cublas,
+    /// cuDNN (convolutions, fused attention).
+    Cudnn,
+}
+
+/// Every library, in the order they load (cuBLAS needs cuBLASLt).
+pub const ALL: [CudaLib; 5] = [
+    CudaLib::Driver,
+    CudaLib::Nvrtc,
+    CudaLib::CublasLt,
+    CudaLib::Cublas,
+    CudaLib::Cudnn,
+];
+
+impl CudaLib {
+    /// Its short name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Driver => "libcuda",
+            Self::Nvrtc => "NVRTC",
+            Self::CublasLt => "cuBLASLt",
+            Self::Cublas => "cuBLAS",
+            Self::Cudnn => "cuDNN",
+        }
+    }
+
+    /// The file names it goes by, newest CUDA first.
+    pub fn sonames(self) -> &'static [&'static str] {
+        match self {
+            Self::Driver => &["libcuda.so.1", "libcuda.so"],
+            Self::Nvrtc => &["libnvrtc.so.13", "libnvrtc.so.12"],
+            Self::CublasLt => &["libcublasLt.so.13", "libcublasLt.so.12"],
+            Self::Cublas => &["libcublas.so.13", "libcublas.so.12"],
+            Self::Cudnn => &["libcudnn.so.9"],
+        }
+    }
+
+    /// How a user gets it.
+    pub fn fix(self) -> &'static str {
+        match self {
+            Self::Driver => {
+                "install NVIDIA's driver (Debian: nvidia-driver; it brings libcuda.so.1)"
+            }
+            Self::Nvrtc => {
+                "pip install nvidia-cuda-nvrtc (CUDA 13) or nvidia-cuda-nvrtc-cu12, or \
+                 Debian's libnvrtc12"
+            }
+            Self::CublasLt | Self::Cublas => {
+                "pip install nvidia-cublas (CUDA 13) or nvidia-cublas-cu12, or Debian's \
+                 libcublas12"
+            }
+            Self::Cudnn => "pip install nvidia-cudnn-cu13 (or nvidia-cudnn-cu12)",
+        }
+    }
+}
+
+/// Where a library was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Loaded from this file.
+    File(PathBuf),
+    /// Loaded by this name, wherever the system's loader found it.
+    System(&'static str),
+}
+
+impl std::fmt::Display for Found {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::File(path) => write!(f, "{}", path.display()),
+            Self::System(name) => write!(f, "{name} (system search path)"),
+        }
+    }
+}
+
+/// What the search found for every library.
+#[derive(Debug)]
+pub struct CudaLibraries {
+    /// Each library and where it loaded from, or `None` if it did not.
+    pub libs: Vec<(CudaLib, Option<Found>)>,
+    /// The loaded libraries, kept loaded for the process's life.
+    _handles: Vec<libloading::Library>,
+}
+
+impl CudaLibraries {
+    /// Where `lib` loaded from, if it did.
+    pub fn found(&self, lib: CudaLib) -> Option<&Found> {
+        self.libs
+            .iter()
+            .find(|(l, _)| *l == lib)
+            .and_then(|(_, f)| f.as_ref())
+    }
+
+    /// The libraries that did not load.
+    pub fn missing(&self) -> Vec<CudaLib> {
+        self.libs
+            .iter()
+            .filter(|(_, f)| f.is_none())
+            .map(|(l, _)| *l)
+            .collect()
+    }
+
+    /// Why the CUDA engine cannot start, in one line: each missing
+    /// library with its fix; `None` when all loaded.
+    pub fn missing_line(&self) -> Option<String> {
+        let missing = self.missing();
+        if missing.is_empty() {
+            return None;
+        }
+        let each: Vec<String> = missing
+            .iter()
+            .map(|l| format!("{} ({})", l.name(), l.fix()))
+            .collect();
+        Some(format!(
+            "the CUDA engine needs {}; or give their folder in PIPELINE_CUDA_LIB_PATH",
+            each.join("; ")
+        ))
+    }
+}
+
+/// The libraries, searched for and loaded once per process.
+pub fn cuda_libraries() -> &'static CudaLibraries {
+    static LIBS: OnceLock<CudaLibraries> = OnceLock::new();
+    LIBS.get_or_init(|| {
+        let given = std::env::var_os("PIPELINE_CUDA_LIB_PATH")
+            .map(|v| std::env::split_paths(&v).collect::<Vec<_>>())
+            .unwrap_or_default();
+        load(&given, &pip_lib_dirs(&python_prefixes()))
+    })
+}
+
+/// Searches `given` folders, then the system's loader, then `pip` folders,
+/// for every library, loading what it finds.
+pub fn load(given: &[PathBuf], pip: &[PathBuf]) -> CudaLibraries {
+    let mut libs = Vec::new();
+    let mut handles = Vec::new();
+    for lib in ALL {
+        let mut found = None;
+        'search: for soname in lib.sonames() {
+            for dir in given {
+                if let Some(handle) = open_file(&dir.join(soname)) {
+                    handles.push(handle);
+                    found = Some(Found::File(dir.join(soname)));
+                    break 'search;
+                }
+            }
+            if let Some(handle) = dl::open(*soname) {
+                handles.push(handle);
+                found = Some(Found::System(soname));
+                break 'search;
+            }
+            for dir in pip {
+                if let Some(handle) = open_file(&dir.join(soname)) {
+                    handles.push(handle);
+                    found = Some(Found::File(dir.join(soname)));
+                    break 'search;
+                }
+            }
+        }
+        libs.push((lib, found));
+    }
+    CudaLibraries {
+        libs,
+        _handles: handles,
+    }
+}
+
+fn open_file(path: &Path) -> Option<libloading::Library> {
+    if !path.is_file() {
+        return None;
+    }
+    dl::open(path)
+}
+
+/// The one `unsafe` here: loading a shared library runs its initialisers.
+#[allow(unsafe_code)]
+mod dl {
+    /// `dlopen` of a name (the system's search) or a path.
+    pub(super) fn open(name: impl libloading::AsFilename) -> Option<libloading::Library> {
+        // SAFETY: the libraries loaded are NVIDIA's, whose initialisers are
+        // made to run on `dlopen` in any process (PyTorch loads them so);
+        // nothing of theirs is called here.
+        unsafe { libloading::Library::new(name) }.ok()
+    }
+}
+
+/// Python installations whose `site-packages` may hold NVIDIA's wheels:
+/// the active virtual environment and conda prefix, the user's, the
+/// system's.
+fn python_prefixes() -> Vec<PathBuf> {
+    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(PathBuf::from)
+        .collect();
+    if let Some(home) = std::env::var_os("HOME") {
+        prefixes.push(PathBuf::from(home).join(".local"));
+    }
+    prefixes.push(PathBuf::from("/usr/local"));
+    prefixes.push(PathBuf::from("/usr"));
+    prefixes
+}
+
+/// The `lib` folders of NVIDIA's wheels under `prefixes`:
+/// `lib/python3*/{site,dist}-packages/nvidia/*/lib` and, for CUDA 13's
+/// wheels, `nvidia/cu13/lib`; and a conda prefix's own `lib`.
+pub fn pip_lib_dirs(prefixes: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for prefix in prefixes {
+        dirs.push(prefix.join("lib"));
+        let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
+            continue;
+        };
+        let mut pythons: Vec<PathBuf> = entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("python3"))
+            })
+            .collect();
+        pythons.sort();
+        for python in pythons {
+            for packages in ["site-packages", "dist-packages"] {
+                let nvidia = python.join(packages).join("nvidia");
+                let Ok(wheels) = std::fs::read_dir(&nvidia) else {
+                    continue;
+                };
+                let mut wheels: Vec<PathBuf> = wheels
+                    .filter_map(Result::ok)
+                    .map(|e| e.path().join("lib"))
+                    .filter(|lib| lib.is_dir())
+                    .collect();
+                wheels.sort();
+                dirs.extend(wheels);
+            }
+        }
+    }
+    dirs
+}

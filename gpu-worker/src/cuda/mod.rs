@@ -1,0 +1,9 @@
+//! The CUDA engine's house (#28). The engine itself (cuDNN convolutions,
+//! cuBLASLt GEMMs, the model families on them) is not built yet: it needs
+//! an NVIDIA GPU to be measured on, and `--engine cuda` says so. What runs
+//! without one is here: finding and loading NVIDIA's libraries at run time
+//! (`libs.rs`) and the engine's own kernels, compiled by NVRTC
+//! (`kernels.rs`).
+
+pub mod kernels;
+pub mod libs;

@@ -1,0 +1,134 @@
+//! The CUDA engine's house on a machine without a GPU (#28): its kernels
+//! compile with NVIDIA's real NVRTC for Ampere and Hopper, and NVIDIA's
+//! libraries are looked for where users have them, a missing one named
+//! with its fix. `scripts/test.sh` installs NVRTC (the `nvidia-cuda-nvrtc`
+//! wheel) and sets `PIPELINE_REQUIRE_NVRTC`, so in CI the compile test
+//! cannot pass without compiling.
+
+use std::path::PathBuf;
+
+use gpu_worker::cuda::kernels::{KernelSource, SOURCES, compile};
+use gpu_worker::cuda::libs::{ALL, CudaLib, Found, cuda_libraries, load, pip_lib_dirs};
+
+/// Whether NVRTC loaded; where it must (CI) and did not, a failure.
+fn nvrtc_or_skip(test: &str) -> bool {
+    let libs = cuda_libraries();
+    if libs.found(CudaLib::Nvrtc).is_some() {
+        return true;
+    }
+    assert!(
+        std::env::var_os("PIPELINE_REQUIRE_NVRTC").is_none(),
+        "{test}: NVRTC must load here and did not: {}",
+        libs.missing_line().unwrap_or_default()
+    );
+    eprintln!("{test}: skipped, no NVRTC (scripts/test.sh installs it)");
+    false
+}
+
+#[test]
+fn every_kernel_compiles_with_nvrtc_for_ampere_and_hopper() {
+    if !nvrtc_or_skip("every_kernel_compiles_with_nvrtc_for_ampere_and_hopper") {
+        return;
+    }
+    for source in &SOURCES {
+        for (arch, target) in [("compute_80", "sm_80"), ("compute_90", "sm_90")] {
+            let ptx = compile(source, arch).unwrap_or_else(|e| panic!("{e}"));
+            assert!(
+                ptx.contains(&format!(".target {target}")),
+                "{} for {arch}: no .target {target}",
+                source.file
+            );
+            for entry in source.entries {
+                assert!(
+                    ptx.contains(&format!(".entry {entry}(")),
+                    "{} for {arch}: no kernel {entry}",
+                    source.file
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_kernel_that_does_not_compile_is_a_one_line_error_naming_it() {
+    if !nvrtc_or_skip("a_kernel_that_does_not_compile_is_a_one_line_error_naming_it") {
+        return;
+    }
+    let broken = KernelSource {
+        file: "broken.cu",
+        source: "extern \"C\" __global__ void k(float* x) { x[0] = not_declared_here; }\n",
+        entries: &["k"],
+    };
+    let error = compile(&broken, "compute_90").expect_err("it does not compile");
+    assert!(
+        error.starts_with("broken.cu does not compile for compute_90"),
+        "{error}"
+    );
+    assert!(error.contains("not_declared_here"), "{error}");
+    assert!(!error.contains('\n'), "{error}");
+}
+
+/// NVIDIA's wheels as pip lays them out in a virtual environment: CUDA
+/// 13's `nvidia/cu13/lib`, cuDNN's `nvidia/cudnn/lib`, CUDA 12's
+/// `nvidia/cublas/lib`; a package without `lib` and a stray file are not
+/// searched.
+#[test]
+fn nvidia_wheels_are_searched_where_pip_puts_them() {
+    let prefix = tempfile::tempdir().expect("a temp dir");
+    let site = prefix.path().join("lib/python3.12/site-packages/nvidia");
+    for dir in [
+        "cu13/lib",
+        "cudnn/lib",
+        "cublas/lib",
+        "cu13/include",
+        "no_lib",
+    ] {
+        std::fs::create_dir_all(site.join(dir)).expect("mkdir");
+    }
+    std::fs::write(site.join("__init__.py"), "").expect("write");
+    let dirs = pip_lib_dirs(&[prefix.path().to_path_buf()]);
+    let want: Vec<PathBuf> = vec![
+        prefix.path().join("lib"),
+        site.join("cu13/lib"),
+        site.join("cublas/lib"),
+        site.join("cudnn/lib"),
+    ];
+    assert_eq!(dirs, want);
+}
+
+/// The libraries in a folder given by `PIPELINE_CUDA_LIB_PATH` load from
+/// there; each one missing is named with its fix, on one line.
+#[test]
+fn libraries_load_from_a_given_folder_and_the_missing_are_named_with_their_fix() {
+    let libs = cuda_libraries();
+    if let Some(Found::File(path)) = libs.found(CudaLib::Nvrtc) {
+        // Loaded again from its folder alone, it is found there first.
+        let folder = path.parent().expect("a folder").to_path_buf();
+        let again = load(std::slice::from_ref(&folder), &[]);
+        assert!(
+            matches!(again.found(CudaLib::Nvrtc), Some(Found::File(p)) if p.starts_with(&folder)),
+            "{:?}",
+            again.found(CudaLib::Nvrtc)
+        );
+    } else {
+        nvrtc_or_skip(
+            "libraries_load_from_a_given_folder_and_the_missing_are_named_with_their_fix",
+        );
+    }
+    let empty = tempfile::tempdir().expect("a temp dir");
+    let bare = load(&[empty.path().to_path_buf()], &[]);
+    assert_eq!(bare.libs.len(), ALL.len());
+    match bare.missing_line() {
+        None => assert!(bare.missing().is_empty()),
+        Some(line) => {
+            assert!(!line.contains('\n'), "{line}");
+            for lib in bare.missing() {
+                assert!(
+                    line.contains(lib.name()) && line.contains(lib.fix()),
+                    "{line}"
+                );
+            }
+            assert!(line.contains("PIPELINE_CUDA_LIB_PATH"), "{line}");
+        }
+    }
+}

@@ -46,6 +46,21 @@ pub(crate) enum TaskArg {
     Embed,
 }
 
+/// Which engine runs the model (`--engine`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum EngineArg {
+    /// Vulkan on GPUs, the CPU engine without one (the CUDA engine on
+    /// NVIDIA GPUs once it is built: #28).
+    Auto,
+    /// NVIDIA's libraries (cuDNN, cuBLASLt): not built yet, a one-line
+    /// error says what it lacks.
+    Cuda,
+    /// burn on Vulkan GPUs (or Mesa's lavapipe, `--gpus software`).
+    Vulkan,
+    /// burn on the CPU (`--gpus cpu`).
+    Cpu,
+}
+
 /// `pipeline infer`.
 #[derive(Debug, Args)]
 pub(crate) struct InferArgs {
@@ -126,6 +141,10 @@ pub(crate) struct RunArgs {
     /// order, as nvidia-smi) or PCI bus ids `0000:01:00.0`.
     #[arg(long, default_value = "all", value_name = "LIST")]
     pub(crate) gpus: String,
+    /// The engine: auto, cuda, vulkan or cpu (`pipeline devices` says what
+    /// each GPU gets and what the CUDA engine lacks).
+    #[arg(long, value_enum, default_value_t = EngineArg::Auto, value_name = "ENGINE")]
+    pub(crate) engine: EngineArg,
     /// Worker processes per device.
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub(crate) workers_per_gpu: u32,

@@ -1,12 +1,15 @@
 //! `pipeline devices`: every Vulkan adapter (name, type, backend, driver, PCI
 //! bus id, memory where NVML knows it), which `--gpus` value selects it, the
-//! CPU with its load, and the JPEG decoder the loader runs (whether its SIMD
-//! code was built). Also how `--gpus` chooses devices (`chosen_devices`),
-//! for every command that runs a model.
+//! CPU with its load, the JPEG decoder the loader runs (whether its SIMD
+//! code was built), and NVIDIA's libraries the CUDA engine would load
+//! (where each was found, or its fix). Also how `--engine` and `--gpus`
+//! choose devices (`engine_devices`, `chosen_devices`), for every command
+//! that runs a model.
 
 use pipeline_core::DeviceSpec;
 use serde::Serialize;
 
+use crate::args::EngineArg;
 use crate::exit::Outcome;
 
 #[derive(Serialize)]
@@ -19,6 +22,41 @@ struct Listing {
     unusable_gpus: Option<String>,
     /// What decodes JPEGs, and whether with SIMD.
     jpeg_decoder: loader::JpegDecoder,
+    /// The CUDA engine: what it is, and NVIDIA's libraries it loads.
+    cuda: Cuda,
+}
+
+#[derive(Serialize)]
+struct Cuda {
+    /// What the CUDA engine does today.
+    engine: &'static str,
+    libraries: Vec<CudaLibrary>,
+}
+
+#[derive(Serialize)]
+struct CudaLibrary {
+    name: &'static str,
+    /// Where it loaded from; `None` when it did not.
+    found: Option<String>,
+    /// How to get it.
+    fix: &'static str,
+}
+
+fn cuda() -> Cuda {
+    let libs = gpu_worker::cuda::libs::cuda_libraries();
+    Cuda {
+        engine: "not built yet (#28): NVIDIA GPUs run on Vulkan; --engine cuda says what \
+                 it would need",
+        libraries: libs
+            .libs
+            .iter()
+            .map(|(lib, found)| CudaLibrary {
+                name: lib.name(),
+                found: found.as_ref().map(ToString::to_string),
+                fix: lib.fix(),
+            })
+            .collect(),
+    }
 }
 
 #[derive(Serialize)]
@@ -48,6 +86,7 @@ pub(crate) fn run(json: bool) -> Outcome {
         nvidia: probe.nvidia,
         unusable_gpus: crate::diagnose::explain(&facts),
         jpeg_decoder: loader::jpeg_decoder(),
+        cuda: cuda(),
         cpu: Cpu {
             spec: "cpu",
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -114,11 +153,69 @@ fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
         writeln!(text, "{why}")?;
     }
     writeln!(text, "JPEG decoder: {}", listing.jpeg_decoder)?;
+    writeln!(text, "CUDA engine: {}", listing.cuda.engine)?;
+    for lib in &listing.cuda.libraries {
+        match &lib.found {
+            Some(path) => writeln!(text, "  {:<9} {path}", lib.name)?,
+            None => writeln!(text, "  {:<9} missing: {}", lib.name, lib.fix)?,
+        }
+    }
 
     Ok(text)
 }
 
 const GIB: f64 = (1u64 << 30) as f64;
+
+/// `--engine` and `--gpus` → the devices, as [`chosen_devices`]:
+/// - `auto`: whatever `--gpus` picks;
+/// - `cpu`: the CPU, from `--gpus all` or `cpu`;
+/// - `vulkan`: GPUs (or lavapipe) only: none is an error, not the CPU;
+/// - `cuda`: an error naming what the CUDA engine lacks (#28: not built).
+pub(crate) fn engine_devices(
+    engine: EngineArg,
+    gpus: &str,
+) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+    match engine {
+        EngineArg::Auto => chosen_devices(gpus),
+        EngineArg::Cpu => {
+            let flag = gpus.trim();
+            if flag.eq_ignore_ascii_case("all") || flag.eq_ignore_ascii_case("cpu") {
+                Ok((vec![DeviceSpec::Cpu], None))
+            } else {
+                Err(format!(
+                    "--engine cpu runs on the CPU; --gpus {flag} names GPUs (leave --gpus out, \
+                     or use --engine vulkan)"
+                ))
+            }
+        }
+        EngineArg::Vulkan => {
+            let (devices, notice) = chosen_devices(gpus)?;
+            if devices.contains(&DeviceSpec::Cpu) {
+                let why = notice
+                    .as_deref()
+                    .and_then(|n| n.strip_prefix("pipeline: "))
+                    .map(|n| n.split("; running on the CPU").next().unwrap_or(n))
+                    .map_or_else(String::new, |n| format!(" ({n})"));
+                return Err(format!(
+                    "--engine vulkan: no Vulkan GPU to run on{why}; --gpus software runs \
+                     Mesa's lavapipe, --engine cpu the CPU"
+                ));
+            }
+            Ok((devices, notice))
+        }
+        EngineArg::Cuda => Err(cuda_unavailable()),
+    }
+}
+
+/// Why `--engine cuda` cannot run, in one line.
+fn cuda_unavailable() -> String {
+    match gpu_worker::cuda::libs::cuda_libraries().missing_line() {
+        Some(missing) => format!("--engine cuda: {missing}"),
+        None => "--engine cuda: NVIDIA's libraries load, but the CUDA engine runs no model \
+                 yet (#28); NVIDIA GPUs run on --engine vulkan"
+            .to_owned(),
+    }
+}
 
 /// `--gpus` → the devices, each once (before `--workers-per-gpu`), and
 /// a notice saying how `all` chose.

@@ -674,6 +674,71 @@ fn devices_lists_every_adapter_and_says_when_there_is_no_gpu() {
         .find(|l| l.starts_with("JPEG decoder: libjpeg-turbo"))
         .unwrap_or_else(|| panic!("the decoder's line: {text}"));
     assert_eq!(line.contains("without SIMD"), !simd, "{line}");
+    // NVIDIA's libraries for the CUDA engine: each found where it loaded
+    // from, or missing with its fix, the same in both forms.
+    let libraries = listing["cuda"]["libraries"]
+        .as_array()
+        .expect("cuda.libraries");
+    assert_eq!(libraries.len(), 5, "{listing}");
+    for lib in libraries {
+        let name = lib["name"].as_str().expect("a name");
+        let line = text
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("{name}'s line: {text}"));
+        match lib["found"].as_str() {
+            Some(path) => assert!(line.ends_with(path), "{line}"),
+            None => assert!(
+                line.contains(&format!("missing: {}", lib["fix"].as_str().expect("a fix"))),
+                "{line}"
+            ),
+        }
+    }
+}
+
+/// `--engine` picks the engine or refuses in one line, exit 2: `cuda`
+/// names what it lacks (the engine itself is not built: #28), `vulkan`
+/// will not fall back to the CPU, `cpu` takes no GPU list.
+#[test]
+fn the_engine_flag_runs_or_refuses_in_one_line() {
+    let (dir, data) = dataset(6);
+    let (cpu, cpu_out) = infer(dir.path(), &data.root, "cpu.jsonl", &["--engine", "cpu"]);
+    assert_eq!(cpu.status.code(), Some(1), "broken files: {}", stderr(&cpu));
+    let (plain, plain_out) = infer(dir.path(), &data.root, "plain.jsonl", &["--gpus", "cpu"]);
+    assert_eq!(plain.status.code(), Some(1), "{}", stderr(&plain));
+    assert_eq!(
+        fs::read(&cpu_out).expect("read"),
+        fs::read(&plain_out).expect("read"),
+        "--engine cpu is --gpus cpu"
+    );
+    let listing: Value =
+        serde_json::from_slice(&pipeline(&["devices", "--json"], dir.path(), dir.path()).stdout)
+            .expect("devices --json");
+    let driver_missing = listing["cuda"]["libraries"][0]["found"].is_null();
+    for (flags, says) in [
+        (
+            &["--engine", "cpu", "--gpus", "0"][..],
+            "--engine cpu runs on the CPU",
+        ),
+        (
+            &["--engine", "vulkan", "--gpus", "cpu"],
+            "--engine vulkan: no Vulkan GPU",
+        ),
+        (&["--engine", "cuda"], "--engine cuda: "),
+        (&["--engine", "metal"], "invalid value 'metal'"),
+    ] {
+        let (out, path) = infer(dir.path(), &data.root, "refused.jsonl", flags);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+        assert!(!path.exists(), "{flags:?} wrote output");
+        if flags[1] == "cuda" {
+            assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+            if driver_missing {
+                assert!(err.contains("libcuda: install NVIDIA's driver"), "{err}");
+            }
+        }
+    }
 }
 
 /// A worker that dies mid-run (SIGABRT, injected) costs its chunk, not the

@@ -71,7 +71,7 @@ impl CudaLib {
     pub fn fix(self) -> &'static str {
         match self {
             Self::Driver => {
-                "install NVIDIA's driver (Debian: nvidia-driver; it brings libcuda.so.1)"
+                "install NVIDIA's driver (Debian's nvidia-driver, which brings libcuda.so.1)"
             }
             Self::Nvrtc => {
                 "pip install nvidia-cuda-nvrtc (CUDA 13) or nvidia-cuda-nvrtc-cu12, or \
@@ -140,7 +140,7 @@ impl CudaLibraries {
         }
         let each: Vec<String> = missing
             .iter()
-            .map(|l| format!("{} ({})", l.name(), l.fix()))
+            .map(|l| format!("{}: {}", l.name(), l.fix()))
             .collect();
         Some(format!(
             "the CUDA engine needs {}; or give their folder in PIPELINE_CUDA_LIB_PATH",

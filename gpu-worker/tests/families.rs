@@ -745,3 +745,53 @@ fn a_clip_config_that_cannot_be_used_is_a_one_line_error() {
         assert!(!error.contains('\n'), "{error}");
     }
 }
+
+/// The CUDA engine's plan of every ViT layout (#28: the patch convolution
+/// as a GEMM, q/k/v fused, DINOv2's layer scales folded into the GEMMs,
+/// SigLIP's attention-pooling head, the CLIP config's activation), run by
+/// its f32 reference on the CPU, gives PyTorch's embeddings and logits:
+/// the lowering and the packing are right before any GPU runs them.
+#[test]
+fn the_cuda_engines_vit_plans_give_pytorchs_outputs() {
+    use gpu_worker::cuda::vit_plan::vit_plan;
+    let cases = reference_cases();
+    let mut names: Vec<&String> = cases.keys().collect();
+    names.sort();
+    let mut checked = 0;
+    for name in names {
+        let case = &cases[name];
+        let arch = architecture(&case.config);
+        let Architecture::Vit(config) = &arch else {
+            continue;
+        };
+        let dim = config.feature_dim();
+        let images = std::fs::read(vectors().join(&case.images)).expect("case images");
+        for file in &case.files {
+            let what = format!("{name} ({file}), the CUDA engine's plan");
+            let plan = vit_plan(&arch, name, &vectors().join(file))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (features, logits) = plan.reference(&images, case.side, case.mean, case.std);
+            assert_eq!(features.len(), case.embed.len() * dim, "{what}");
+            for (i, want) in case.embed.iter().enumerate() {
+                assert_close(
+                    &features[i * dim..(i + 1) * dim],
+                    want,
+                    &format!("{what}, {i}"),
+                );
+            }
+            if let Some(want) = &case.logits {
+                let logits = logits.unwrap_or_else(|| panic!("{what}: logits"));
+                let k = want[0].len();
+                for (i, want) in want.iter().enumerate() {
+                    assert_close(
+                        &logits[i * k..(i + 1) * k],
+                        want,
+                        &format!("{what}, logits {i}"),
+                    );
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "ViT checkpoints planned: {checked}");
+}

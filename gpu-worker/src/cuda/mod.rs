@@ -2,8 +2,11 @@
 //! cuBLASLt GEMMs, the model families on them) is not built yet: it needs
 //! an NVIDIA GPU to be measured on, and `--engine cuda` says so. What runs
 //! without one is here: finding and loading NVIDIA's libraries at run time
-//! (`libs.rs`) and the engine's own kernels, compiled by NVRTC
-//! (`kernels.rs`).
+//! (`libs.rs`), the engine's own kernels, compiled by NVRTC
+//! (`kernels.rs`), and the ViT families lowered to the GEMMs, LayerNorms
+//! and attentions it will run, over weights packed at load time, with an
+//! f32 reference of that plan checked against PyTorch (`vit_plan.rs`).
 
 pub mod kernels;
 pub mod libs;
+pub mod vit_plan;

@@ -196,6 +196,25 @@ pub(crate) fn for_layout(config: &VitConfig, layout: Option<Layout>) -> VitConfi
     config
 }
 
+/// `config` as a checkpoint in `layout` at `path` runs it: the layout's
+/// position resampling, and the activation a CLIP config beside the
+/// weights names (`clip_config.rs`). Every engine's ViT starts here.
+pub(crate) fn vit_config_for(
+    config: &VitConfig,
+    layout: Option<Layout>,
+    path: Option<&std::path::Path>,
+    name: &str,
+) -> Result<VitConfig, WeightsError> {
+    let mut config = for_layout(config, layout);
+    if let (Some(path), Some(layout)) = (path, layout)
+        && let Some(activation) =
+            super::clip_config::activation(path, layout, super::clip_config::Tower::Image, name)?
+    {
+        config.activation = activation;
+    }
+    Ok(config)
+}
+
 /// Detects `checkpoint`'s layout, checks that `arch` accepts it and that
 /// every tensor is there with the right shape.
 pub(crate) fn check<'a>(

@@ -12,13 +12,13 @@ pub(crate) mod convnext;
 pub(crate) mod cpu;
 mod cpu_resnet;
 mod efficientnet_lite;
-mod families;
+pub(crate) mod families;
 mod fold;
 pub(crate) mod layers;
 pub(crate) mod layout;
 pub(crate) mod network;
 pub(crate) mod nhwc;
-mod pos_embed;
+pub(crate) mod pos_embed;
 mod resnet;
 pub(crate) mod tensors;
 pub(crate) mod text;
@@ -338,13 +338,11 @@ fn build(
         }
         Architecture::Vit(config) => {
             return by_tensor_name(arch, name, &weights, |layout, tensors| {
-                let mut config = families::for_layout(config, layout);
-                if let (Weights::File(path), Some(layout)) = (&weights, layout)
-                    && let Some(activation) =
-                        clip_config::activation(path, layout, clip_config::Tower::Image, name)?
-                {
-                    config.activation = activation;
-                }
+                let path = match &weights {
+                    Weights::File(path) => Some(*path),
+                    Weights::Seeded(_) => None,
+                };
+                let config = families::vit_config_for(config, layout, path, name)?;
                 Ok(Box::new(Vit::new(config, tensors, device)?))
             });
         }

@@ -1,0 +1,492 @@
+//! The ViT families as the CUDA engine will run them: a plan of GEMMs,
+//! LayerNorms and attentions over weights packed once, at load time, from
+//! the same canonical tensors the burn engine reads (`model::with_vit`:
+//! one way of loading weights). Packing:
+//! - the patch convolution (kernel = stride = patch) as a GEMM, its
+//!   weight `[3·p·p, D]` in the order an image's patch is read (channel,
+//!   row, column);
+//! - every Linear weight `[in, out]` (row-major `K × N`), q/k/v fused;
+//! - DINOv2's layer scales folded into the GEMM before them (`W·diag(γ)`,
+//!   `b·γ`);
+//! - the class token's position added to it, the patch grid's positions
+//!   resampled to the input grid;
+//! - the activation named per MLP, for a GEMM epilogue or a kernel.
+//!
+//! [`VitPlan::reference`] runs a plan on the CPU in plain f32, op by op as
+//! the GPU will (`tests/families.rs` checks it against PyTorch's outputs
+//! for every ViT layout): what a GPU session compares its kernels with.
+
+use std::path::Path;
+
+use crate::WeightsError;
+use crate::model::Architecture;
+use crate::model::checkpoint::Checkpoint;
+use crate::model::families::{check, vit_config_for};
+use crate::model::tensors::Tensors;
+use crate::model::transformer::Activation;
+use crate::model::vit::{Pooling, VitConfig};
+
+/// The plan of a ViT checkpoint, read as the burn engine reads it: the
+/// layout told from the tensor names, the config that layout and a CLIP
+/// config beside the weights adjust, the same canonical tensors.
+pub fn vit_plan(arch: &Architecture, name: &str, path: &Path) -> Result<VitPlan, WeightsError> {
+    let Architecture::Vit(config) = arch else {
+        return Err(WeightsError::Mismatch {
+            path: path.to_path_buf(),
+            model: name.to_owned(),
+            problem: "the CUDA engine plans the ViT families only so far (#28)".to_owned(),
+        });
+    };
+    let checkpoint = Checkpoint::open(path)?;
+    let (layout, tensors) = check(arch, name, &checkpoint)?;
+    let config = vit_config_for(config, Some(layout), Some(path), name)?;
+    VitPlan::pack(config, &tensors)
+}
+
+/// `y = x·w (+ bias)`, `x: [M, k]`, `w: [k, n]` row-major.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gemm {
+    /// Inner size.
+    pub k: usize,
+    /// Output width.
+    pub n: usize,
+    /// `k × n`, row-major.
+    pub weight: Vec<f32>,
+    /// `n`, if any.
+    pub bias: Option<Vec<f32>>,
+}
+
+/// A LayerNorm's weight and bias.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerNorm {
+    /// Per channel scale.
+    pub weight: Vec<f32>,
+    /// Per channel shift.
+    pub bias: Vec<f32>,
+}
+
+/// One pre-norm block.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    /// Before attention.
+    pub norm1: LayerNorm,
+    /// `D → 3D`: q, k, v side by side.
+    pub qkv: Gemm,
+    /// `D → D` (the layer scale folded in).
+    pub out: Gemm,
+    /// Before the MLP.
+    pub norm2: LayerNorm,
+    /// `D → F`, then the activation.
+    pub fc1: Gemm,
+    /// `F → D` (the layer scale folded in).
+    pub fc2: Gemm,
+}
+
+/// SigLIP's attention-pooling head.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MapHead {
+    /// The query, already projected (`probe·Wq + bq`): the same for every
+    /// image, computed once.
+    pub query: Vec<f32>,
+    /// `D → 2D`: k and v.
+    pub kv: Gemm,
+    /// `D → D`.
+    pub out: Gemm,
+    /// Before its MLP.
+    pub norm: LayerNorm,
+    /// Its MLP.
+    pub fc1: Gemm,
+    /// Its MLP.
+    pub fc2: Gemm,
+}
+
+/// A ViT's plan: shapes, ops and packed weights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VitPlan {
+    /// The architecture (the checkpoint's activation applied).
+    pub config: VitConfig,
+    /// The patch convolution as a GEMM.
+    pub patch: Gemm,
+    /// `[prefix, D]`: the class token with its position, then registers.
+    pub prefix: Vec<f32>,
+    /// `[grid², D]` at the input grid.
+    pub patch_pos: Vec<f32>,
+    /// CLIP's `ln_pre`.
+    pub pre_norm: Option<LayerNorm>,
+    /// The blocks.
+    pub blocks: Vec<Block>,
+    /// The final LayerNorm.
+    pub norm: LayerNorm,
+    /// SigLIP's pooling head.
+    pub map: Option<MapHead>,
+    /// The projection (no bias).
+    pub proj: Option<Gemm>,
+    /// The classifier head.
+    pub head: Option<Gemm>,
+}
+
+impl VitPlan {
+    /// The plan of `config` from its canonical tensors (as
+    /// `VitConfig::tensors` lists them; PyTorch's shapes).
+    pub(crate) fn pack(config: VitConfig, tensors: &Tensors<'_>) -> Result<Self, WeightsError> {
+        let take = |name: &str| tensors.take(name).map(|t| (t.shape, t.values));
+        let c = &config;
+        let d = c.width;
+        let get = |name: &str| take(name).map(|(_, v)| v);
+        let linear = |name: &str, bias: bool, scale: Option<&[f32]>| -> Result<Gemm, _> {
+            let (shape, w) = take(&format!("{name}.weight"))?;
+            let (n, k) = (shape[0], shape[1]);
+            let mut weight = vec![0.0; k * n];
+            for o in 0..n {
+                let s = scale.map_or(1.0, |s| s[o]);
+                for i in 0..k {
+                    weight[i * n + o] = w[o * k + i] * s;
+                }
+            }
+            let bias = if bias {
+                let b = get(&format!("{name}.bias"))?;
+                Some(
+                    b.iter()
+                        .enumerate()
+                        .map(|(o, v)| v * scale.map_or(1.0, |s| s[o]))
+                        .collect(),
+                )
+            } else {
+                None
+            };
+            Ok(Gemm { k, n, weight, bias })
+        };
+        let norm = |name: &str| -> Result<LayerNorm, WeightsError> {
+            Ok(LayerNorm {
+                weight: get(&format!("{name}.weight"))?,
+                bias: get(&format!("{name}.bias"))?,
+            })
+        };
+        // The patch convolution [D, 3, p, p] → [3·p·p, D].
+        let (_, pw) = take("patch.weight")?;
+        let k = 3 * c.patch * c.patch;
+        let mut patch_weight = vec![0.0; k * d];
+        for o in 0..d {
+            for i in 0..k {
+                patch_weight[i * d + o] = pw[o * k + i];
+            }
+        }
+        let patch = Gemm {
+            k,
+            n: d,
+            weight: patch_weight,
+            bias: c.patch_bias.then(|| get("patch.bias")).transpose()?,
+        };
+        let pos = get("pos")?;
+        let cls_pos = usize::from(c.class_token);
+        let grid = c.image / c.patch;
+        let patch_pos = crate::model::pos_embed::resample_grid(
+            &pos[cls_pos * d..],
+            c.pos_grid,
+            grid,
+            d,
+            c.interpolation,
+        );
+        let mut prefix = Vec::new();
+        if c.class_token {
+            prefix.extend(get("cls")?.iter().zip(&pos[..d]).map(|(a, b)| a + b));
+        }
+        if c.registers > 0 {
+            prefix.extend(get("reg")?);
+        }
+        let mut blocks = Vec::with_capacity(c.depth);
+        for i in 0..c.depth {
+            let b = format!("blocks.{i}");
+            let ls = |name: &str| {
+                c.layer_scale
+                    .then(|| get(&format!("{b}.{name}")))
+                    .transpose()
+            };
+            let (ls1, ls2) = (ls("ls1")?, ls("ls2")?);
+            blocks.push(Block {
+                norm1: norm(&format!("{b}.norm1"))?,
+                qkv: linear(&format!("{b}.qkv"), true, None)?,
+                out: linear(&format!("{b}.out"), true, ls1.as_deref())?,
+                norm2: norm(&format!("{b}.norm2"))?,
+                fc1: linear(&format!("{b}.fc1"), true, None)?,
+                fc2: linear(&format!("{b}.fc2"), true, ls2.as_deref())?,
+            });
+        }
+        let map = if c.pooling == Pooling::Map {
+            let qkv = linear("map.qkv", true, None)?;
+            let probe = get("map.probe")?;
+            // The query's columns of the fused projection, applied once.
+            let query: Vec<f32> = (0..d)
+                .map(|o| {
+                    let bias = qkv.bias.as_ref().map_or(0.0, |b| b[o]);
+                    bias + (0..d)
+                        .map(|i| probe[i] * qkv.weight[i * 3 * d + o])
+                        .sum::<f32>()
+                })
+                .collect();
+            let mut kv_weight = vec![0.0; d * 2 * d];
+            for i in 0..d {
+                kv_weight[i * 2 * d..(i + 1) * 2 * d]
+                    .copy_from_slice(&qkv.weight[i * 3 * d + d..(i + 1) * 3 * d]);
+            }
+            Some(MapHead {
+                query,
+                kv: Gemm {
+                    k: d,
+                    n: 2 * d,
+                    weight: kv_weight,
+                    bias: qkv.bias.as_ref().map(|b| b[d..].to_vec()),
+                },
+                out: linear("map.out", true, None)?,
+                norm: norm("map.norm")?,
+                fc1: linear("map.fc1", true, None)?,
+                fc2: linear("map.fc2", true, None)?,
+            })
+        } else {
+            None
+        };
+        Ok(Self {
+            patch,
+            prefix,
+            patch_pos,
+            pre_norm: c.pre_norm.then(|| norm("pre_norm")).transpose()?,
+            blocks,
+            norm: norm("norm")?,
+            map,
+            proj: c
+                .projection
+                .map(|_| linear("proj", false, None))
+                .transpose()?,
+            head: c.classes.map(|_| linear("head", true, None)).transpose()?,
+            config,
+        })
+    }
+
+    /// The features of `images` (`u8` NCHW, `side × side`, normalised as
+    /// `(x − mean) / std` on 0..255) on the CPU in plain f32, and the
+    /// classifier's logits where the model has a head: `feature_dim` (and
+    /// `classes`) floats per image.
+    pub fn reference(
+        &self,
+        images: &[u8],
+        side: usize,
+        mean: [f32; 3],
+        std: [f32; 3],
+    ) -> (Vec<f32>, Option<Vec<f32>>) {
+        let c = &self.config;
+        let (d, p) = (c.width, c.patch);
+        let n = images.len() / (3 * side * side);
+        let grid = side / p;
+        let patches = grid * grid;
+        let prefix = self.prefix.len() / d;
+        let tokens = prefix + patches;
+        // Normalise, then read each patch in (channel, row, column) order.
+        let mut cols = vec![0.0f32; n * patches * 3 * p * p];
+        for img in 0..n {
+            for gy in 0..grid {
+                for gx in 0..grid {
+                    let row = (img * patches + gy * grid + gx) * 3 * p * p;
+                    for ch in 0..3 {
+                        for ky in 0..p {
+                            for kx in 0..p {
+                                let (y, x) = (gy * p + ky, gx * p + kx);
+                                let v = images[((img * 3 + ch) * side + y) * side + x];
+                                cols[row + (ch * p + ky) * p + kx] =
+                                    (f32::from(v) - mean[ch]) / std[ch];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let embedded = gemm(&cols, &self.patch);
+        let mut t = vec![0.0f32; n * tokens * d];
+        for img in 0..n {
+            let base = img * tokens * d;
+            t[base..base + prefix * d].copy_from_slice(&self.prefix);
+            for q in 0..patches {
+                for j in 0..d {
+                    t[base + (prefix + q) * d + j] =
+                        embedded[(img * patches + q) * d + j] + self.patch_pos[q * d + j];
+                }
+            }
+        }
+        if let Some(pre) = &self.pre_norm {
+            t = layer_norm(&t, pre, c.eps);
+        }
+        for block in &self.blocks {
+            let h = layer_norm(&t, &block.norm1, c.eps);
+            let qkv = gemm(&h, &block.qkv);
+            let o = attention(&qkv, n, tokens, d, c.heads);
+            add(&mut t, &gemm(&o, &block.out));
+            let h = layer_norm(&t, &block.norm2, c.eps);
+            let mut h = gemm(&h, &block.fc1);
+            activate(&mut h, c.activation);
+            add(&mut t, &gemm(&h, &block.fc2));
+        }
+        let t = layer_norm(&t, &self.norm, c.eps);
+        let width = match c.pooling {
+            Pooling::ClassAndMean => 2 * d,
+            _ => d,
+        };
+        let mut pooled = vec![0.0f32; n * width];
+        for img in 0..n {
+            let at = |tok: usize| &t[(img * tokens + tok) * d..(img * tokens + tok + 1) * d];
+            let out = &mut pooled[img * width..(img + 1) * width];
+            let mean_into = |out: &mut [f32]| {
+                for tok in prefix..tokens {
+                    for (o, v) in out.iter_mut().zip(at(tok)) {
+                        *o += v;
+                    }
+                }
+                let count = (tokens - prefix) as f32;
+                out.iter_mut().for_each(|o| *o /= count);
+            };
+            match c.pooling {
+                Pooling::Class => out.copy_from_slice(at(0)),
+                Pooling::Mean => mean_into(out),
+                Pooling::ClassAndMean => {
+                    out[..d].copy_from_slice(at(0));
+                    mean_into(&mut out[d..]);
+                }
+                Pooling::Map => {
+                    let head = self.map.as_ref().expect("a MAP-pooled plan has its head");
+                    let image = &t[img * tokens * d..(img + 1) * tokens * d];
+                    out.copy_from_slice(&map_pool(head, image, tokens, d, c));
+                }
+            }
+        }
+        let mut features = match &self.proj {
+            Some(proj) => gemm(&pooled, proj),
+            None => pooled,
+        };
+        let logits = self.head.as_ref().map(|head| gemm(&features, head));
+        if c.normalize {
+            let dim = c.feature_dim();
+            for row in features.chunks_exact_mut(dim) {
+                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+                row.iter_mut().for_each(|v| *v /= norm);
+            }
+        }
+        (features, logits)
+    }
+}
+
+/// `x·w + b` for `x: [rows, k]`.
+fn gemm(x: &[f32], g: &Gemm) -> Vec<f32> {
+    let rows = x.len() / g.k;
+    let mut y = vec![0.0f32; rows * g.n];
+    for r in 0..rows {
+        let out = &mut y[r * g.n..(r + 1) * g.n];
+        if let Some(b) = &g.bias {
+            out.copy_from_slice(b);
+        }
+        for (i, xv) in x[r * g.k..(r + 1) * g.k].iter().enumerate() {
+            let w = &g.weight[i * g.n..(i + 1) * g.n];
+            for (o, wv) in out.iter_mut().zip(w) {
+                *o += xv * wv;
+            }
+        }
+    }
+    y
+}
+
+fn layer_norm(x: &[f32], ln: &LayerNorm, eps: f64) -> Vec<f32> {
+    let d = ln.weight.len();
+    let mut y = vec![0.0f32; x.len()];
+    for (row, out) in x.chunks_exact(d).zip(y.chunks_exact_mut(d)) {
+        let mean = row.iter().sum::<f32>() / d as f32;
+        let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / d as f32;
+        let rstd = 1.0 / (var + eps as f32).sqrt();
+        for (j, (o, v)) in out.iter_mut().zip(row).enumerate() {
+            *o = (v - mean) * rstd * ln.weight[j] + ln.bias[j];
+        }
+    }
+    y
+}
+
+fn add(t: &mut [f32], h: &[f32]) {
+    t.iter_mut().zip(h).for_each(|(a, b)| *a += b);
+}
+
+fn activate(x: &mut [f32], act: Activation) {
+    for v in x {
+        *v = match act {
+            Activation::Gelu => 0.5 * *v * (1.0 + libm::erff(*v * std::f32::consts::FRAC_1_SQRT_2)),
+            Activation::GeluTanh => {
+                let u = 0.797_884_6 * (*v + 0.044_715 * *v * *v * *v);
+                0.5 * *v * (1.0 + u.tanh())
+            }
+            Activation::QuickGelu => *v / (1.0 + (-1.702 * *v).exp()),
+        };
+    }
+}
+
+/// Bidirectional multi-head attention over `qkv` (`[n·tokens, 3D]`, q, k
+/// and v side by side, head `h` at columns `h·D/H..`).
+fn attention(qkv: &[f32], n: usize, tokens: usize, d: usize, heads: usize) -> Vec<f32> {
+    let dh = d / heads;
+    let scale = 1.0 / (dh as f32).sqrt();
+    let mut out = vec![0.0f32; n * tokens * d];
+    let mut scores = vec![0.0f32; tokens];
+    for img in 0..n {
+        let row = |tok: usize| &qkv[(img * tokens + tok) * 3 * d..(img * tokens + tok + 1) * 3 * d];
+        for h in 0..heads {
+            for i in 0..tokens {
+                let q = &row(i)[h * dh..(h + 1) * dh];
+                for (j, s) in scores.iter_mut().enumerate() {
+                    let k = &row(j)[d + h * dh..d + (h + 1) * dh];
+                    *s = q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
+                }
+                softmax(&mut scores);
+                let o = &mut out
+                    [(img * tokens + i) * d + h * dh..(img * tokens + i) * d + (h + 1) * dh];
+                for (j, s) in scores.iter().enumerate() {
+                    let v = &row(j)[2 * d + h * dh..2 * d + (h + 1) * dh];
+                    o.iter_mut().zip(v).for_each(|(a, b)| *a += s * b);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn softmax(x: &mut [f32]) {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let mut sum = 0.0;
+    for v in x.iter_mut() {
+        *v = (*v - max).exp();
+        sum += *v;
+    }
+    x.iter_mut().for_each(|v| *v /= sum);
+}
+
+/// SigLIP's head on one image's tokens (`[tokens, D]`): its query attends
+/// over them, then `h + mlp(norm(h))`.
+fn map_pool(head: &MapHead, image: &[f32], tokens: usize, d: usize, c: &VitConfig) -> Vec<f32> {
+    let kv = gemm(image, &head.kv);
+    let dh = d / c.heads;
+    let scale = 1.0 / (dh as f32).sqrt();
+    let mut o = vec![0.0f32; d];
+    let mut scores = vec![0.0f32; tokens];
+    for h in 0..c.heads {
+        let q = &head.query[h * dh..(h + 1) * dh];
+        for (j, s) in scores.iter_mut().enumerate() {
+            let k = &kv[j * 2 * d + h * dh..j * 2 * d + (h + 1) * dh];
+            *s = q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
+        }
+        softmax(&mut scores);
+        for (j, s) in scores.iter().enumerate() {
+            let v = &kv[j * 2 * d + d + h * dh..j * 2 * d + d + (h + 1) * dh];
+            o[h * dh..(h + 1) * dh]
+                .iter_mut()
+                .zip(v)
+                .for_each(|(a, b)| *a += s * b);
+        }
+    }
+    let mut h = gemm(&o, &head.out);
+    let mut m = gemm(&layer_norm(&h, &head.norm, c.eps), &head.fc1);
+    activate(&mut m, c.activation);
+    add(&mut h, &gemm(&m, &head.fc2));
+    h
+}

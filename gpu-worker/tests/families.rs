@@ -753,7 +753,7 @@ fn a_clip_config_that_cannot_be_used_is_a_one_line_error() {
 /// the lowering and the packing are right before any GPU runs them.
 #[test]
 fn the_cuda_engines_vit_plans_give_pytorchs_outputs() {
-    use gpu_worker::cuda::vit_plan::vit_plan;
+    use gpu_worker::cuda::plan::vit_plan;
     let cases = reference_cases();
     let mut names: Vec<&String> = cases.keys().collect();
     names.sort();

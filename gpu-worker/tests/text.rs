@@ -155,3 +155,38 @@ fn checkpoints_without_a_text_tower_are_one_line_errors() {
         );
     }
 }
+
+/// The CUDA engine's plan of every text tower layout (#28: q/k/v fused,
+/// CLIP's causal attention, the end-of-text or last token pooled, SigLIP's
+/// head with its bias), run by its f32 reference over the whole padded
+/// context, gives upstream's embeddings.
+#[test]
+fn the_cuda_engines_text_plans_give_upstreams_embeddings() {
+    use gpu_worker::cuda::plan::text_plan;
+    let towers = towers();
+    let mut checked = 0;
+    for (name, case) in &towers.cases {
+        for file in &case.files {
+            let what = format!("{name} from {file}, the CUDA engine's plan");
+            let plan = text_plan(config(case), name, &families().join(file))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = plan.reference(&towers.ids);
+            let dim = case.embedding[0].len();
+            assert_eq!(got.len(), towers.ids.len() * dim, "{what}");
+            for (row, want) in got.chunks_exact(dim).zip(&case.embedding) {
+                let dot: f64 = row.iter().zip(want).map(|(a, b)| f64::from(a * b)).sum();
+                let norm = |v: &[f32]| v.iter().map(|x| f64::from(x * x)).sum::<f64>().sqrt();
+                let cosine = dot / (norm(row) * norm(want));
+                let worst = row
+                    .iter()
+                    .zip(want)
+                    .map(|(a, b)| f64::from((a - b).abs()))
+                    .fold(0.0, f64::max);
+                assert!(cosine >= MIN_COSINE, "{what}: cosine {cosine}");
+                assert!(worst <= MAX_ABS, "{what}: max |Δ| {worst}");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6, "text checkpoints planned: {checked}");
+}

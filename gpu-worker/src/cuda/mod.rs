@@ -3,10 +3,10 @@
 //! an NVIDIA GPU to be measured on, and `--engine cuda` says so. What runs
 //! without one is here: finding and loading NVIDIA's libraries at run time
 //! (`libs.rs`), the engine's own kernels, compiled by NVRTC
-//! (`kernels.rs`), and the ViT families lowered to the GEMMs, LayerNorms
+//! (`kernels.rs`), and the transformer families lowered to the GEMMs, LayerNorms
 //! and attentions it will run, over weights packed at load time, with an
-//! f32 reference of that plan checked against PyTorch (`vit_plan.rs`).
+//! f32 reference of that plan checked against PyTorch (`plan.rs`).
 
 pub mod kernels;
 pub mod libs;
-pub mod vit_plan;
+pub mod plan;

@@ -175,18 +175,14 @@ impl TextTower {
     /// OpenAI, HF `CLIPModel` or `SiglipModel`); `name` is the model's, for
     /// errors. A checkpoint without a text tower is one line that says so.
     pub fn load(
-        mut config: TextConfig,
+        config: TextConfig,
         name: &str,
         path: &Path,
         device: &Device,
     ) -> Result<Self, WeightsError> {
-        let checkpoint = Checkpoint::open(path)?;
-        let layout = text_layout(name, &checkpoint)?;
-        if let Some(activation) = clip_config::activation(path, layout, Tower::Text, name)? {
-            config.activation = activation;
-        }
-        let tensors = Tensors::check_text(&checkpoint, layout, name, config.tensors())?;
-        Self::new(config, &tensors, device)
+        with_text_tensors(config, name, path, |config, tensors| {
+            Self::new(config, tensors, device)
+        })
     }
 
     /// The tower from seeded random tensors (benchmarks).
@@ -303,8 +299,27 @@ impl TextTower {
     }
 }
 
+/// `use_` on the text tower's canonical tensors in the checkpoint at
+/// `path`, with `config` as the checkpoint runs it (a CLIP config beside
+/// the weights names the activation). Every engine's text tower loads
+/// through here.
+pub(crate) fn with_text_tensors<R>(
+    mut config: TextConfig,
+    name: &str,
+    path: &Path,
+    use_: impl FnOnce(TextConfig, &Tensors<'_>) -> Result<R, WeightsError>,
+) -> Result<R, WeightsError> {
+    let checkpoint = Checkpoint::open(path)?;
+    let layout = text_layout(name, &checkpoint)?;
+    if let Some(activation) = clip_config::activation(path, layout, Tower::Text, name)? {
+        config.activation = activation;
+    }
+    let tensors = Tensors::check_text(&checkpoint, layout, name, config.tensors())?;
+    use_(config, &tensors)
+}
+
 /// The first position of the highest id: PyTorch's `argmax`.
-fn first_max(ids: &[u32]) -> usize {
+pub(crate) fn first_max(ids: &[u32]) -> usize {
     let mut at = 0;
     for (i, &id) in ids.iter().enumerate() {
         if id > ids[at] {

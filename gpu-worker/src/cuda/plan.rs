@@ -1,7 +1,9 @@
-//! The ViT families as the CUDA engine will run them: a plan of GEMMs,
-//! LayerNorms and attentions over weights packed once, at load time, from
-//! the same canonical tensors the burn engine reads (`model::with_vit`:
-//! one way of loading weights). Packing:
+//! The transformer families as the CUDA engine will run them: a plan of
+//! GEMMs, LayerNorms and attentions over weights packed once, at load
+//! time, from the same canonical tensors the burn engine reads, through
+//! the same layout detection (one way of loading weights): the ViT image
+//! towers ([`VitPlan`]) and the CLIP and SigLIP text towers
+//! ([`TextPlan`]). Packing:
 //! - the patch convolution (kernel = stride = patch) as a GEMM, its
 //!   weight `[3·p·p, D]` in the order an image's patch is read (channel,
 //!   row, column);
@@ -12,9 +14,10 @@
 //!   resampled to the input grid;
 //! - the activation named per MLP, for a GEMM epilogue or a kernel.
 //!
-//! [`VitPlan::reference`] runs a plan on the CPU in plain f32, op by op as
-//! the GPU will (`tests/families.rs` checks it against PyTorch's outputs
-//! for every ViT layout): what a GPU session compares its kernels with.
+//! `reference` runs a plan on the CPU in plain f32, op by op as the GPU
+//! will (`tests/families.rs` and `tests/text.rs` check it against
+//! PyTorch's outputs for every layout): what a GPU session compares its
+//! kernels with.
 
 use std::path::Path;
 
@@ -23,6 +26,7 @@ use crate::model::Architecture;
 use crate::model::checkpoint::Checkpoint;
 use crate::model::families::{check, vit_config_for};
 use crate::model::tensors::Tensors;
+use crate::model::text::{TextConfig, TextPooling, first_max, with_text_tensors};
 use crate::model::transformer::Activation;
 use crate::model::vit::{Pooling, VitConfig};
 
@@ -133,35 +137,9 @@ impl VitPlan {
         let c = &config;
         let d = c.width;
         let get = |name: &str| take(name).map(|(_, v)| v);
-        let linear = |name: &str, bias: bool, scale: Option<&[f32]>| -> Result<Gemm, _> {
-            let (shape, w) = take(&format!("{name}.weight"))?;
-            let (n, k) = (shape[0], shape[1]);
-            let mut weight = vec![0.0; k * n];
-            for o in 0..n {
-                let s = scale.map_or(1.0, |s| s[o]);
-                for i in 0..k {
-                    weight[i * n + o] = w[o * k + i] * s;
-                }
-            }
-            let bias = if bias {
-                let b = get(&format!("{name}.bias"))?;
-                Some(
-                    b.iter()
-                        .enumerate()
-                        .map(|(o, v)| v * scale.map_or(1.0, |s| s[o]))
-                        .collect(),
-                )
-            } else {
-                None
-            };
-            Ok(Gemm { k, n, weight, bias })
-        };
-        let norm = |name: &str| -> Result<LayerNorm, WeightsError> {
-            Ok(LayerNorm {
-                weight: get(&format!("{name}.weight"))?,
-                bias: get(&format!("{name}.bias"))?,
-            })
-        };
+        let linear =
+            |name: &str, bias: bool, scale: Option<&[f32]>| linear(&take, name, bias, scale);
+        let norm = |name: &str| layer_norm_of(&take, name);
         // The patch convolution [D, 3, p, p] → [3·p·p, D].
         let (_, pw) = take("patch.weight")?;
         let k = 3 * c.patch * c.patch;
@@ -194,24 +172,7 @@ impl VitPlan {
         if c.registers > 0 {
             prefix.extend(get("reg")?);
         }
-        let mut blocks = Vec::with_capacity(c.depth);
-        for i in 0..c.depth {
-            let b = format!("blocks.{i}");
-            let ls = |name: &str| {
-                c.layer_scale
-                    .then(|| get(&format!("{b}.{name}")))
-                    .transpose()
-            };
-            let (ls1, ls2) = (ls("ls1")?, ls("ls2")?);
-            blocks.push(Block {
-                norm1: norm(&format!("{b}.norm1"))?,
-                qkv: linear(&format!("{b}.qkv"), true, None)?,
-                out: linear(&format!("{b}.out"), true, ls1.as_deref())?,
-                norm2: norm(&format!("{b}.norm2"))?,
-                fc1: linear(&format!("{b}.fc1"), true, None)?,
-                fc2: linear(&format!("{b}.fc2"), true, ls2.as_deref())?,
-            });
-        }
+        let blocks = blocks_of(&take, c.depth, c.layer_scale)?;
         let map = if c.pooling == Pooling::Map {
             let qkv = linear("map.qkv", true, None)?;
             let probe = get("map.probe")?;
@@ -314,16 +275,16 @@ impl VitPlan {
         if let Some(pre) = &self.pre_norm {
             t = layer_norm(&t, pre, c.eps);
         }
-        for block in &self.blocks {
-            let h = layer_norm(&t, &block.norm1, c.eps);
-            let qkv = gemm(&h, &block.qkv);
-            let o = attention(&qkv, n, tokens, d, c.heads);
-            add(&mut t, &gemm(&o, &block.out));
-            let h = layer_norm(&t, &block.norm2, c.eps);
-            let mut h = gemm(&h, &block.fc1);
-            activate(&mut h, c.activation);
-            add(&mut t, &gemm(&h, &block.fc2));
-        }
+        let shape = Shape {
+            n,
+            tokens,
+            d,
+            heads: c.heads,
+            eps: c.eps,
+            activation: c.activation,
+            causal: false,
+        };
+        run_blocks(&mut t, &self.blocks, &shape);
         let t = layer_norm(&t, &self.norm, c.eps);
         let width = match c.pooling {
             Pooling::ClassAndMean => 2 * d,
@@ -369,6 +330,172 @@ impl VitPlan {
             }
         }
         (features, logits)
+    }
+}
+
+/// A CLIP or SigLIP text tower's plan: a token lookup, the encoder's
+/// blocks (causal for CLIP), the pooled token's LayerNorm and projection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextPlan {
+    /// The tower (the checkpoint's activation applied).
+    pub config: TextConfig,
+    /// `[vocab, D]`: the lookup table.
+    pub tokens: Vec<f32>,
+    /// `[context, D]`.
+    pub pos: Vec<f32>,
+    /// The blocks.
+    pub blocks: Vec<Block>,
+    /// The final LayerNorm (on the pooled token).
+    pub norm: LayerNorm,
+    /// `D → projection` (SigLIP's head has a bias).
+    pub proj: Gemm,
+}
+
+/// The plan of a text tower's checkpoint, read as the burn engine reads it.
+pub fn text_plan(config: TextConfig, name: &str, path: &Path) -> Result<TextPlan, WeightsError> {
+    with_text_tensors(config, name, path, |config, tensors| {
+        let take = |name: &str| tensors.take(name).map(|t| (t.shape, t.values));
+        Ok(TextPlan {
+            tokens: take("tok")?.1,
+            pos: take("pos")?.1,
+            blocks: blocks_of(&take, config.depth, false)?,
+            norm: layer_norm_of(&take, "norm")?,
+            proj: linear(&take, "proj", config.projection_bias, None)?,
+            config,
+        })
+    })
+}
+
+impl TextPlan {
+    /// L2-normalised embeddings of `ids` (each row `context` ids) on the
+    /// CPU in plain f32, over the whole padded context as upstream runs
+    /// it: `projection` floats per text.
+    pub fn reference(&self, ids: &[Vec<u32>]) -> Vec<f32> {
+        let c = &self.config;
+        let (d, tokens) = (c.width, c.context);
+        let n = ids.len();
+        let mut t = vec![0.0f32; n * tokens * d];
+        for (row, seq) in ids.iter().enumerate() {
+            for (p, &id) in seq.iter().enumerate() {
+                let id = id as usize;
+                for j in 0..d {
+                    t[(row * tokens + p) * d + j] = self.tokens[id * d + j] + self.pos[p * d + j];
+                }
+            }
+        }
+        let shape = Shape {
+            n,
+            tokens,
+            d,
+            heads: c.heads,
+            eps: c.eps,
+            activation: c.activation,
+            causal: c.causal,
+        };
+        run_blocks(&mut t, &self.blocks, &shape);
+        let mut pooled = Vec::with_capacity(n * d);
+        for (row, seq) in ids.iter().enumerate() {
+            let at = match c.pooling {
+                TextPooling::EndOfText => first_max(seq),
+                TextPooling::Last => tokens - 1,
+            };
+            pooled.extend_from_slice(&t[(row * tokens + at) * d..(row * tokens + at + 1) * d]);
+        }
+        let mut out = gemm(&layer_norm(&pooled, &self.norm, c.eps), &self.proj);
+        for row in out.chunks_exact_mut(c.projection) {
+            let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            row.iter_mut().for_each(|v| *v /= norm);
+        }
+        out
+    }
+}
+
+/// How canonical tensors are read: `(shape, values)` by name.
+type Take<'a> = dyn Fn(&str) -> Result<(Vec<usize>, Vec<f32>), WeightsError> + 'a;
+
+/// The Linear layer `name` (PyTorch's `[out, in]`) as a GEMM `[in, out]`,
+/// each output column scaled by `scale` (a layer scale folded in).
+fn linear(
+    take: &Take<'_>,
+    name: &str,
+    bias: bool,
+    scale: Option<&[f32]>,
+) -> Result<Gemm, WeightsError> {
+    let (shape, w) = take(&format!("{name}.weight"))?;
+    let (n, k) = (shape[0], shape[1]);
+    let mut weight = vec![0.0; k * n];
+    for o in 0..n {
+        let s = scale.map_or(1.0, |s| s[o]);
+        for i in 0..k {
+            weight[i * n + o] = w[o * k + i] * s;
+        }
+    }
+    let bias = if bias {
+        let (_, b) = take(&format!("{name}.bias"))?;
+        Some(
+            b.iter()
+                .enumerate()
+                .map(|(o, v)| v * scale.map_or(1.0, |s| s[o]))
+                .collect(),
+        )
+    } else {
+        None
+    };
+    Ok(Gemm { k, n, weight, bias })
+}
+
+fn layer_norm_of(take: &Take<'_>, name: &str) -> Result<LayerNorm, WeightsError> {
+    Ok(LayerNorm {
+        weight: take(&format!("{name}.weight"))?.1,
+        bias: take(&format!("{name}.bias"))?.1,
+    })
+}
+
+/// The encoder's blocks `blocks.{i}`, layer scales folded in.
+fn blocks_of(take: &Take<'_>, depth: usize, layer_scale: bool) -> Result<Vec<Block>, WeightsError> {
+    let mut blocks = Vec::with_capacity(depth);
+    for i in 0..depth {
+        let b = format!("blocks.{i}");
+        let ls = |name: &str| {
+            layer_scale
+                .then(|| take(&format!("{b}.{name}")).map(|(_, v)| v))
+                .transpose()
+        };
+        let (ls1, ls2) = (ls("ls1")?, ls("ls2")?);
+        blocks.push(Block {
+            norm1: layer_norm_of(take, &format!("{b}.norm1"))?,
+            qkv: linear(take, &format!("{b}.qkv"), true, None)?,
+            out: linear(take, &format!("{b}.out"), true, ls1.as_deref())?,
+            norm2: layer_norm_of(take, &format!("{b}.norm2"))?,
+            fc1: linear(take, &format!("{b}.fc1"), true, None)?,
+            fc2: linear(take, &format!("{b}.fc2"), true, ls2.as_deref())?,
+        });
+    }
+    Ok(blocks)
+}
+
+/// What the blocks run over.
+struct Shape {
+    n: usize,
+    tokens: usize,
+    d: usize,
+    heads: usize,
+    eps: f64,
+    activation: Activation,
+    causal: bool,
+}
+
+/// `t = t + out(attn(norm1(t))); t = t + fc2(act(fc1(norm2(t))))` per block.
+fn run_blocks(t: &mut [f32], blocks: &[Block], s: &Shape) {
+    for block in blocks {
+        let h = layer_norm(t, &block.norm1, s.eps);
+        let qkv = gemm(&h, &block.qkv);
+        let o = attention(&qkv, s);
+        add(t, &gemm(&o, &block.out));
+        let h = layer_norm(t, &block.norm2, s.eps);
+        let mut h = gemm(&h, &block.fc1);
+        activate(&mut h, s.activation);
+        add(t, &gemm(&h, &block.fc2));
     }
 }
 
@@ -422,9 +549,11 @@ fn activate(x: &mut [f32], act: Activation) {
     }
 }
 
-/// Bidirectional multi-head attention over `qkv` (`[n·tokens, 3D]`, q, k
-/// and v side by side, head `h` at columns `h·D/H..`).
-fn attention(qkv: &[f32], n: usize, tokens: usize, d: usize, heads: usize) -> Vec<f32> {
+/// Multi-head attention over `qkv` (`[n·tokens, 3D]`, q, k and v side by
+/// side, head `h` at columns `h·D/H..`); where causal, token `i` sees
+/// tokens `0..=i`.
+fn attention(qkv: &[f32], s: &Shape) -> Vec<f32> {
+    let (n, tokens, d, heads) = (s.n, s.tokens, s.d, s.heads);
     let dh = d / heads;
     let scale = 1.0 / (dh as f32).sqrt();
     let mut out = vec![0.0f32; n * tokens * d];
@@ -434,16 +563,21 @@ fn attention(qkv: &[f32], n: usize, tokens: usize, d: usize, heads: usize) -> Ve
         for h in 0..heads {
             for i in 0..tokens {
                 let q = &row(i)[h * dh..(h + 1) * dh];
-                for (j, s) in scores.iter_mut().enumerate() {
+                let seen = if s.causal { i + 1 } else { tokens };
+                for (j, score) in scores.iter_mut().enumerate() {
                     let k = &row(j)[d + h * dh..d + (h + 1) * dh];
-                    *s = q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale;
+                    *score = if j < seen {
+                        q.iter().zip(k).map(|(a, b)| a * b).sum::<f32>() * scale
+                    } else {
+                        f32::NEG_INFINITY
+                    };
                 }
                 softmax(&mut scores);
                 let o = &mut out
                     [(img * tokens + i) * d + h * dh..(img * tokens + i) * d + (h + 1) * dh];
-                for (j, s) in scores.iter().enumerate() {
+                for (j, p) in scores.iter().enumerate() {
                     let v = &row(j)[2 * d + h * dh..2 * d + (h + 1) * dh];
-                    o.iter_mut().zip(v).for_each(|(a, b)| *a += s * b);
+                    o.iter_mut().zip(v).for_each(|(a, b)| *a += p * b);
                 }
             }
         }

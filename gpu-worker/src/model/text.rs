@@ -284,9 +284,20 @@ impl TextTower {
             pooled_rows.push((row * t + at) as i64);
         }
         let x = upload::<3>(HostTensor::new(vec![n, t, d], x), device);
-        let x = self.encoder.run(x).reshape([n * t, d]);
-        let index = Tensor::<1, Int>::from_data(TensorData::new(pooled_rows, [n]), device);
-        let pooled = self.norm.run(x.select(0, index));
+        let last = (pools_last_tokens(&pooled_rows, t) && crate::model::cpu::on_flex_f32(&x))
+            .then_some(t - 1);
+        let pooled = match last {
+            // Every row pools its last token (SigLIP; CLIP cut at its end
+            // token): the last block runs for that token alone (on the CPU:
+            // see `Encoder::run_to_token`).
+            Some(position) => self.encoder.run_to_token(x, position).reshape([n, d]),
+            None => {
+                let x = self.encoder.run(x).reshape([n * t, d]);
+                let index = Tensor::<1, Int>::from_data(TensorData::new(pooled_rows, [n]), device);
+                x.select(0, index)
+            }
+        };
+        let pooled = self.norm.run(pooled);
         let out = self.proj.run(pooled);
         // F.normalize, as the image towers do it (see `Vit::embedding`).
         let width = out.dims()[1] as f64;
@@ -316,6 +327,14 @@ pub(crate) fn with_text_tensors<R>(
     }
     let tensors = Tensors::check_text(&checkpoint, layout, name, config.tensors())?;
     use_(config, &tensors)
+}
+
+/// Whether every row's pooled index (`row·t + at`) is its last token.
+fn pools_last_tokens(pooled_rows: &[i64], t: usize) -> bool {
+    pooled_rows
+        .iter()
+        .enumerate()
+        .all(|(row, &at)| at == (row * t + t - 1) as i64)
 }
 
 /// The first position of the highest id: PyTorch's `argmax`.

@@ -206,6 +206,50 @@ impl Encoder {
         t
     }
 
+    /// Every block over `t` (`[N, T, D]`), for a model that keeps only the
+    /// token at `position` (`[N, 1, D]` out): the last block computes k and
+    /// v for every token but attention, its output projection and its MLP
+    /// for that token alone (a quarter of the last block's work instead of
+    /// all of it: a twelfth less for a 12-block model). The token sees every
+    /// token, so this holds for a bidirectional encoder, and for a causal
+    /// one where `position` is the last token.
+    ///
+    /// Callers take it on the CPU only (`cpu::on_flex_f32`): on Mesa's
+    /// lavapipe a LayerNorm over the kept token's view gave wrong
+    /// embeddings (burn-wgpu; the parity tests caught it), so Vulkan runs
+    /// every block whole until this is checked on a real GPU.
+    pub(crate) fn run_to_token(&self, mut t: Tensor<3>, position: usize) -> Tensor<3> {
+        let [n, tokens, d] = t.dims();
+        assert!(
+            !self.shape.causal || position + 1 == tokens,
+            "a causal token sees only what comes before it"
+        );
+        let Some((last, rest)) = self.blocks.split_last() else {
+            return t.narrow(1, position, 1);
+        };
+        for block in rest {
+            t = self.block(block, t);
+        }
+        let qkv = last.qkv.run(last.norm1.run(t.clone()));
+        let q = self.heads(qkv.clone().narrow(1, position, 1).narrow(2, 0, d));
+        let k = self.heads(qkv.clone().narrow(2, d, d));
+        let v = self.heads(qkv.narrow(2, 2 * d, d));
+        let o = scaled_dot_product(q, k, v, false);
+        let h = last.out.run(Self::merge_heads(o));
+        let h = match &last.ls1 {
+            Some(ls) => h * ls.clone(),
+            None => h,
+        };
+        let t = t.narrow(1, position, 1) + h;
+        let h = self.mlp(&last.mlp, last.norm2.run(t.clone()));
+        let h = match &last.ls2 {
+            Some(ls) => h * ls.clone(),
+            None => h,
+        };
+        debug_assert_eq!(t.dims(), [n, 1, d]);
+        t + h
+    }
+
     fn block(&self, b: &Block, t: Tensor<3>) -> Tensor<3> {
         let h = self.attend(&b.qkv, &b.out, b.norm1.run(t.clone()));
         let h = match &b.ls1 {

@@ -323,6 +323,18 @@ impl Vit {
         if let Some(pre) = &self.pre_norm {
             t = pre.run(t);
         }
+        if c.pooling == Pooling::Class && crate::model::cpu::on_flex_f32(&t) {
+            // Only the class token is kept: the last block runs for it alone
+            // (on the CPU: see `Encoder::run_to_token`).
+            let mut pooled = self
+                .norm
+                .run(self.encoder.run_to_token(t, 0))
+                .reshape([n, d]);
+            if let Some(proj) = &self.proj {
+                pooled = proj.run(pooled);
+            }
+            return self.normalised(pooled);
+        }
         let t = self.norm.run(self.encoder.run(t));
         let tokens = t.dims()[1];
         let prefix = c.prefix();
@@ -342,14 +354,19 @@ impl Vit {
         if let Some(proj) = &self.proj {
             pooled = proj.run(pooled);
         }
-        if c.normalize {
-            // F.normalize: x / max(‖x‖, 1e-12). The sum of squares as a mean
-            // (a convolution on lavapipe, see `last_axis_mean`) times the width.
-            let width = pooled.dims()[1] as f64;
-            let square_mean = last_axis_mean(pooled.clone() * pooled.clone());
-            pooled = pooled / (square_mean * width).sqrt().clamp_min(1e-12);
+        self.normalised(pooled)
+    }
+
+    /// `pooled` L2-normalised where the family's embeddings are
+    /// (`F.normalize`: x / max(‖x‖, 1e-12); the sum of squares as a mean,
+    /// a convolution on lavapipe (see `last_axis_mean`), times the width).
+    fn normalised(&self, pooled: Tensor<2>) -> Tensor<2> {
+        if !self.config.normalize {
+            return pooled;
         }
-        pooled
+        let width = pooled.dims()[1] as f64;
+        let square_mean = last_axis_mean(pooled.clone() * pooled.clone());
+        pooled / (square_mean * width).sqrt().clamp_min(1e-12)
     }
 
     fn map_pool(&self, t: Tensor<3>) -> Tensor<2> {

@@ -1,6 +1,7 @@
 //! `pipeline embed-text`: one L2-normalised embedding per line of text, in
-//! input order, from a CLIP or SigLIP checkpoint's text tower, comparable with the
-//! image embeddings `infer --task embed` writes from the same checkpoint.
+//! input order, from a CLIP or SigLIP checkpoint's text tower, comparable
+//! with the image embeddings `infer --task embed` writes from the same
+//! checkpoint.
 //!
 //! Its hidden `--class-matrix` form is how `infer --classes "cat,dog"`
 //! turns labels into a zero-shot class matrix: `infer` runs it as a child

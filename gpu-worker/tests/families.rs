@@ -795,3 +795,31 @@ fn the_cuda_engines_vit_plans_give_pytorchs_outputs() {
     }
     assert!(checked >= 8, "ViT checkpoints planned: {checked}");
 }
+
+/// The CUDA engine's plan of torchvision's ConvNeXt (#28: the stem and
+/// the downsamplings as GEMMs over patches, channels last, the depthwise
+/// filters as `[7, 7, C]`, the layer scales folded), run by its f32
+/// reference, gives PyTorch's features and logits.
+#[test]
+fn the_cuda_engines_convnext_plan_gives_pytorchs_outputs() {
+    use gpu_worker::cuda::plan::convnext_plan;
+    let case = &reference_cases()["torchvision_convnext"];
+    let arch = architecture(&case.config);
+    let images = std::fs::read(vectors().join(&case.images)).expect("case images");
+    let plan = convnext_plan(&arch, "convnext", &vectors().join(&case.files[0]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (features, logits) = plan.reference(&images, case.side, case.mean, case.std);
+    let dim = case.embed[0].len();
+    for (i, want) in case.embed.iter().enumerate() {
+        assert_close(
+            &features[i * dim..(i + 1) * dim],
+            want,
+            &format!("features {i}"),
+        );
+    }
+    let want = case.logits.as_ref().expect("ConvNeXt has logits");
+    let k = want[0].len();
+    for (i, want) in want.iter().enumerate() {
+        assert_close(&logits[i * k..(i + 1) * k], want, &format!("logits {i}"));
+    }
+}

@@ -390,6 +390,9 @@ pub(crate) struct EmbedTextArgs {
     /// `software`, or a GPU index or PCI bus id.
     #[arg(long, default_value = "all", value_name = "DEVICE")]
     pub(crate) gpus: String,
+    /// The engine, as `infer --engine`: auto, cuda, vulkan or cpu.
+    #[arg(long, value_enum, default_value_t = EngineArg::Auto, value_name = "ENGINE")]
+    pub(crate) engine: EngineArg,
     /// Texts per forward pass.
     #[arg(long, default_value_t = 64, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub(crate) batch_size: u32,

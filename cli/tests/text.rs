@@ -162,6 +162,17 @@ fn embed_text_errors_are_one_line() {
         &run(&["--model", "clip_vit_b_32", "--text", "missing.txt"]),
         "missing.txt: no such file",
     );
+    one_line_error(
+        &run(&[
+            "--model",
+            "clip_vit_b_32",
+            "--text",
+            "x",
+            "--engine",
+            "cuda",
+        ]),
+        "--engine cuda: ",
+    );
     // A Hugging Face checkpoint without its tokenizer.json beside it.
     let vectors = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../gpu-worker/tests/vectors/families/hf_clip/model.safetensors");

@@ -6,7 +6,7 @@
 //! (`kernels.rs`), and the transformer families and ConvNeXt lowered to
 //! the GEMMs, LayerNorms, attentions and convolutions it will run, over
 //! weights packed at load time, with an f32 reference of each plan
-//! checked against PyTorch (`plan.rs`).
+//! checked against PyTorch (`plan/`).
 
 pub mod kernels;
 pub mod libs;

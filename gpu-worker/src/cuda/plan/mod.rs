@@ -1,0 +1,32 @@
+//! The transformer families and ConvNeXt as the CUDA engine will run them:
+//! a plan of GEMMs, LayerNorms, attentions and depthwise convolutions over
+//! weights packed once, at load time, from the same canonical tensors the
+//! burn engine reads, through the same layout detection (one way of
+//! loading weights): the ViT image towers ([`VitPlan`]), the CLIP and
+//! SigLIP text towers ([`TextPlan`]) and ConvNeXt ([`ConvNextPlan`]).
+//! Packing:
+//! - the patch convolution (kernel = stride = patch) as a GEMM, its
+//!   weight `[3·p·p, D]` in the order an image's patch is read (channel,
+//!   row, column);
+//! - every Linear weight `[in, out]` (row-major `K × N`), q/k/v fused;
+//! - DINOv2's layer scales folded into the GEMM before them (`W·diag(γ)`,
+//!   `b·γ`);
+//! - the class token's position added to it, the patch grid's positions
+//!   resampled to the input grid;
+//! - the activation named per MLP, for a GEMM epilogue or a kernel.
+//!
+//! ConvNeXt's packing is on [`ConvNextPlan`]. One file per family
+//! (`vit.rs`, `text.rs`, `convnext.rs`) over the shared ops (`ops.rs`). `reference` runs a plan on
+//! the CPU in plain f32, op by op as the GPU will (`tests/families.rs` and
+//! `tests/text.rs` check it against PyTorch's outputs for every layout):
+//! what a GPU session compares its kernels with.
+
+mod convnext;
+mod ops;
+mod text;
+mod vit;
+
+pub use convnext::{ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan};
+pub use ops::{Block, Gemm, LayerNorm};
+pub use text::{TextPlan, text_plan};
+pub use vit::{MapHead, VitPlan, vit_plan};

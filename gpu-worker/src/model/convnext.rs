@@ -14,7 +14,8 @@ use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;
 use burn::tensor::{Device, Tensor};
 
-use crate::model::cpu::{gelu, on_flex_f32};
+use crate::model::activation::gelu;
+use crate::model::cpu::on_flex_f32;
 use crate::model::layers::{Dense, Norm, upload};
 use crate::model::network::Network;
 use crate::model::nhwc::{self, Nhwc, PackedConv, Then};

@@ -6,6 +6,7 @@
 //! ViT families and ConvNeXt are built from a checkpoint's tensors by
 //! canonical name (`families.rs`, `layout.rs`).
 
+pub(crate) mod activation;
 pub(crate) mod checkpoint;
 mod clip_config;
 pub(crate) mod convnext;

@@ -7,7 +7,7 @@
 
 use burn::tensor::{Device, Tensor};
 
-use crate::model::cpu::{gelu, gelu_tanh, quick_gelu};
+use crate::model::activation::{gelu, gelu_tanh, quick_gelu};
 use crate::model::layers::{Dense, Norm, scaled_dot_product, upload};
 use crate::model::tensors::Tensors;
 use crate::weights_error::WeightsError;

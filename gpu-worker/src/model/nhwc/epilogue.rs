@@ -6,7 +6,8 @@ use burn_flex::{Flex, FlexTensor};
 use multiversion::multiversion;
 use rayon::prelude::*;
 
-use crate::model::cpu::{compact_values, fused_multiply_add, gelu_one};
+use crate::model::activation::gelu_one;
+use crate::model::cpu::{compact_values, fused_multiply_add};
 
 /// Output rows per parallel task of the epilogue.
 const ROWS: usize = 32;

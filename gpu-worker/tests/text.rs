@@ -81,6 +81,20 @@ fn config(case: &Case) -> TextConfig {
     }
 }
 
+/// Cosine ≥ [`MIN_COSINE`] and max |Δ| ≤ [`MAX_ABS`].
+fn assert_close(row: &[f32], want: &[f32], what: &str) {
+    let dot: f64 = row.iter().zip(want).map(|(a, b)| f64::from(a * b)).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| f64::from(x * x)).sum::<f64>().sqrt();
+    let cosine = dot / (norm(row) * norm(want));
+    let worst = row
+        .iter()
+        .zip(want)
+        .map(|(a, b)| f64::from((a - b).abs()))
+        .fold(0.0, f64::max);
+    assert!(cosine >= MIN_COSINE, "{what}: cosine {cosine}");
+    assert!(worst <= MAX_ABS, "{what}: max |Δ| {worst}");
+}
+
 fn check(spec: &DeviceSpec, only: &[&str]) {
     let towers = towers();
     let device = gpu_worker::open(spec).expect("the device opens");
@@ -97,16 +111,7 @@ fn check(spec: &DeviceSpec, only: &[&str]) {
             let dim = case.embedding[0].len();
             assert_eq!(got.len(), towers.ids.len() * dim, "{what}");
             for (row, want) in got.chunks_exact(dim).zip(&case.embedding) {
-                let dot: f64 = row.iter().zip(want).map(|(a, b)| f64::from(a * b)).sum();
-                let norm = |v: &[f32]| v.iter().map(|x| f64::from(x * x)).sum::<f64>().sqrt();
-                let cosine = dot / (norm(row) * norm(want));
-                let worst = row
-                    .iter()
-                    .zip(want)
-                    .map(|(a, b)| f64::from((a - b).abs()))
-                    .fold(0.0, f64::max);
-                assert!(cosine >= MIN_COSINE, "{what}: cosine {cosine}");
-                assert!(worst <= MAX_ABS, "{what}: max |Δ| {worst}");
+                assert_close(row, want, &what);
             }
             checked += 1;
         }
@@ -174,16 +179,7 @@ fn the_cuda_engines_text_plans_give_upstreams_embeddings() {
             let dim = case.embedding[0].len();
             assert_eq!(got.len(), towers.ids.len() * dim, "{what}");
             for (row, want) in got.chunks_exact(dim).zip(&case.embedding) {
-                let dot: f64 = row.iter().zip(want).map(|(a, b)| f64::from(a * b)).sum();
-                let norm = |v: &[f32]| v.iter().map(|x| f64::from(x * x)).sum::<f64>().sqrt();
-                let cosine = dot / (norm(row) * norm(want));
-                let worst = row
-                    .iter()
-                    .zip(want)
-                    .map(|(a, b)| f64::from((a - b).abs()))
-                    .fold(0.0, f64::max);
-                assert!(cosine >= MIN_COSINE, "{what}: cosine {cosine}");
-                assert!(worst <= MAX_ABS, "{what}: max |Δ| {worst}");
+                assert_close(row, want, &what);
             }
             checked += 1;
         }

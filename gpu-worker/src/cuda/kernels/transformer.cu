@@ -9,12 +9,21 @@ constexpr int ROW_THREADS = 256;
 
 __device__ __forceinline__ float negative_infinity() { return __int_as_float(0xff800000); }
 
-// The sum of `v` over the block (ROW_THREADS threads), the same on every
-// thread: a warp shuffle tree, then the warps' sums in order.
-__device__ __forceinline__ float block_sum(float v) {
+struct Sum {
+    __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+// `op` over the block's `v` (ROW_THREADS threads), starting from `init`,
+// the same on every thread: a warp shuffle tree, then the warps' results
+// in order.
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float v, float init, Op op) {
     __shared__ float warps[ROW_THREADS / 32];
     for (int offset = 16; offset > 0; offset /= 2) {
-        v += __shfl_xor_sync(0xffffffffu, v, offset);
+        v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
     }
     const int lane = threadIdx.x % 32;
     const int warp = threadIdx.x / 32;
@@ -23,30 +32,17 @@ __device__ __forceinline__ float block_sum(float v) {
         warps[warp] = v;
     }
     __syncthreads();
-    float total = 0.0f;
+    float total = init;
     for (int w = 0; w < ROW_THREADS / 32; ++w) {
-        total += warps[w];
+        total = op(total, warps[w]);
     }
     return total;
 }
 
+__device__ __forceinline__ float block_sum(float v) { return block_reduce(v, 0.0f, Sum()); }
+
 __device__ __forceinline__ float block_max(float v) {
-    __shared__ float warps[ROW_THREADS / 32];
-    for (int offset = 16; offset > 0; offset /= 2) {
-        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
-    }
-    const int lane = threadIdx.x % 32;
-    const int warp = threadIdx.x / 32;
-    __syncthreads();
-    if (lane == 0) {
-        warps[warp] = v;
-    }
-    __syncthreads();
-    float best = negative_infinity();
-    for (int w = 0; w < ROW_THREADS / 32; ++w) {
-        best = fmaxf(best, warps[w]);
-    }
-    return best;
+    return block_reduce(v, negative_infinity(), Max());
 }
 
 // LayerNorm over the last axis: one block per row of `width`, mean and

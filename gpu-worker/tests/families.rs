@@ -472,7 +472,7 @@ struct LabelsReference {
 /// (`text/open_clip_text.bin`, width 8), several templates averaged as
 /// `build_zero_shot_classifier` does, then the image side as above.
 fn check_zero_shot_from_labels(spec: &DeviceSpec) {
-    use gpu_worker::text::{TextEncoder, TextTokenizer, prompts};
+    use gpu_worker::text::{TextEncoder, TextTokenizer};
     use gpu_worker::{TextConfig, TextPooling, TextTower};
 
     let text = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/text");
@@ -499,29 +499,47 @@ fn check_zero_shot_from_labels(spec: &DeviceSpec) {
     let tower = TextTower::load(config, "clip", &weights, &device).expect("the text tower loads");
     let encoder = TextEncoder::of(tower, TextTokenizer::OpenClip);
     let what = format!("zero-shot from labels on {spec}");
+    let family = (Family::Clip, "open_clip", "clip");
+    check_labels(spec, &device, &encoder, &reference, family, &weights, &what);
+}
+
+/// `encoder` on `reference`'s texts alone, its class embeddings of the
+/// labels through the templates, then the image model of the reference
+/// case `family.1` with those classes, scored against `reference.probs`.
+fn check_labels(
+    spec: &DeviceSpec,
+    device: &burn::tensor::Device,
+    encoder: &gpu_worker::text::TextEncoder,
+    reference: &LabelsReference,
+    (family, case, name): (Family, &str, &str),
+    weights: &Path,
+    what: &str,
+) {
+    use gpu_worker::text::prompts;
+    let dim = encoder.dim();
     // Texts alone: the empty one and one past the context too.
     let got = encoder.embed(&reference.texts);
-    for (row, want) in got.chunks_exact(16).zip(&reference.text_embeddings) {
+    for (row, want) in got.chunks_exact(dim).zip(&reference.text_embeddings) {
         assert_close(row, want, &format!("{what}: a text's embedding"));
     }
-    let rows = prompts::class_embeddings(&reference.labels, &reference.templates, 16, |texts| {
+    let rows = prompts::class_embeddings(&reference.labels, &reference.templates, dim, |texts| {
         encoder.embed(texts)
     });
-    for (row, want) in rows.chunks_exact(16).zip(&reference.classifier) {
+    for (row, want) in rows.chunks_exact(dim).zip(&reference.classifier) {
         assert_close(row, want, &format!("{what}: class embeddings"));
     }
-    let classes = ClassMatrix::new(reference.labels.clone(), 16, rows);
-    let case = &reference_cases()["open_clip"];
-    let rule = ZeroShotRule::of(Family::Clip).expect("CLIP classifies zero-shot");
-    let model = Model::load_architecture(&architecture(&case.config), "clip", &weights, &device)
+    let classes = ClassMatrix::new(reference.labels.clone(), dim, rows);
+    let case = &reference_cases()[case];
+    let rule = ZeroShotRule::of(family).expect("the family classifies zero-shot");
+    let model = Model::load_architecture(&architecture(&case.config), name, weights, device)
         .unwrap_or_else(|e| panic!("{what}: {e}"))
-        .with_zero_shot(&classes, &rule, "clip", Some(&weights), &device)
+        .with_zero_shot(&classes, &rule, name, Some(weights), device)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let task = Task::Classify {
         top_k: classes.rows(),
     };
     let engine = BurnEngine::for_device(spec, device.clone(), model, task);
-    check_probabilities(&engine, case, classes.rows(), &reference.probs, &what);
+    check_probabilities(&engine, case, classes.rows(), &reference.probs, what);
 }
 
 /// SigLIP from plain labels: transformers' `SiglipTokenizer` on the
@@ -530,7 +548,7 @@ fn check_zero_shot_from_labels(spec: &DeviceSpec) {
 /// token, a head with a bias), several templates averaged, then sigmoid
 /// scores with the checkpoint's scale and bias, against SiglipModel's.
 fn check_siglip_from_labels(spec: &DeviceSpec) {
-    use gpu_worker::text::{TextEncoder, TokenizerFamily, prompts, tokenizer_for};
+    use gpu_worker::text::{TextEncoder, TokenizerFamily, tokenizer_for};
     use gpu_worker::{TextConfig, TextPooling, TextTower};
 
     let text = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/text");
@@ -564,28 +582,8 @@ fn check_siglip_from_labels(spec: &DeviceSpec) {
     let tower = TextTower::load(config, "siglip", &weights, &device).expect("the text tower loads");
     let encoder = TextEncoder::of(tower, tokenizer);
     let what = format!("SigLIP zero-shot from labels on {spec}");
-    let got = encoder.embed(&reference.texts);
-    for (row, want) in got.chunks_exact(32).zip(&reference.text_embeddings) {
-        assert_close(row, want, &format!("{what}: a text's embedding"));
-    }
-    let rows = prompts::class_embeddings(&reference.labels, &reference.templates, 32, |texts| {
-        encoder.embed(texts)
-    });
-    for (row, want) in rows.chunks_exact(32).zip(&reference.classifier) {
-        assert_close(row, want, &format!("{what}: class embeddings"));
-    }
-    let classes = ClassMatrix::new(reference.labels.clone(), 32, rows);
-    let case = &reference_cases()["hf_siglip"];
-    let rule = ZeroShotRule::of(Family::Siglip).expect("SigLIP classifies zero-shot");
-    let model = Model::load_architecture(&architecture(&case.config), "siglip", &weights, &device)
-        .unwrap_or_else(|e| panic!("{what}: {e}"))
-        .with_zero_shot(&classes, &rule, "siglip", Some(&weights), &device)
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let task = Task::Classify {
-        top_k: classes.rows(),
-    };
-    let engine = BurnEngine::for_device(spec, device.clone(), model, task);
-    check_probabilities(&engine, case, classes.rows(), &reference.probs, &what);
+    let family = (Family::Siglip, "hf_siglip", "siglip");
+    check_labels(spec, &device, &encoder, &reference, family, &weights, &what);
 }
 
 #[test]

@@ -365,3 +365,68 @@ fn half_precision_on_the_cpu_stays_close_to_pytorch() {
     });
     assert_eq!(signal, None, "the f16 run died of a signal");
 }
+
+/// The CUDA engine's plan of the CNN families (#28): the same burn module
+/// loaded and folded on the host, lowered to channels-last convolutions
+/// with fused bias, residual and activation, run by its f32 reference on
+/// the CPU step by step as the GPU will, gives PyTorch's probabilities
+/// (ResNet's basic and bottleneck blocks, Lite0's depthwise convolutions
+/// and asymmetric "SAME" padding, on its real weights). A checkpoint of
+/// another depth is refused as the burn engine refuses it, in one line.
+#[test]
+fn the_cuda_engines_cnn_plans_give_pytorchs_probabilities() {
+    use gpu_worker::Architecture;
+    use gpu_worker::cuda::plan::cnn_plan;
+    let reference = reference();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let formula = |kind: ModelKind| {
+        let path = dir.path().join(format!("{kind}.safetensors"));
+        write_formula_weights(&reference.cases[kind.name()].keys, &path);
+        path
+    };
+    let cases = [
+        (
+            ModelKind::Resnet18,
+            formula(ModelKind::Resnet18),
+            Normalize::imagenet(),
+        ),
+        (
+            ModelKind::Resnet50,
+            formula(ModelKind::Resnet50),
+            Normalize::imagenet(),
+        ),
+        (
+            ModelKind::EfficientnetLite0,
+            lite0_weights(),
+            Normalize::efficientnet_lite(),
+        ),
+    ];
+    for (kind, weights, normalize) in &cases {
+        let what = format!("{kind}, the CUDA engine's plan");
+        let plan = cnn_plan(&Architecture::of(*kind), kind.name(), weights)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (features, logits) = plan.reference(&images(), 224, normalize.mean, normalize.std);
+        assert_eq!(features.len(), 2 * plan.features, "{what}");
+        let probs: Vec<Vec<f32>> = logits
+            .chunks_exact(1000)
+            .map(|row| {
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let exp: Vec<f32> = row.iter().map(|v| (v - max).exp()).collect();
+                let sum: f32 = exp.iter().sum();
+                exp.iter().map(|v| v / sum).collect()
+            })
+            .collect();
+        assert_eq!(probs.len(), 2, "{what}");
+        let want = &reference.cases[kind.name()].probs;
+        assert_close(&what, &DeviceSpec::Cpu, &probs, want, TOLERANCE);
+    }
+    let error = cnn_plan(
+        &Architecture::of(ModelKind::Resnet18),
+        "resnet18",
+        &cases[1].1,
+    )
+    .expect_err("ResNet-50's weights are not ResNet-18's");
+    let error = error.to_string();
+    assert!(error.contains("do not match"), "{error}");
+    assert!(!error.contains('\n'), "{error}");
+}

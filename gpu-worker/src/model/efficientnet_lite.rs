@@ -158,6 +158,49 @@ impl EfficientNetLite {
         }
         fold(&mut self._conv_head, &mut self._bn1);
     }
+
+    /// Its layers in forward order, or `None` while a BatchNorm is not
+    /// folded.
+    pub(crate) fn parts(&self) -> Option<LiteParts<'_>> {
+        let folded = self._bn0.is_none()
+            && self._bn1.is_none()
+            && self
+                ._blocks
+                .iter()
+                .all(|b| b._bn0.is_none() && b._bn1.is_none() && b._bn2.is_none());
+        folded.then(|| LiteParts {
+            stem: &self._conv_stem,
+            blocks: self
+                ._blocks
+                .iter()
+                .map(|b| MbConvParts {
+                    expand: b._expand_conv.as_ref(),
+                    depthwise: &b._depthwise_conv,
+                    project: &b._project_conv,
+                    skip: b.skip,
+                })
+                .collect(),
+            head: &self._conv_head,
+            classifier: &self._fc,
+        })
+    }
+}
+
+/// One folded inverted bottleneck's convolutions, in forward order.
+pub(crate) struct MbConvParts<'a> {
+    pub(crate) expand: Option<&'a Conv2d>,
+    pub(crate) depthwise: &'a Conv2d,
+    pub(crate) project: &'a Conv2d,
+    /// The input is added to the projection.
+    pub(crate) skip: bool,
+}
+
+/// A folded Lite0's layers, in forward order.
+pub(crate) struct LiteParts<'a> {
+    pub(crate) stem: &'a Conv2d,
+    pub(crate) blocks: Vec<MbConvParts<'a>>,
+    pub(crate) head: &'a Conv2d,
+    pub(crate) classifier: &'a Linear,
 }
 
 impl Network for EfficientNetLite {

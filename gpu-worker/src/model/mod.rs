@@ -17,6 +17,7 @@ pub(crate) mod families;
 mod fold;
 pub(crate) mod layers;
 pub(crate) mod layout;
+pub(crate) mod lowered;
 pub(crate) mod network;
 pub(crate) mod nhwc;
 pub(crate) mod pos_embed;
@@ -354,6 +355,35 @@ fn build(
         }
     };
     Ok((network, None))
+}
+
+/// The CNN `arch` (a ResNet or EfficientNet-Lite0) with `path`'s weights,
+/// loaded and folded on the host exactly as [`Model::load`] loads it, as a
+/// graph of plain host data for another engine (`lowered.rs`); `None` for
+/// the other architectures.
+pub(crate) fn lowered_cnn(
+    arch: &Architecture,
+    name: &str,
+    path: &Path,
+) -> Result<Option<lowered::CnnGraph>, WeightsError> {
+    let host = Device::flex();
+    let weights = Weights::File(path);
+    let graph = match arch {
+        Architecture::ResNet(depth) => {
+            let make = |host: &Device| ResNet::new(*depth, NUM_CLASSES, host);
+            let mut resnet = cnn(make, name, &weights, &RESNET_REMAP, &host)?;
+            resnet.fold_batch_norms();
+            lowered::resnet_graph(&resnet)
+        }
+        Architecture::EfficientNetLite0 => {
+            let make = |host: &Device| EfficientNetLite::lite0(NUM_CLASSES, host);
+            let mut lite = cnn(make, name, &weights, &[], &host)?;
+            lite.fold_batch_norms();
+            lowered::lite_graph(&lite)
+        }
+        Architecture::Tiny | Architecture::Vit(_) | Architecture::ConvNext(_) => return Ok(None),
+    };
+    Ok(Some(graph.expect("a folded CNN lowers")))
 }
 
 /// A CNN drawn on the host with `weights`' seed (0 for a file, whose

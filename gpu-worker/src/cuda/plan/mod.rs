@@ -1,9 +1,12 @@
-//! The transformer families and ConvNeXt as the CUDA engine will run them:
-//! a plan of GEMMs, LayerNorms, attentions and depthwise convolutions over
+//! Every family as the CUDA engine will run it: a plan of GEMMs,
+//! LayerNorms, attentions and convolutions over
 //! weights packed once, at load time, from the same canonical tensors the
 //! burn engine reads, through the same layout detection (one way of
 //! loading weights): the ViT image towers ([`VitPlan`]), the CLIP and
-//! SigLIP text towers ([`TextPlan`]) and ConvNeXt ([`ConvNextPlan`]).
+//! SigLIP text towers ([`TextPlan`]), ConvNeXt ([`ConvNextPlan`]), and
+//! the ResNets and EfficientNet-Lite0 ([`CnnPlan`]), which the burn engine
+//! loads as burn modules: their plan is made from that same module,
+//! loaded and folded on the host (`model/lowered.rs`).
 //! Packing:
 //! - the patch convolution (kernel = stride = patch) as a GEMM, its
 //!   weight `[3·p·p, D]` in the order an image's patch is read (channel,
@@ -16,16 +19,19 @@
 //! - the activation named per MLP, for a GEMM epilogue or a kernel.
 //!
 //! ConvNeXt's packing is on [`ConvNextPlan`]. One file per family
-//! (`vit.rs`, `text.rs`, `convnext.rs`) over the shared ops (`ops.rs`). `reference` runs a plan on
+//! (`vit.rs`, `text.rs`, `convnext.rs`, `cnn.rs`) over the shared ops (`ops.rs`). `reference` runs a plan on
 //! the CPU in plain f32, op by op as the GPU will (`tests/families.rs` and
 //! `tests/text.rs` check it against PyTorch's outputs for every layout):
 //! what a GPU session compares its kernels with.
 
+mod cnn;
 mod convnext;
 mod ops;
 mod text;
 mod vit;
 
+pub use crate::model::lowered::ConvActivation;
+pub use cnn::{CnnPlan, CnnStep, ConvLayer, cnn_plan};
 pub use convnext::{ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan};
 pub use ops::{Block, Gemm, LayerNorm};
 pub use text::{TextPlan, text_plan};

@@ -6,7 +6,7 @@
 //! choose devices (`engine_devices`, `chosen_devices`), for every command
 //! that runs a model.
 
-use pipeline_core::DeviceSpec;
+use pipeline_core::{DeviceSpec, EngineKind};
 use serde::Serialize;
 
 use crate::args::EngineArg;
@@ -166,12 +166,23 @@ fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
 
 const GIB: f64 = (1u64 << 30) as f64;
 
-/// `--engine` and `--gpus` → the devices, as [`chosen_devices`]:
+/// `--engine` and `--gpus` → the devices, as [`chosen_devices`], and the
+/// engine that runs on them:
 /// - `auto`: whatever `--gpus` picks;
 /// - `cpu`: the CPU, from `--gpus all` or `cpu`;
 /// - `vulkan`: GPUs (or lavapipe) only: none is an error, not the CPU;
 /// - `cuda`: an error naming what the CUDA engine lacks (#28: not built).
 pub(crate) fn engine_devices(
+    engine: EngineArg,
+    gpus: &str,
+) -> Result<(Vec<DeviceSpec>, EngineKind, Option<String>), String> {
+    let (devices, notice) = burn_devices(engine, gpus)?;
+    Ok((devices, EngineKind::Burn, notice))
+}
+
+/// The devices burn's engine runs for `--engine` (every engine but
+/// `cuda`, which is refused).
+fn burn_devices(
     engine: EngineArg,
     gpus: &str,
 ) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
@@ -309,3 +320,4 @@ pub(crate) fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<Stri
     }
     Ok((chosen, None))
 }
+

@@ -160,7 +160,7 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
             args.seed
         );
     }
-    let (devices, _) = crate::devices::engine_devices(args.engine, &args.gpus)?;
+    let (devices, _, _) = crate::devices::engine_devices(args.engine, &args.gpus)?;
     let device = devices[0].clone();
     let encoder = TextEncoder::open(
         model,

@@ -103,7 +103,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             _ => return Err(format!("--batch-size {n}: expected auto or 1..=4096")),
         },
     };
-    let (devices, device_notice) = crate::devices::engine_devices(args.engine, &args.gpus)?;
+    let (devices, engine, device_notice) = crate::devices::engine_devices(args.engine, &args.gpus)?;
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let (weights, weights_notice, crop_rounding) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -171,6 +171,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
                 .precision
                 .parse()
                 .map_err(|e| format!("--precision: {e}"))?,
+            engine,
             batch_size,
             loader_threads,
             preprocess: PreprocessSpec {

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use pipeline_core::{
-    ClassLabels, DecodeLimits, EmbedPooling, Fnv64, Manifest, ModelKind, Precision, PreprocessSpec,
-    Prompts, Task,
+    ClassLabels, DecodeLimits, EmbedPooling, EngineKind, Fnv64, Manifest, ModelKind, Precision,
+    PreprocessSpec, Prompts, Task,
 };
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +53,11 @@ pub struct RunIdentity {
     /// does: resume may change devices, not the flag).
     #[serde(default)]
     pub precision: Precision,
+    /// The engine that computes the records (engines do not give the same
+    /// bytes); absent for burn's, so that earlier runs' identities stay
+    /// the same.
+    #[serde(default, skip_serializing_if = "EngineKind::is_burn")]
+    pub engine: EngineKind,
     /// `--keep-columns`, as the source resolved them (absent when none,
     /// so that earlier runs' identities stay the same).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -183,6 +188,7 @@ impl RunIdentity {
             pooling: worker.pooling,
             classes,
             precision: worker.precision,
+            engine: worker.engine,
             kept_columns: manifest.kept.columns.clone(),
             layout: PARTS_LAYOUT,
         })
@@ -206,6 +212,7 @@ impl RunIdentity {
             pooling: None,
             classes: None,
             precision: Precision::Auto,
+            engine: EngineKind::Burn,
             kept_columns: Vec::new(),
             layout: PARTS_LAYOUT,
         }
@@ -266,6 +273,7 @@ impl RunIdentity {
             json(&self.precision),
             json(&now.precision),
         );
+        field("another engine", json(&self.engine), json(&now.engine));
         field(
             "other --keep-columns",
             json(&self.kept_columns),
@@ -417,6 +425,12 @@ mod tests {
         half.precision = Precision::F16;
         let message = old.difference(&half).expect("precision");
         assert_eq!(message, "another --precision (was \"auto\", now \"f16\")");
+        let mut cuda = old.clone();
+        cuda.engine = EngineKind::Cuda;
+        let message = old.difference(&cuda).expect("engine");
+        assert_eq!(message, "another engine (was \"burn\", now \"cuda\")");
+        let encoded = serde_json::to_value(&cuda).expect("encoded");
+        assert_eq!(encoded["engine"], "cuda");
         let mut kept = old.clone();
         kept.kept_columns = vec!["caption".into()];
         let message = old.difference(&kept).expect("kept columns");
@@ -424,6 +438,7 @@ mod tests {
         // A run.json from before the field reads as `auto`.
         let mut text = serde_json::to_value(&old).expect("encoded");
         text.as_object_mut().expect("object").remove("precision");
+        assert!(text.get("engine").is_none(), "burn's engine is not written");
         let back: RunIdentity = serde_json::from_value(text).expect("decoded");
         assert_eq!(back, old);
     }

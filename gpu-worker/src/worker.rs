@@ -392,6 +392,9 @@ pub enum SetupError {
     /// The `worker-setup` failpoint (test builds).
     #[error("{0}")]
     Injected(String),
+    /// The configured engine does not run the model.
+    #[error("{0}")]
+    NoEngine(String),
 }
 
 fn setup(config: &WorkerConfig) -> Result<(Box<dyn Engine>, Loader, usize), SetupError> {
@@ -416,19 +419,21 @@ fn setup(config: &WorkerConfig) -> Result<(Box<dyn Engine>, Loader, usize), Setu
     Ok((engine, loader, batch_size))
 }
 
-/// Opens the engine the registry names for the model (`ModelSpec::engines`:
-/// the first, the only one so far) on the configured device, and picks the
-/// starting batch size: the user's, else the engine's for its device.
+/// Opens the configured engine (one the registry row of the model lists,
+/// `ModelSpec::engines`) on the configured device, and picks the starting
+/// batch size: the user's, else the engine's for its device.
 pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Box<dyn Engine>, usize), SetupError> {
     crate::failpoints::setup_fails().map_err(SetupError::Injected)?;
-    let kind = config
-        .model
-        .spec()
-        .engines
-        .first()
-        .expect("every registry row names an engine (pipeline-core's registry test)");
-    let engine: Box<dyn Engine> = match kind {
+    if !config.model.spec().engines.contains(&config.engine) {
+        return Err(SetupError::NoEngine(format!(
+            "the {} engine does not run {}",
+            config.engine.name(),
+            config.model
+        )));
+    }
+    let engine: Box<dyn Engine> = match config.engine {
         EngineKind::Burn => Box::new(BurnEngine::open(config)?),
+        EngineKind::Cuda => unreachable!("no registry row lists the CUDA engine yet (#28)"),
     };
     let batch_size = config
         .batch_size
@@ -491,5 +496,45 @@ fn read_spans<R: Read>(
             }
             Err(e) => return Err(WorkerError::Protocol(e.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Precision, Task};
+
+    use super::*;
+
+    /// A worker told to run an engine its model's registry row does not
+    /// list stops at setup with a one-line reason, whatever engine it is.
+    #[test]
+    fn an_engine_the_registry_does_not_list_is_refused_at_setup() {
+        let config = WorkerConfig {
+            name: "cpu#0".into(),
+            device: DeviceSpec::Cpu,
+            model: ModelKind::Tiny,
+            weights: None,
+            seed: 0,
+            task: Task::Embed,
+            pooling: None,
+            classes: None,
+            precision: Precision::Auto,
+            engine: EngineKind::Cuda,
+            batch_size: Some(2),
+            loader_threads: 1,
+            preprocess: ModelKind::Tiny.default_preprocess(),
+            limits: DecodeLimits::default(),
+            remote: Default::default(),
+        };
+        let error = match open_engine(&config) {
+            Ok(_) => panic!("tiny has no CUDA engine"),
+            Err(e) => e.to_string(),
+        };
+        assert_eq!(error, "the cuda engine does not run tiny");
+        let burn = WorkerConfig {
+            engine: EngineKind::Burn,
+            ..config
+        };
+        assert!(open_engine(&burn).is_ok(), "burn runs tiny");
     }
 }

@@ -30,6 +30,7 @@ use crate::item::{ItemError, ItemIndex};
 use crate::labels::ZeroShotClasses;
 use crate::model::{ClassScore, EmbedPooling, ModelKind, Precision, Prediction, Task};
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
+use crate::registry::EngineKind;
 use crate::source::{Location, RemoteSpec};
 use crate::span_times::SpanTimes;
 
@@ -74,6 +75,9 @@ pub struct WorkerConfig {
     /// The float type to compute in.
     #[serde(default)]
     pub precision: Precision,
+    /// The engine to open (one of the model's registry row).
+    #[serde(default)]
+    pub engine: EngineKind,
     /// Images per forward pass; `None` lets the worker choose.
     pub batch_size: Option<usize>,
     /// Decoder threads.

@@ -10,7 +10,7 @@
 //! is the engine's (`gpu_worker::Architecture::of`, also exhaustive), and
 //! the checkpoint layouts it loads follow from that architecture.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::{Family, ModelKind};
 use crate::preprocess::{Normalize, PreprocessSpec, ResizeFilter};
@@ -68,12 +68,33 @@ impl MemoryModel {
     }
 }
 
-/// An engine: the code that runs a model on a device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+/// An engine: the code that runs a model on a device. A run records the
+/// one it ran on (`run.json`), since engines do not give the same bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EngineKind {
     /// burn: the CPU (flex), Vulkan GPUs and Mesa's lavapipe.
+    #[default]
     Burn,
+    /// NVIDIA's libraries through `cudarc` (#28). Every family is planned
+    /// (`gpu_worker::cuda::plan`), but it runs no model yet: no row lists
+    /// it, and `--engine cuda` is refused before any worker starts.
+    Cuda,
+}
+
+impl EngineKind {
+    /// burn's, the engine of every run before there was a choice.
+    pub fn is_burn(&self) -> bool {
+        *self == Self::Burn
+    }
+
+    /// Its name, as `run.json` and `pipeline models` write it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Burn => "burn",
+            Self::Cuda => "cuda",
+        }
+    }
 }
 
 const BURN: &[EngineKind] = &[EngineKind::Burn];

@@ -228,6 +228,13 @@ fn cuda_unavailable() -> String {
     }
 }
 
+/// Why NVIDIA GPUs run on burn's Vulkan engine under `--engine auto`, when
+/// any were found.
+fn nvidia_on_vulkan(nvidia: usize) -> Option<String> {
+    (nvidia > 0)
+        .then(|| "NVIDIA GPUs run on Vulkan: the CUDA engine runs no model yet (#28)".to_owned())
+}
+
 /// `--gpus` → the devices, each once (before `--workers-per-gpu`), and
 /// a notice saying how `all` chose.
 pub(crate) fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
@@ -270,6 +277,10 @@ pub(crate) fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<Stri
                 format!("pipeline: devices {} (from {source})", names.join(", "))
             }
             (None, false) => format!("pipeline: devices {}", names.join(", ")),
+        };
+        let notice = match nvidia_on_vulkan(if chosen.is_empty() { 0 } else { nvidia }) {
+            Some(why) => format!("{notice}; {why}"),
+            None => notice,
         };
         if chosen.is_empty() {
             return Ok((vec![DeviceSpec::Cpu], Some(notice)));
@@ -321,3 +332,17 @@ pub(crate) fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<Stri
     Ok((chosen, None))
 }
 
+#[cfg(test)]
+mod tests {
+    use super::nvidia_on_vulkan;
+
+    /// `--gpus all` says why NVIDIA GPUs it found run on Vulkan, in one
+    /// line, and says nothing of CUDA on other machines.
+    #[test]
+    fn nvidia_gpus_on_vulkan_are_explained() {
+        assert_eq!(nvidia_on_vulkan(0), None);
+        let why = nvidia_on_vulkan(2).expect("explained");
+        assert!(why.starts_with("NVIDIA GPUs run on Vulkan: "), "{why}");
+        assert!(!why.contains('\n'), "{why}");
+    }
+}

@@ -794,6 +794,87 @@ fn the_cuda_engines_vit_plans_give_pytorchs_outputs() {
     assert!(checked >= 8, "ViT checkpoints planned: {checked}");
 }
 
+/// The CUDA engine runs the ViT plans on a GPU (`cuda::vit_run`: f16
+/// weights, cuBLASLt GEMMs, the engine's kernels) as their f32 reference
+/// runs them on the CPU: every layout's embeddings at cosine ≥ 0.999 and
+/// the same top-1 logit. Without a GPU, opening one is a one-line error
+/// naming what is missing, and the comparison waits for a machine with one
+/// (`PIPELINE_REQUIRE_GPU=1` makes a GPU that does not open a failure).
+#[test]
+fn the_cuda_engine_runs_the_vit_plans_as_their_reference() {
+    use gpu_worker::cuda::gpu::{Gpu, Norm3};
+    use gpu_worker::cuda::plan::vit_plan;
+    use gpu_worker::cuda::vit_run::CudaVit;
+    let gpu = match Gpu::open(0) {
+        Ok(gpu) => gpu,
+        Err(e) => {
+            let e = e.to_string();
+            assert!(!e.contains('\n'), "{e}");
+            assert!(
+                std::env::var_os("PIPELINE_REQUIRE_GPU").is_none(),
+                "a GPU must open here: {e}"
+            );
+            eprintln!("the CUDA engine's ViT parity: skipped, no GPU ({e})");
+            return;
+        }
+    };
+    let cosine = |a: &[f32], b: &[f32]| {
+        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        dot / (norm(a) * norm(b)).max(1e-30)
+    };
+    let argmax = |v: &[f32]| {
+        v.iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(i, _)| i)
+    };
+    let cases = reference_cases();
+    let mut names: Vec<&String> = cases.keys().collect();
+    names.sort();
+    let mut checked = 0;
+    for name in names {
+        let case = &cases[name];
+        let arch = architecture(&case.config);
+        let Architecture::Vit(config) = &arch else {
+            continue;
+        };
+        let images = std::fs::read(vectors().join(&case.images)).expect("case images");
+        for file in &case.files {
+            let what = format!("{name} ({file}) on {}", gpu.name());
+            let plan = vit_plan(&arch, name, &vectors().join(file))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let cuda = match CudaVit::new(&gpu, &plan) {
+                Ok(cuda) => cuda,
+                Err(e) if config.pooling == Pooling::Map => {
+                    assert!(e.to_string().contains("SigLIP"), "{what}: {e}");
+                    continue;
+                }
+                Err(e) => panic!("{what}: {e}"),
+            };
+            let (features, logits) = cuda
+                .forward(&gpu, &images, case.side, Norm3::new(case.mean, case.std))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (want, want_logits) = plan.reference(&images, case.side, case.mean, case.std);
+            assert_eq!(features.len(), want.len(), "{what}");
+            let dim = config.feature_dim();
+            for (i, (got, want)) in features.chunks(dim).zip(want.chunks(dim)).enumerate() {
+                let c = cosine(got, want);
+                println!("{what}, image {i}: cosine {c:.6}");
+                assert!(c >= 0.999, "{what}, image {i}: cosine {c}");
+            }
+            if let (Some(got), Some(want)) = (logits, want_logits) {
+                let k = want.len() / (features.len() / dim);
+                for (g, w) in got.chunks(k).zip(want.chunks(k)) {
+                    assert_eq!(argmax(g), argmax(w), "{what}: top-1 differs");
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 6, "ViT checkpoints run on the GPU: {checked}");
+}
+
 /// The CUDA engine's plan of torchvision's ConvNeXt (#28: the stem and
 /// the downsamplings as GEMMs over patches, channels last, the depthwise
 /// filters as `[7, 7, C]`, the layer scales folded), run by its f32

@@ -21,7 +21,7 @@ pub struct KernelSource {
 }
 
 /// Every kernel source.
-pub const SOURCES: [KernelSource; 2] = [
+pub const SOURCES: [KernelSource; 3] = [
     KernelSource {
         file: "preprocess.cu",
         source: include_str!("kernels/preprocess.cu"),
@@ -31,6 +31,11 @@ pub const SOURCES: [KernelSource; 2] = [
         file: "transformer.cu",
         source: include_str!("kernels/transformer.cu"),
         entries: &["layer_norm_f16", "softmax_rows_f16", "activation_f16"],
+    },
+    KernelSource {
+        file: "vit.cu",
+        source: include_str!("kernels/vit.cu"),
+        entries: &["patches_f16", "tokens_f16", "pool_f16"],
     },
 ];
 

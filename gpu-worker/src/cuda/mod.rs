@@ -1,13 +1,20 @@
-//! The CUDA engine's house (#28). The engine itself (cuDNN convolutions,
-//! cuBLASLt GEMMs, the model families on them) is not built yet: it needs
-//! an NVIDIA GPU to be measured on, and `--engine cuda` says so. What runs
-//! without one is here: finding and loading NVIDIA's libraries at run time
-//! (`libs.rs`), the engine's own kernels, compiled by NVRTC
-//! (`kernels.rs`), and the transformer families and ConvNeXt lowered to
-//! the GEMMs, LayerNorms, attentions and convolutions it will run, over
-//! weights packed at load time, with an f32 reference of each plan
-//! checked against PyTorch (`plan/`).
+//! The CUDA engine (#28). What runs without a GPU, and is tested here:
+//! finding and loading NVIDIA's libraries at run time (`libs.rs`), the
+//! engine's own kernels, compiled by NVRTC (`kernels.rs`), and every
+//! family lowered to the GEMMs, LayerNorms, attentions and convolutions it
+//! runs, over weights packed at load time, with an f32 reference of each
+//! plan checked against PyTorch (`plan/`).
+//!
+//! Written but **not yet run on a GPU** (no GPU machine was lent while it
+//! was written): one GPU driven through cuBLASLt and the kernels
+//! (`gpu.rs`) and the ViT image towers' forward pass on it (`vit_run.rs`),
+//! held to the plans' references by `tests/families.rs` wherever a GPU
+//! opens. The engine behind the worker's seam, the text towers, the CNNs
+//! on cuDNN and SigLIP's pooling head are not built: `--engine cuda` says
+//! so.
 
+pub mod gpu;
 pub mod kernels;
 pub mod libs;
 pub mod plan;
+pub mod vit_run;

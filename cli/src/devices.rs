@@ -45,8 +45,9 @@ struct CudaLibrary {
 fn cuda() -> Cuda {
     let libs = gpu_worker::cuda::libs::cuda_libraries();
     Cuda {
-        engine: "not built yet (#28): NVIDIA GPUs run on Vulkan; --engine cuda says what \
-                 it would need",
+        engine: "--engine cuda runs the ViT, CLIP and DINOv2 image towers on NVIDIA GPUs, \
+                 not yet verified on a GPU: each start checks one image against the f32 \
+                 reference (#28); --engine auto runs Vulkan",
         libraries: libs
             .libs
             .iter()
@@ -171,11 +172,25 @@ const GIB: f64 = (1u64 << 30) as f64;
 /// - `auto`: whatever `--gpus` picks;
 /// - `cpu`: the CPU, from `--gpus all` or `cpu`;
 /// - `vulkan`: GPUs (or lavapipe) only: none is an error, not the CPU;
-/// - `cuda`: an error naming what the CUDA engine lacks (#28: not built).
+/// - `cuda`: the CUDA engine on GPUs only, when NVIDIA's libraries load
+///   (else an error naming each missing one with its fix).
 pub(crate) fn engine_devices(
     engine: EngineArg,
     gpus: &str,
 ) -> Result<(Vec<DeviceSpec>, EngineKind, Option<String>), String> {
+    if engine == EngineArg::Cuda {
+        if let Some(missing) = gpu_worker::cuda::libs::cuda_libraries().missing_line() {
+            return Err(format!("--engine cuda: {missing}"));
+        }
+        let (devices, notice) = chosen_devices(gpus, false)?;
+        if devices.iter().any(|d| !matches!(d, DeviceSpec::Gpu(_))) {
+            return Err(format!(
+                "--engine cuda: no NVIDIA GPU to run on (--gpus {}); --engine cpu runs the CPU",
+                gpus.trim()
+            ));
+        }
+        return Ok((devices, EngineKind::Cuda, notice));
+    }
     let (devices, notice) = burn_devices(engine, gpus)?;
     Ok((devices, EngineKind::Burn, notice))
 }
@@ -187,7 +202,7 @@ fn burn_devices(
     gpus: &str,
 ) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     match engine {
-        EngineArg::Auto => chosen_devices(gpus),
+        EngineArg::Auto => chosen_devices(gpus, true),
         EngineArg::Cpu => {
             let flag = gpus.trim();
             if flag.eq_ignore_ascii_case("all") || flag.eq_ignore_ascii_case("cpu") {
@@ -200,7 +215,7 @@ fn burn_devices(
             }
         }
         EngineArg::Vulkan => {
-            let (devices, notice) = chosen_devices(gpus)?;
+            let (devices, notice) = chosen_devices(gpus, false)?;
             if devices.contains(&DeviceSpec::Cpu) {
                 let why = notice
                     .as_deref()
@@ -214,30 +229,27 @@ fn burn_devices(
             }
             Ok((devices, notice))
         }
-        EngineArg::Cuda => Err(cuda_unavailable()),
-    }
-}
-
-/// Why `--engine cuda` cannot run, in one line.
-fn cuda_unavailable() -> String {
-    match gpu_worker::cuda::libs::cuda_libraries().missing_line() {
-        Some(missing) => format!("--engine cuda: {missing}"),
-        None => "--engine cuda: NVIDIA's libraries load, but the CUDA engine runs no model \
-                 yet (#28); NVIDIA GPUs run on --engine vulkan"
-            .to_owned(),
+        EngineArg::Cuda => unreachable!("engine_devices takes --engine cuda"),
     }
 }
 
 /// Why NVIDIA GPUs run on burn's Vulkan engine under `--engine auto`, when
 /// any were found.
 fn nvidia_on_vulkan(nvidia: usize) -> Option<String> {
-    (nvidia > 0)
-        .then(|| "NVIDIA GPUs run on Vulkan: the CUDA engine runs no model yet (#28)".to_owned())
+    (nvidia > 0).then(|| {
+        "NVIDIA GPUs run on Vulkan: the CUDA engine (--engine cuda) runs the ViT, CLIP and \
+         DINOv2 image towers only and is not yet verified on a GPU (#28)"
+            .to_owned()
+    })
 }
 
 /// `--gpus` → the devices, each once (before `--workers-per-gpu`), and
-/// a notice saying how `all` chose.
-pub(crate) fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+/// a notice saying how `all` chose (and, with `explain_vulkan`, why
+/// NVIDIA GPUs it found run on Vulkan).
+pub(crate) fn chosen_devices(
+    flag: &str,
+    explain_vulkan: bool,
+) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     let flag = flag.trim();
     if flag.eq_ignore_ascii_case("all") {
         // A driver that crashes while enumerating costs the probe's
@@ -278,7 +290,12 @@ pub(crate) fn chosen_devices(flag: &str) -> Result<(Vec<DeviceSpec>, Option<Stri
             }
             (None, false) => format!("pipeline: devices {}", names.join(", ")),
         };
-        let notice = match nvidia_on_vulkan(if chosen.is_empty() { 0 } else { nvidia }) {
+        let shown = if chosen.is_empty() || !explain_vulkan {
+            0
+        } else {
+            nvidia
+        };
+        let notice = match nvidia_on_vulkan(shown) {
             Some(why) => format!("{notice}; {why}"),
             None => notice,
         };

@@ -160,6 +160,13 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
             args.seed
         );
     }
+    if args.engine == crate::args::EngineArg::Cuda {
+        return Err(
+            "embed-text --engine cuda: the CUDA engine has no text towers yet (#28); \
+                    --engine auto runs them on Vulkan or the CPU"
+                .to_owned(),
+        );
+    }
     let (devices, _, _) = crate::devices::engine_devices(args.engine, &args.gpus)?;
     let device = devices[0].clone();
     let encoder = TextEncoder::open(

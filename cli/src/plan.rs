@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 
 use gpu_worker::zero_shot::ClassMatrix;
 use pipeline_core::{
-    CropRounding, DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, Family, InputFormat, ModelKind,
-    PreprocessSpec, Prompts, RemoteSpec, Task, WorkerConfig, ZeroShotClasses,
+    CropRounding, DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, EngineKind, Family,
+    InputFormat, ModelKind, PreprocessSpec, Prompts, RemoteSpec, Task, WorkerConfig,
+    ZeroShotClasses,
 };
 
-use crate::args::{RunArgs, SourceArgs, TaskArg};
+use crate::args::{EngineArg, RunArgs, SourceArgs, TaskArg};
 
 /// File name of each model's weights in the cache folder, as
 /// `scripts/fetch-weights.sh` writes them.
@@ -103,7 +104,27 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             _ => return Err(format!("--batch-size {n}: expected auto or 1..=4096")),
         },
     };
+    if args.engine == EngineArg::Cuda && !model.spec().engines.contains(&EngineKind::Cuda) {
+        return Err(format!(
+            "--engine cuda: the CUDA engine does not run {model} yet (#28); it runs the ViT, \
+             CLIP and DINOv2 image towers (--engine auto runs {model} on Vulkan or the CPU)"
+        ));
+    }
     let (devices, engine, device_notice) = crate::devices::engine_devices(args.engine, &args.gpus)?;
+    if engine == EngineKind::Cuda {
+        if args.classes.is_some() {
+            return Err(
+                "--engine cuda: zero-shot --classes do not run on the CUDA engine yet \
+                        (#28)"
+                    .to_owned(),
+            );
+        }
+        if args.pooling.is_some() {
+            return Err(
+                "--engine cuda: --pooling does not run on the CUDA engine yet (#28)".to_owned(),
+            );
+        }
+    }
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let (weights, weights_notice, crop_rounding) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -697,8 +697,9 @@ fn devices_lists_every_adapter_and_says_when_there_is_no_gpu() {
 }
 
 /// `--engine` picks the engine or refuses in one line, exit 2: `cuda`
-/// names what it lacks (the engine itself is not built: #28), `vulkan`
-/// will not fall back to the CPU, `cpu` takes no GPU list.
+/// refuses a model it does not run, and for one it runs names what it
+/// lacks (NVIDIA's libraries, or a GPU), `vulkan` will not fall back to
+/// the CPU, `cpu` takes no GPU list.
 #[test]
 fn the_engine_flag_runs_or_refuses_in_one_line() {
     let (dir, data) = dataset(6);
@@ -724,7 +725,10 @@ fn the_engine_flag_runs_or_refuses_in_one_line() {
             &["--engine", "vulkan", "--gpus", "cpu"],
             "--engine vulkan: no Vulkan GPU",
         ),
-        (&["--engine", "cuda"], "--engine cuda: "),
+        (
+            &["--engine", "cuda"],
+            "--engine cuda: the CUDA engine does not run tiny yet",
+        ),
         (&["--engine", "metal"], "invalid value 'metal'"),
     ] {
         let (out, path) = infer(dir.path(), &data.root, "refused.jsonl", flags);
@@ -734,11 +738,35 @@ fn the_engine_flag_runs_or_refuses_in_one_line() {
         assert!(!path.exists(), "{flags:?} wrote output");
         if flags[1] == "cuda" {
             assert_eq!(err.trim_end().lines().count(), 1, "{err}");
-            if driver_missing {
-                assert!(err.contains("libcuda: install NVIDIA's driver"), "{err}");
-            }
         }
     }
+    // A model the CUDA engine runs: here it lacks NVIDIA's libraries (or,
+    // with them, an NVIDIA GPU), named in one line, before any work.
+    let out_path = dir.path().join("vit.jsonl");
+    let out = pipeline(
+        &[
+            "infer",
+            "--data",
+            data.root.to_str().expect("utf-8 path"),
+            "--out",
+            out_path.to_str().expect("utf-8 path"),
+            "--model",
+            "vit_b_16",
+            "--engine",
+            "cuda",
+            "--quiet",
+        ],
+        dir.path(),
+        &dir.path().join("no-weights"),
+    );
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains("--engine cuda: "), "{err}");
+    if driver_missing {
+        assert!(err.contains("libcuda: install NVIDIA's driver"), "{err}");
+    }
+    assert!(!out_path.exists(), "--engine cuda wrote output");
 }
 
 /// A worker that dies mid-run (SIGABRT, injected) costs its chunk, not the
@@ -1032,8 +1060,18 @@ fn models_lists_every_model_with_its_preprocessing_and_layouts() {
     assert_eq!(find("vit_l_16")["preprocess_spec"]["resize_shorter"], 242);
     // Every registry row, each with the engines that run it.
     assert_eq!(models.len(), 20);
+    // The CUDA engine runs the ViT, CLIP and DINOv2 image towers (#28).
     for m in models {
-        assert_eq!(m["engines"], serde_json::json!(["burn"]), "{m}");
+        let name = m["name"].as_str().expect("a name");
+        let cuda = ["vit_", "clip_", "dinov2_"]
+            .iter()
+            .any(|family| name.starts_with(family));
+        let want = if cuda {
+            serde_json::json!(["burn", "cuda"])
+        } else {
+            serde_json::json!(["burn"])
+        };
+        assert_eq!(m["engines"], want, "{m}");
     }
     let table = pipeline(&["models"], dir.path(), dir.path());
     assert_eq!(table.status.code(), Some(0));

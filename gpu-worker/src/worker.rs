@@ -433,7 +433,7 @@ pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Box<dyn Engine>, usi
     }
     let engine: Box<dyn Engine> = match config.engine {
         EngineKind::Burn => Box::new(BurnEngine::open(config)?),
-        EngineKind::Cuda => unreachable!("no registry row lists the CUDA engine yet (#28)"),
+        EngineKind::Cuda => Box::new(crate::cuda::engine::CudaEngine::open(config)?),
     };
     let batch_size = config
         .batch_size

@@ -853,7 +853,13 @@ fn the_cuda_engine_runs_the_vit_plans_as_their_reference() {
                 Err(e) => panic!("{what}: {e}"),
             };
             let (features, logits) = cuda
-                .forward(&gpu, &images, case.side, Norm3::new(case.mean, case.std))
+                .forward(
+                    &gpu,
+                    &images,
+                    images.len() / (3 * case.side * case.side),
+                    case.side,
+                    Norm3::new(case.mean, case.std),
+                )
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let (want, want_logits) = plan.reference(&images, case.side, case.mean, case.std);
             assert_eq!(features.len(), want.len(), "{what}");

@@ -76,9 +76,9 @@ pub enum EngineKind {
     /// burn: the CPU (flex), Vulkan GPUs and Mesa's lavapipe.
     #[default]
     Burn,
-    /// NVIDIA's libraries through `cudarc` (#28). Every family is planned
-    /// (`gpu_worker::cuda::plan`), but it runs no model yet: no row lists
-    /// it, and `--engine cuda` is refused before any worker starts.
+    /// NVIDIA's libraries through `cudarc` (#28): the ViT image towers so
+    /// far (`--engine cuda`), written without a GPU and not yet verified
+    /// on one, so each start checks one image against the f32 reference.
     Cuda,
 }
 
@@ -98,6 +98,21 @@ impl EngineKind {
 }
 
 const BURN: &[EngineKind] = &[EngineKind::Burn];
+const BURN_AND_CUDA: &[EngineKind] = &[EngineKind::Burn, EngineKind::Cuda];
+
+/// The engines of a family, burn's first (`--engine auto`'s choice): the
+/// CUDA engine runs the ViT image towers of torchvision, CLIP and DINOv2
+/// (not SigLIP's pooling head), unverified on a GPU yet (#28).
+const fn engines_of(family: Family) -> &'static [EngineKind] {
+    match family {
+        Family::Vit | Family::Clip | Family::Dinov2 => BURN_AND_CUDA,
+        Family::Tiny
+        | Family::Resnet
+        | Family::EfficientnetLite
+        | Family::Convnext
+        | Family::Siglip => BURN,
+    }
+}
 const MILLION: u64 = 1_000_000;
 const TORCHVISION: &str = "torchvision.models (IMAGENET1K_V1 weights)";
 
@@ -141,7 +156,7 @@ const fn torchvision(
         preprocess,
         official_weights: TORCHVISION,
         memory,
-        engines: BURN,
+        engines: engines_of(family),
     }
 }
 
@@ -164,7 +179,7 @@ const fn tower(
         preprocess,
         official_weights,
         memory,
-        engines: BURN,
+        engines: engines_of(family),
     }
 }
 

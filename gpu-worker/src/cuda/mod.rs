@@ -13,6 +13,7 @@
 //! on cuDNN and SigLIP's pooling head are not built: `--engine cuda` says
 //! so.
 
+pub mod engine;
 pub mod gpu;
 pub mod kernels;
 pub mod libs;

@@ -118,26 +118,31 @@ impl CudaVit {
         })
     }
 
-    /// The features of `images` (`u8` NCHW, `side × side`), and the
-    /// logits where the model has a head, as [`VitPlan::reference`] gives
-    /// them: f16 on the device, f32 on the host.
+    /// The features of `images` (`u8` NCHW, `side × side`) padded with
+    /// zero images to `padded` (a fixed batch shape: an image's result
+    /// does not depend on how many came with it), and the logits where the
+    /// model has a head, as [`VitPlan::reference`] gives them: f16 on the
+    /// device, f32 on the host, `padded` rows.
     pub fn forward(
         &self,
         gpu: &Gpu,
         images: &[u8],
+        padded: usize,
         side: usize,
         norm: Norm3,
     ) -> Result<(Vec<f32>, Option<Vec<f32>>), GpuError> {
         let s = self.plan_shape;
         let (d, p) = (s.d, s.p);
-        let n = images.len() / (3 * side * side);
+        let real = images.len() / (3 * side * side);
+        assert!(padded >= real, "padding cannot drop rows");
+        let n = padded;
         let grid = side / p;
         let patches = grid * grid;
         let tokens = s.prefix + patches;
         let rows = n * tokens;
         let pixels = gpu.upload_u8(images)?;
         let mut cols = gpu.zeros(n * patches * 3 * p * p)?;
-        gpu.patches(&pixels, &mut cols, (n, n, side, p), norm)?;
+        gpu.patches(&pixels, &mut cols, (real, n, side, p), norm)?;
         let mut embedded = gpu.zeros(n * patches * d)?;
         gpu.gemm(&cols, n * patches, &self.patch, &mut embedded, false)?;
         drop(cols);

@@ -35,4 +35,4 @@ pub use cnn::{CnnPlan, CnnStep, ConvLayer, cnn_plan};
 pub use convnext::{ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan};
 pub use ops::{Block, Gemm, LayerNorm};
 pub use text::{TextPlan, text_plan};
-pub use vit::{MapHead, VitPlan, vit_plan};
+pub use vit::{MapHead, VitPlan, vit_plan, vit_plan_seeded};

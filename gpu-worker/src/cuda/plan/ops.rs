@@ -234,12 +234,12 @@ pub(super) fn run_blocks(t: &mut [f32], blocks: &[Block], s: &Shape) {
     }
 }
 
-/// `x·w + b` for `x: [rows, k]`.
+/// `x·w + b` for `x: [rows, k]`, rows in parallel (each row's sums in
+/// one fixed order).
 pub(super) fn gemm(x: &[f32], g: &Gemm) -> Vec<f32> {
-    let rows = x.len() / g.k;
-    let mut y = vec![0.0f32; rows * g.n];
-    for r in 0..rows {
-        let out = &mut y[r * g.n..(r + 1) * g.n];
+    use rayon::prelude::*;
+    let mut y = vec![0.0f32; x.len() / g.k * g.n];
+    y.par_chunks_mut(g.n).enumerate().for_each(|(r, out)| {
         if let Some(b) = &g.bias {
             out.copy_from_slice(b);
         }
@@ -249,7 +249,7 @@ pub(super) fn gemm(x: &[f32], g: &Gemm) -> Vec<f32> {
                 *o += xv * wv;
             }
         }
-    }
+    });
     y
 }
 

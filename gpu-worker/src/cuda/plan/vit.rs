@@ -29,6 +29,25 @@ pub fn vit_plan(arch: &Architecture, name: &str, path: &Path) -> Result<VitPlan,
     })
 }
 
+/// The plan of `arch` with seeded random weights: the same weights the
+/// burn engine draws for that seed (`Tensors::seeded`), so the two engines
+/// can be compared, and benchmarked, without a checkpoint.
+pub fn vit_plan_seeded(
+    arch: &Architecture,
+    name: &str,
+    seed: u64,
+) -> Result<VitPlan, WeightsError> {
+    let Architecture::Vit(config) = arch else {
+        return Err(WeightsError::Mismatch {
+            path: std::path::PathBuf::new(),
+            model: name.to_owned(),
+            problem: "the CUDA engine plans the ViT families only so far (#28)".to_owned(),
+        });
+    };
+    let tensors = crate::model::tensors::Tensors::seeded(seed, name, arch.tensors(None));
+    VitPlan::pack(vit_config_for(config, None, None, name)?, &tensors)
+}
+
 /// SigLIP's attention-pooling head.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MapHead {

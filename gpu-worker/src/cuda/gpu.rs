@@ -191,6 +191,10 @@ impl Gpu {
     /// as Vulkan and `nvidia-smi` write it), or why none.
     pub fn ordinal_at(pci: &str) -> Result<usize, GpuError> {
         use cudarc::driver::sys::CUdevice_attribute as A;
+        // Loaded by path first, so that cudarc's load by name finds them.
+        if let Some(missing) = cuda_libraries().missing_line() {
+            return Err(GpuError(missing));
+        }
         let count = CudaContext::device_count().map_err(driver("counting CUDA GPUs"))?;
         for ordinal in 0..count.max(0) as usize {
             let ctx = CudaContext::new(ordinal).map_err(driver("opening a GPU"))?;

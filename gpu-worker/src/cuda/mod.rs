@@ -7,11 +7,12 @@
 //!
 //! Written but **not yet run on a GPU** (no GPU machine was lent while it
 //! was written): one GPU driven through cuBLASLt and the kernels
-//! (`gpu.rs`) and the ViT image towers' forward pass on it (`vit_run.rs`),
+//! (`gpu.rs`), the ViT image towers' forward pass on it (`vit_run.rs`),
 //! held to the plans' references by `tests/families.rs` wherever a GPU
-//! opens. The engine behind the worker's seam, the text towers, the CNNs
-//! on cuDNN and SigLIP's pooling head are not built: `--engine cuda` says
-//! so.
+//! opens, and the engine behind the worker's seam (`engine.rs`,
+//! `--engine cuda`), which checks one image against the reference at every
+//! start. The text towers, the CNNs on cuDNN and SigLIP's pooling head
+//! are not built: `--engine cuda` refuses them in one line.
 
 pub mod engine;
 pub mod gpu;

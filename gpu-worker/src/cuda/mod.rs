@@ -14,6 +14,7 @@
 //! start. The text towers, the CNNs on cuDNN and SigLIP's pooling head
 //! are not built: `--engine cuda` refuses them in one line.
 
+mod encoder_run;
 pub mod engine;
 pub mod gpu;
 pub mod kernels;

@@ -5,23 +5,13 @@
 //! the plan's f32 `reference` runs it. SigLIP's attention-pooling head is
 //! not here yet: its plan is refused in one line.
 //!
-//! **Not yet run on a GPU** (see `gpu.rs`): `tests/cuda_engine.rs` holds
+//! **Not yet run on a GPU** (see `gpu.rs`): `tests/families.rs` holds
 //! it to the reference wherever a GPU is present.
 
-use super::gpu::{Buf, DeviceGemm, DeviceNorm, Gpu, GpuError, Norm3, Strided};
+use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};
+use super::gpu::{DeviceGemm, DeviceNorm, Gpu, GpuError, Norm3};
 use super::plan::VitPlan;
-use crate::model::transformer::Activation;
 use crate::model::vit::Pooling;
-
-/// One block's weights on the device.
-struct DeviceBlock {
-    norm1: DeviceNorm,
-    qkv: DeviceGemm,
-    out: DeviceGemm,
-    norm2: DeviceNorm,
-    fc1: DeviceGemm,
-    fc2: DeviceGemm,
-}
 
 /// A ViT plan's weights on one GPU.
 pub struct CudaVit {
@@ -41,12 +31,11 @@ pub struct CudaVit {
 struct Shape {
     d: usize,
     p: usize,
-    heads: usize,
     prefix: usize,
     eps: f64,
-    activation: i32,
     pool: i32,
     normalize: bool,
+    encoder: Encoder,
 }
 
 impl CudaVit {
@@ -65,35 +54,22 @@ impl CudaVit {
                 ));
             }
         };
-        let activation = match c.activation {
-            Activation::Gelu => 0,
-            Activation::GeluTanh => 1,
-            Activation::QuickGelu => 2,
-        };
-        let blocks = plan
-            .blocks
-            .iter()
-            .map(|b| {
-                Ok(DeviceBlock {
-                    norm1: gpu.norm_weights(&b.norm1)?,
-                    qkv: gpu.gemm_weights(&b.qkv)?,
-                    out: gpu.gemm_weights(&b.out)?,
-                    norm2: gpu.norm_weights(&b.norm2)?,
-                    fc1: gpu.gemm_weights(&b.fc1)?,
-                    fc2: gpu.gemm_weights(&b.fc2)?,
-                })
-            })
-            .collect::<Result<Vec<_>, GpuError>>()?;
+        let blocks = upload_blocks(gpu, &plan.blocks)?;
         Ok(Self {
             plan_shape: Shape {
                 d: c.width,
                 p: c.patch,
-                heads: c.heads,
                 prefix: plan.prefix.len() / c.width,
                 eps: c.eps,
-                activation,
                 pool,
                 normalize: c.normalize,
+                encoder: Encoder {
+                    d: c.width,
+                    heads: c.heads,
+                    eps: c.eps,
+                    activation: activation_kind(c.activation),
+                    causal: false,
+                },
             },
             patch: gpu.gemm_weights(&plan.patch)?,
             prefix: gpu.upload_f32(&plan.prefix)?,
@@ -160,22 +136,8 @@ impl CudaVit {
             gpu.layer_norm(&t, &mut h, rows, pre, s.eps)?;
             std::mem::swap(&mut t, &mut h);
         }
-        let mlp = self.blocks.first().map_or(0, |b| b.fc1.n);
-        let mut qkv = gpu.zeros(rows * 3 * d)?;
-        let mut scores = gpu.zeros(n * s.heads * tokens * tokens)?;
-        let mut attended = gpu.zeros(rows * d)?;
-        let mut hidden = gpu.zeros(rows * mlp)?;
-        for block in &self.blocks {
-            gpu.layer_norm(&t, &mut h, rows, &block.norm1, s.eps)?;
-            gpu.gemm(&h, rows, &block.qkv, &mut qkv, false)?;
-            self.attention(gpu, &qkv, &mut scores, &mut attended, n, tokens)?;
-            gpu.gemm(&attended, rows, &block.out, &mut t, true)?;
-            gpu.layer_norm(&t, &mut h, rows, &block.norm2, s.eps)?;
-            gpu.gemm(&h, rows, &block.fc1, &mut hidden, false)?;
-            gpu.activation(&mut hidden, rows * mlp, s.activation)?;
-            gpu.gemm(&hidden, rows, &block.fc2, &mut t, true)?;
-        }
-        drop((qkv, scores, attended, hidden));
+        s.encoder
+            .run(gpu, &self.blocks, &mut t, &mut h, n, tokens)?;
         gpu.layer_norm(&t, &mut h, rows, &self.norm, s.eps)?;
         let width = if s.pool == 2 { 2 * d } else { d };
         let mut pooled = gpu.zeros(n * width)?;
@@ -204,85 +166,5 @@ impl CudaVit {
             }
         }
         Ok((features, logits))
-    }
-
-    /// Multi-head attention over `qkv` (`[n·tokens, 3D]`) into `out`
-    /// (`[n·tokens, D]`): per head, one batched GEMM over the images for
-    /// the scores, a row softmax over all of them, one batched GEMM for
-    /// the weighted values.
-    fn attention(
-        &self,
-        gpu: &Gpu,
-        qkv: &Buf,
-        scores: &mut Buf,
-        out: &mut Buf,
-        n: usize,
-        tokens: usize,
-    ) -> Result<(), GpuError> {
-        let s = self.plan_shape;
-        let (d, heads) = (s.d, s.heads);
-        let dh = d / heads;
-        let image = tokens * 3 * d;
-        let square = tokens * tokens;
-        for h in 0..heads {
-            let q = Strided {
-                offset: h * dh,
-                ld: 3 * d,
-                stride: image,
-            };
-            let k = Strided {
-                offset: d + h * dh,
-                ..q
-            };
-            let at = Strided {
-                offset: h * square,
-                ld: tokens,
-                stride: heads * square,
-            };
-            gpu.batched_gemm(
-                (tokens, tokens, dh),
-                1.0,
-                (qkv, q),
-                (qkv, k),
-                true,
-                (scores, at),
-                n,
-            )?;
-        }
-        gpu.softmax_rows(
-            scores,
-            n * heads * tokens,
-            tokens,
-            1.0 / (dh as f32).sqrt(),
-            false,
-            tokens,
-        )?;
-        for h in 0..heads {
-            let p = Strided {
-                offset: h * square,
-                ld: tokens,
-                stride: heads * square,
-            };
-            let v = Strided {
-                offset: 2 * d + h * dh,
-                ld: 3 * d,
-                stride: image,
-            };
-            let o = Strided {
-                offset: h * dh,
-                ld: d,
-                stride: tokens * d,
-            };
-            gpu.batched_gemm(
-                (tokens, dh, tokens),
-                1.0,
-                (&*scores, p),
-                (qkv, v),
-                false,
-                (out, o),
-                n,
-            )?;
-        }
-        Ok(())
     }
 }

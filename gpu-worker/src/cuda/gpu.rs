@@ -1,13 +1,14 @@
 //! One NVIDIA GPU as the CUDA engine drives it (#28): its context and
 //! stream, the engine's kernels (`kernels/*.cu`) compiled by NVRTC for its
 //! architecture and loaded once, and f16 GEMMs through cuBLASLt (f32
-//! accumulation, bias in the epilogue). The family code (`vit_run.rs`)
-//! speaks to it in row-major matrices only.
+//! accumulation, bias in the epilogue). The family code
+//! (`encoder_run.rs`, `vit_run.rs`, `text_run.rs`) speaks to it in
+//! row-major matrices only.
 //!
 //! **Not yet run on a GPU:** no GPU machine was lent while it was written.
-//! `tests/cuda_engine.rs` compares what runs on it with the plans' f32
-//! references wherever a GPU is present (`PIPELINE_REQUIRE_GPU=1` makes
-//! its absence a failure).
+//! `tests/families.rs` and `tests/text.rs` compare what runs on it with
+//! the plans' f32 references wherever a GPU is present
+//! (`PIPELINE_REQUIRE_GPU=1` makes its absence a failure).
 //!
 //! The only module of the engine with `unsafe`: kernel launches and
 //! cuBLASLt take raw device pointers. Every entry point checks the sizes
@@ -529,6 +530,32 @@ impl Gpu {
         // SAFETY: `pool_f16(t, out, n, tokens, prefix_rows, d, mode)`;
         // sizes checked above.
         unsafe { launch.launch(elementwise(n * width)) }.map_err(driver("pool_f16"))?;
+        Ok(())
+    }
+
+    /// Rows `index[i]` of `src` (`width` wide) into rows `i` of `dst`.
+    pub fn gather_rows(
+        &self,
+        src: &Buf,
+        dst: &mut Buf,
+        index: &[usize],
+        width: usize,
+    ) -> Result<(), GpuError> {
+        let rows = index.len();
+        let last = index.iter().copied().max().unwrap_or(0);
+        check_len(src, (last + 1) * width, "gather input");
+        check_len(dst, rows * width, "gather output");
+        let index: Vec<i32> = index.iter().map(|&i| int(i)).collect();
+        let index = self
+            .stream
+            .clone_htod(&index)
+            .map_err(driver("uploading row indices"))?;
+        let (r, w) = (int(rows), int(width));
+        let mut launch = self.stream.launch_builder(self.kernel("gather_rows_f16"));
+        launch.arg(src).arg(dst).arg(&index).arg(&r).arg(&w);
+        // SAFETY: `gather_rows_f16(src, dst, index, rows, width)`; every
+        // index was checked to lie inside `src`, `dst` holds `rows` rows.
+        unsafe { launch.launch(elementwise(rows * width)) }.map_err(driver("gather_rows_f16"))?;
         Ok(())
     }
 

@@ -30,7 +30,12 @@ pub const SOURCES: [KernelSource; 3] = [
     KernelSource {
         file: "transformer.cu",
         source: include_str!("kernels/transformer.cu"),
-        entries: &["layer_norm_f16", "softmax_rows_f16", "activation_f16"],
+        entries: &[
+            "layer_norm_f16",
+            "softmax_rows_f16",
+            "activation_f16",
+            "gather_rows_f16",
+        ],
     },
     KernelSource {
         file: "vit.cu",

@@ -20,4 +20,5 @@ pub mod gpu;
 pub mod kernels;
 pub mod libs;
 pub mod plan;
+pub mod text_run;
 pub mod vit_run;

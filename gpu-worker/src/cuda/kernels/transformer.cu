@@ -112,3 +112,16 @@ extern "C" __global__ void activation_f16(half_bits* __restrict__ x, long long n
         x[i] = f2h(r);
     }
 }
+
+// Row `index[i]` of `src` (`width` wide) into row `i` of `dst`, for
+// `rows` rows: a text tower's pooled token.
+extern "C" __global__ void gather_rows_f16(const half_bits* __restrict__ src,
+                                           half_bits* __restrict__ dst,
+                                           const int* __restrict__ index, int rows, int width) {
+    const long long total = static_cast<long long>(rows) * width;
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long row = i / width;
+        dst[i] = src[static_cast<long long>(index[row]) * width + i % width];
+    }
+}

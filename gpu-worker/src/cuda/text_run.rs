@@ -1,0 +1,99 @@
+//! The CLIP and SigLIP text towers on a GPU (#28): a [`TextPlan`]'s
+//! weights in f16 on the device and its forward pass, op for op as the
+//! plan's f32 `reference`: the token lookup and positions on the host,
+//! the encoder on the GPU (`encoder_run.rs`, causal for CLIP), then the
+//! pooled token gathered, its LayerNorm and the projection, and L2
+//! normalisation on the host.
+//!
+//! **Not yet run on a GPU** (see `gpu.rs`), and not yet behind
+//! `embed-text` or `--classes`: `tests/text.rs` holds it to the reference
+//! wherever a GPU is present.
+
+use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};
+use super::gpu::{DeviceGemm, DeviceNorm, Gpu, GpuError};
+use super::plan::TextPlan;
+use crate::model::text::{TextPooling, first_max};
+
+/// A text tower's weights on one GPU, and its lookup tables on the host.
+pub struct CudaText {
+    encoder: Encoder,
+    context: usize,
+    pooling: TextPooling,
+    tokens: Vec<f32>,
+    pos: Vec<f32>,
+    blocks: Vec<DeviceBlock>,
+    norm: DeviceNorm,
+    proj: DeviceGemm,
+}
+
+impl CudaText {
+    /// `plan`'s weights on `gpu`.
+    pub fn new(gpu: &Gpu, plan: &TextPlan) -> Result<Self, GpuError> {
+        let c = &plan.config;
+        Ok(Self {
+            encoder: Encoder {
+                d: c.width,
+                heads: c.heads,
+                eps: c.eps,
+                activation: activation_kind(c.activation),
+                causal: c.causal,
+            },
+            context: c.context,
+            pooling: c.pooling,
+            tokens: plan.tokens.clone(),
+            pos: plan.pos.clone(),
+            blocks: upload_blocks(gpu, &plan.blocks)?,
+            norm: gpu.norm_weights(&plan.norm)?,
+            proj: gpu.gemm_weights(&plan.proj)?,
+        })
+    }
+
+    /// L2-normalised embeddings of `ids` (each row `context` ids), as
+    /// [`TextPlan::reference`] gives them: `projection` floats per text.
+    pub fn embed(&self, gpu: &Gpu, ids: &[Vec<u32>]) -> Result<Vec<f32>, GpuError> {
+        let (d, tokens) = (self.encoder.d, self.context);
+        let n = ids.len();
+        let mut stream = vec![0.0f32; n * tokens * d];
+        for (row, seq) in ids.iter().enumerate() {
+            assert_eq!(seq.len(), tokens, "ids are padded to the context");
+            for (p, &id) in seq.iter().enumerate() {
+                let at = (row * tokens + p) * d;
+                let (token, pos) = (
+                    &self.tokens[id as usize * d..][..d],
+                    &self.pos[p * d..][..d],
+                );
+                for (j, v) in stream[at..at + d].iter_mut().enumerate() {
+                    *v = token[j] + pos[j];
+                }
+            }
+        }
+        let mut t = gpu.upload(&stream)?;
+        drop(stream);
+        let mut h = gpu.zeros(n * tokens * d)?;
+        self.encoder
+            .run(gpu, &self.blocks, &mut t, &mut h, n, tokens)?;
+        let index: Vec<usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(row, seq)| {
+                row * tokens
+                    + match self.pooling {
+                        TextPooling::EndOfText => first_max(seq),
+                        TextPooling::Last => tokens - 1,
+                    }
+            })
+            .collect();
+        let mut pooled = gpu.zeros(n * d)?;
+        gpu.gather_rows(&t, &mut pooled, &index, d)?;
+        let mut normed = gpu.zeros(n * d)?;
+        gpu.layer_norm(&pooled, &mut normed, n, &self.norm, self.encoder.eps)?;
+        let mut out = gpu.zeros(n * self.proj.n)?;
+        gpu.gemm(&normed, n, &self.proj, &mut out, false)?;
+        let mut out = gpu.download(&out, n * self.proj.n)?;
+        for row in out.chunks_exact_mut(self.proj.n) {
+            let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+            row.iter_mut().for_each(|v| *v /= norm);
+        }
+        Ok(out)
+    }
+}

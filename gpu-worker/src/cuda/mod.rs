@@ -7,12 +7,14 @@
 //!
 //! Written but **not yet run on a GPU** (no GPU machine was lent while it
 //! was written): one GPU driven through cuBLASLt and the kernels
-//! (`gpu.rs`), the ViT image towers' forward pass on it (`vit_run.rs`),
-//! held to the plans' references by `tests/families.rs` wherever a GPU
-//! opens, and the engine behind the worker's seam (`engine.rs`,
-//! `--engine cuda`), which checks one image against the reference at every
-//! start. The text towers, the CNNs on cuDNN and SigLIP's pooling head
-//! are not built: `--engine cuda` refuses them in one line.
+//! (`gpu.rs`), the transformer encoder on it (`encoder_run.rs`), the ViT
+//! image towers' and the text towers' forward passes (`vit_run.rs`,
+//! `text_run.rs`), held to the plans' references by `tests/families.rs`
+//! and `tests/text.rs` wherever a GPU opens, and the engine behind the
+//! worker's seam for the ViTs (`engine.rs`, `--engine cuda`), which checks
+//! one image against the reference at every start. The text towers behind
+//! `embed-text`, the CNNs on cuDNN and SigLIP's pooling head are not
+//! built: `--engine cuda` refuses them in one line.
 
 mod encoder_run;
 pub mod engine;

@@ -751,7 +751,39 @@ fn a_clip_config_that_cannot_be_used_is_a_one_line_error() {
 /// the lowering and the packing are right before any GPU runs them.
 #[test]
 fn the_cuda_engines_vit_plans_give_pytorchs_outputs() {
-    use gpu_worker::cuda::plan::vit_plan;
+    let checked = for_each_vit_plan(|name, file, case, plan, images| {
+        let what = format!("{name} ({file}), the CUDA engine's plan");
+        let dim = plan.config.feature_dim();
+        let (features, logits) = plan.reference(images, case.side, case.mean, case.std);
+        assert_eq!(features.len(), case.embed.len() * dim, "{what}");
+        for (i, want) in case.embed.iter().enumerate() {
+            assert_close(
+                &features[i * dim..(i + 1) * dim],
+                want,
+                &format!("{what}, {i}"),
+            );
+        }
+        if let Some(want) = &case.logits {
+            let logits = logits.unwrap_or_else(|| panic!("{what}: logits"));
+            let k = want[0].len();
+            for (i, want) in want.iter().enumerate() {
+                assert_close(
+                    &logits[i * k..(i + 1) * k],
+                    want,
+                    &format!("{what}, logits {i}"),
+                );
+            }
+        }
+    });
+    assert!(checked >= 8, "ViT checkpoints planned: {checked}");
+}
+
+/// Calls `check` with each ViT checkpoint of the reference cases (name,
+/// file, case, its CUDA plan, the case's images), in name order; gives
+/// how many.
+fn for_each_vit_plan(
+    mut check: impl FnMut(&str, &str, &Case, &gpu_worker::cuda::plan::VitPlan, &[u8]),
+) -> usize {
     let cases = reference_cases();
     let mut names: Vec<&String> = cases.keys().collect();
     names.sort();
@@ -759,39 +791,18 @@ fn the_cuda_engines_vit_plans_give_pytorchs_outputs() {
     for name in names {
         let case = &cases[name];
         let arch = architecture(&case.config);
-        let Architecture::Vit(config) = &arch else {
+        if !matches!(arch, Architecture::Vit(_)) {
             continue;
-        };
-        let dim = config.feature_dim();
+        }
         let images = std::fs::read(vectors().join(&case.images)).expect("case images");
         for file in &case.files {
-            let what = format!("{name} ({file}), the CUDA engine's plan");
-            let plan = vit_plan(&arch, name, &vectors().join(file))
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let (features, logits) = plan.reference(&images, case.side, case.mean, case.std);
-            assert_eq!(features.len(), case.embed.len() * dim, "{what}");
-            for (i, want) in case.embed.iter().enumerate() {
-                assert_close(
-                    &features[i * dim..(i + 1) * dim],
-                    want,
-                    &format!("{what}, {i}"),
-                );
-            }
-            if let Some(want) = &case.logits {
-                let logits = logits.unwrap_or_else(|| panic!("{what}: logits"));
-                let k = want[0].len();
-                for (i, want) in want.iter().enumerate() {
-                    assert_close(
-                        &logits[i * k..(i + 1) * k],
-                        want,
-                        &format!("{what}, logits {i}"),
-                    );
-                }
-            }
+            let plan = gpu_worker::cuda::plan::vit_plan(&arch, name, &vectors().join(file))
+                .unwrap_or_else(|e| panic!("{name} ({file}): {e}"));
+            check(name, file, case, &plan, &images);
             checked += 1;
         }
     }
-    assert!(checked >= 8, "ViT checkpoints planned: {checked}");
+    checked
 }
 
 /// The CUDA engine runs the ViT plans on a GPU (`cuda::vit_run`: f16
@@ -802,21 +813,12 @@ fn the_cuda_engines_vit_plans_give_pytorchs_outputs() {
 /// (`PIPELINE_REQUIRE_GPU=1` makes a GPU that does not open a failure).
 #[test]
 fn the_cuda_engine_runs_the_vit_plans_as_their_reference() {
-    use gpu_worker::cuda::gpu::{Gpu, Norm3};
-    use gpu_worker::cuda::plan::vit_plan;
+    use gpu_worker::cuda::gpu::Norm3;
     use gpu_worker::cuda::vit_run::CudaVit;
-    let gpu = match Gpu::open(0) {
-        Ok(gpu) => gpu,
-        Err(e) => {
-            let e = e.to_string();
-            assert!(!e.contains('\n'), "{e}");
-            assert!(
-                std::env::var_os("PIPELINE_REQUIRE_GPU").is_none(),
-                "a GPU must open here: {e}"
-            );
-            eprintln!("the CUDA engine's ViT parity: skipped, no GPU ({e})");
-            return;
-        }
+    let Some(gpu) =
+        common::cuda_gpu_or_skip("the_cuda_engine_runs_the_vit_plans_as_their_reference")
+    else {
+        return;
     };
     let cosine = |a: &[f32], b: &[f32]| {
         let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
@@ -829,56 +831,43 @@ fn the_cuda_engine_runs_the_vit_plans_as_their_reference() {
             .max_by(|a, b| a.1.total_cmp(b.1))
             .map(|(i, _)| i)
     };
-    let cases = reference_cases();
-    let mut names: Vec<&String> = cases.keys().collect();
-    names.sort();
-    let mut checked = 0;
-    for name in names {
-        let case = &cases[name];
-        let arch = architecture(&case.config);
-        let Architecture::Vit(config) = &arch else {
-            continue;
+    let mut run = 0;
+    for_each_vit_plan(|name, file, case, plan, images| {
+        let what = format!("{name} ({file}) on {}", gpu.name());
+        let cuda = match CudaVit::new(&gpu, plan) {
+            Ok(cuda) => cuda,
+            Err(e) if plan.config.pooling == Pooling::Map => {
+                assert!(e.to_string().contains("SigLIP"), "{what}: {e}");
+                return;
+            }
+            Err(e) => panic!("{what}: {e}"),
         };
-        let images = std::fs::read(vectors().join(&case.images)).expect("case images");
-        for file in &case.files {
-            let what = format!("{name} ({file}) on {}", gpu.name());
-            let plan = vit_plan(&arch, name, &vectors().join(file))
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let cuda = match CudaVit::new(&gpu, &plan) {
-                Ok(cuda) => cuda,
-                Err(e) if config.pooling == Pooling::Map => {
-                    assert!(e.to_string().contains("SigLIP"), "{what}: {e}");
-                    continue;
-                }
-                Err(e) => panic!("{what}: {e}"),
-            };
-            let (features, logits) = cuda
-                .forward(
-                    &gpu,
-                    &images,
-                    images.len() / (3 * case.side * case.side),
-                    case.side,
-                    Norm3::new(case.mean, case.std),
-                )
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
-            let (want, want_logits) = plan.reference(&images, case.side, case.mean, case.std);
-            assert_eq!(features.len(), want.len(), "{what}");
-            let dim = config.feature_dim();
-            for (i, (got, want)) in features.chunks(dim).zip(want.chunks(dim)).enumerate() {
-                let c = cosine(got, want);
-                println!("{what}, image {i}: cosine {c:.6}");
-                assert!(c >= 0.999, "{what}, image {i}: cosine {c}");
-            }
-            if let (Some(got), Some(want)) = (logits, want_logits) {
-                let k = want.len() / (features.len() / dim);
-                for (g, w) in got.chunks(k).zip(want.chunks(k)) {
-                    assert_eq!(argmax(g), argmax(w), "{what}: top-1 differs");
-                }
-            }
-            checked += 1;
+        let (features, logits) = cuda
+            .forward(
+                &gpu,
+                images,
+                images.len() / (3 * case.side * case.side),
+                case.side,
+                Norm3::new(case.mean, case.std),
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (want, want_logits) = plan.reference(images, case.side, case.mean, case.std);
+        assert_eq!(features.len(), want.len(), "{what}");
+        let dim = plan.config.feature_dim();
+        for (i, (got, want)) in features.chunks(dim).zip(want.chunks(dim)).enumerate() {
+            let c = cosine(got, want);
+            println!("{what}, image {i}: cosine {c:.6}");
+            assert!(c >= 0.999, "{what}, image {i}: cosine {c}");
         }
-    }
-    assert!(checked >= 6, "ViT checkpoints run on the GPU: {checked}");
+        if let (Some(got), Some(want)) = (logits, want_logits) {
+            let k = want.len() / (features.len() / dim);
+            for (g, w) in got.chunks(k).zip(want.chunks(k)) {
+                assert_eq!(argmax(g), argmax(w), "{what}: top-1 differs");
+            }
+        }
+        run += 1;
+    });
+    assert!(run >= 6, "ViT checkpoints run on the GPU: {run}");
 }
 
 /// The CUDA engine's plan of torchvision's ConvNeXt (#28: the stem and

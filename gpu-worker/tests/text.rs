@@ -195,21 +195,12 @@ fn the_cuda_engines_text_plans_give_upstreams_embeddings() {
 /// (`PIPELINE_REQUIRE_GPU=1` makes a GPU that does not open a failure).
 #[test]
 fn the_cuda_engine_runs_the_text_plans_as_their_reference() {
-    use gpu_worker::cuda::gpu::Gpu;
     use gpu_worker::cuda::plan::text_plan;
     use gpu_worker::cuda::text_run::CudaText;
-    let gpu = match Gpu::open(0) {
-        Ok(gpu) => gpu,
-        Err(e) => {
-            let e = e.to_string();
-            assert!(!e.contains('\n'), "{e}");
-            assert!(
-                std::env::var_os("PIPELINE_REQUIRE_GPU").is_none(),
-                "a GPU must open here: {e}"
-            );
-            eprintln!("the CUDA engine's text parity: skipped, no GPU ({e})");
-            return;
-        }
+    let Some(gpu) =
+        common::cuda_gpu_or_skip("the_cuda_engine_runs_the_text_plans_as_their_reference")
+    else {
+        return;
     };
     let towers = towers();
     let mut checked = 0;

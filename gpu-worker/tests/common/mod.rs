@@ -70,3 +70,22 @@ pub(crate) fn tests_passed(stdout: &str) -> Option<u32> {
             .ok()
     })
 }
+
+/// GPU 0 for the CUDA engine's parity tests (#28), or `None` where none
+/// opens: then opening one must have been a one-line error, and the test
+/// is skipped, unless `PIPELINE_REQUIRE_GPU` is set, which makes it fail.
+pub(crate) fn cuda_gpu_or_skip(test: &str) -> Option<gpu_worker::cuda::gpu::Gpu> {
+    match gpu_worker::cuda::gpu::Gpu::open(0) {
+        Ok(gpu) => Some(gpu),
+        Err(e) => {
+            let e = e.to_string();
+            assert!(!e.contains('\n'), "{e}");
+            assert!(
+                std::env::var_os("PIPELINE_REQUIRE_GPU").is_none(),
+                "{test}: a GPU must open here: {e}"
+            );
+            eprintln!("{test}: skipped, no GPU ({e})");
+            None
+        }
+    }
+}

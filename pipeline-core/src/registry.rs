@@ -101,16 +101,12 @@ const BURN: &[EngineKind] = &[EngineKind::Burn];
 const BURN_AND_CUDA: &[EngineKind] = &[EngineKind::Burn, EngineKind::Cuda];
 
 /// The engines of a family, burn's first (`--engine auto`'s choice): the
-/// CUDA engine runs the ViT image towers of torchvision, CLIP and DINOv2
-/// (not SigLIP's pooling head), unverified on a GPU yet (#28).
+/// CUDA engine runs the ViT image towers of torchvision, CLIP, SigLIP and
+/// DINOv2, unverified on a GPU yet (#28).
 const fn engines_of(family: Family) -> &'static [EngineKind] {
     match family {
-        Family::Vit | Family::Clip | Family::Dinov2 => BURN_AND_CUDA,
-        Family::Tiny
-        | Family::Resnet
-        | Family::EfficientnetLite
-        | Family::Convnext
-        | Family::Siglip => BURN,
+        Family::Vit | Family::Clip | Family::Siglip | Family::Dinov2 => BURN_AND_CUDA,
+        Family::Tiny | Family::Resnet | Family::EfficientnetLite | Family::Convnext => BURN,
     }
 }
 const MILLION: u64 = 1_000_000;

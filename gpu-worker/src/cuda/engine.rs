@@ -1,8 +1,8 @@
 //! The CUDA engine behind the worker's seam (#28), for the model families
-//! it runs so far: the ViT image towers of torchvision, CLIP and DINOv2
-//! (`vit_run.rs`), embeddings and ImageNet classification. SigLIP's
-//! pooling head, DINOv2's `--pooling`, zero-shot `--classes`, the text
-//! towers and the CNNs are refused at open in one line.
+//! it runs so far: the ViT image towers of torchvision, CLIP, SigLIP and
+//! DINOv2 (`vit_run.rs`), embeddings and ImageNet classification. DINOv2's
+//! `--pooling`, zero-shot `--classes`, the text towers and the CNNs are
+//! refused at open in one line.
 //!
 //! **Not yet run on a GPU** (see `gpu.rs`). Until a GPU session has held
 //! it to the burn engine and PyTorch, every open checks it: one image run

@@ -13,8 +13,8 @@
 //! and `tests/text.rs` wherever a GPU opens, and the engine behind the
 //! worker's seam for the ViTs (`engine.rs`, `--engine cuda`), which checks
 //! one image against the reference at every start. The text towers behind
-//! `embed-text`, the CNNs on cuDNN and SigLIP's pooling head are not
-//! built: `--engine cuda` refuses them in one line.
+//! `embed-text` and the CNNs on cuDNN are not built: `--engine cuda`
+//! refuses them in one line.
 
 mod encoder_run;
 pub mod engine;

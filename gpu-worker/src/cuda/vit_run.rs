@@ -2,15 +2,16 @@
 //! a [`VitPlan`]'s weights in f16 on the device, and its forward pass as
 //! cuBLASLt GEMMs (bias in the epilogue, the residual adds as `β = 1`
 //! accumulation into the stream) and the engine's kernels, op for op as
-//! the plan's f32 `reference` runs it. SigLIP's attention-pooling head is
-//! not here yet: its plan is refused in one line.
+//! the plan's f32 `reference` runs it, SigLIP's attention-pooling head
+//! included (its one query attending over each image's tokens through
+//! the same batched GEMMs, the query's batch stride 0).
 //!
 //! **Not yet run on a GPU** (see `gpu.rs`): `tests/families.rs` holds
 //! it to the reference wherever a GPU is present.
 
 use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};
-use super::gpu::{DeviceGemm, DeviceNorm, Gpu, GpuError, Norm3};
-use super::plan::VitPlan;
+use super::gpu::{Buf, DeviceGemm, DeviceNorm, Gpu, GpuError, Norm3, Strided};
+use super::plan::{MapHead, VitPlan};
 use crate::model::vit::Pooling;
 
 /// A ViT plan's weights on one GPU.
@@ -24,6 +25,112 @@ pub struct CudaVit {
     norm: DeviceNorm,
     proj: Option<DeviceGemm>,
     head: Option<DeviceGemm>,
+    map: Option<DeviceMap>,
+}
+
+/// SigLIP's pooling head on the device.
+struct DeviceMap {
+    query: Buf,
+    kv: DeviceGemm,
+    out: DeviceGemm,
+    norm: DeviceNorm,
+    fc1: DeviceGemm,
+    fc2: DeviceGemm,
+}
+
+impl DeviceMap {
+    fn new(gpu: &Gpu, head: &MapHead) -> Result<Self, GpuError> {
+        Ok(Self {
+            query: gpu.upload(&head.query)?,
+            kv: gpu.gemm_weights(&head.kv)?,
+            out: gpu.gemm_weights(&head.out)?,
+            norm: gpu.norm_weights(&head.norm)?,
+            fc1: gpu.gemm_weights(&head.fc1)?,
+            fc2: gpu.gemm_weights(&head.fc2)?,
+        })
+    }
+
+    /// The pooled `[n, D]` of the normed tokens `t` (`[n·tokens, D]`):
+    /// the query attends over each image's tokens, then
+    /// `h + mlp(norm(h))`.
+    fn pool(
+        &self,
+        gpu: &Gpu,
+        t: &Buf,
+        n: usize,
+        tokens: usize,
+        s: &Shape,
+    ) -> Result<Buf, GpuError> {
+        let (d, heads) = (s.d, s.encoder.heads);
+        let dh = d / heads;
+        let mut kv = gpu.zeros(n * tokens * 2 * d)?;
+        gpu.gemm(t, n * tokens, &self.kv, &mut kv, false)?;
+        let mut scores = gpu.zeros(n * heads * tokens)?;
+        for h in 0..heads {
+            let q = Strided {
+                offset: h * dh,
+                ld: d,
+                stride: 0,
+            };
+            let k = Strided {
+                offset: h * dh,
+                ld: 2 * d,
+                stride: tokens * 2 * d,
+            };
+            let at = Strided {
+                offset: h * tokens,
+                ld: tokens,
+                stride: heads * tokens,
+            };
+            gpu.batched_gemm(
+                (1, tokens, dh),
+                1.0,
+                (&self.query, q),
+                (&kv, k),
+                true,
+                (&mut scores, at),
+                n,
+            )?;
+        }
+        let scale = 1.0 / (dh as f32).sqrt();
+        gpu.softmax_rows(&mut scores, n * heads, tokens, scale, false, 1)?;
+        let mut attended = gpu.zeros(n * d)?;
+        for h in 0..heads {
+            let p = Strided {
+                offset: h * tokens,
+                ld: tokens,
+                stride: heads * tokens,
+            };
+            let v = Strided {
+                offset: d + h * dh,
+                ld: 2 * d,
+                stride: tokens * 2 * d,
+            };
+            let o = Strided {
+                offset: h * dh,
+                ld: d,
+                stride: d,
+            };
+            gpu.batched_gemm(
+                (1, dh, tokens),
+                1.0,
+                (&scores, p),
+                (&kv, v),
+                false,
+                (&mut attended, o),
+                n,
+            )?;
+        }
+        let mut pooled = gpu.zeros(n * d)?;
+        gpu.gemm(&attended, n, &self.out, &mut pooled, false)?;
+        let mut normed = gpu.zeros(n * d)?;
+        gpu.layer_norm(&pooled, &mut normed, n, &self.norm, s.eps)?;
+        let mut hidden = gpu.zeros(n * self.fc1.n)?;
+        gpu.gemm(&normed, n, &self.fc1, &mut hidden, false)?;
+        gpu.activation(&mut hidden, n * self.fc1.n, s.encoder.activation)?;
+        gpu.gemm(&hidden, n, &self.fc2, &mut pooled, true)?;
+        Ok(pooled)
+    }
 }
 
 /// What the forward pass needs of the config.
@@ -47,12 +154,7 @@ impl CudaVit {
             Pooling::Class => 0,
             Pooling::Mean => 1,
             Pooling::ClassAndMean => 2,
-            Pooling::Map => {
-                return Err(GpuError(
-                    "the CUDA engine does not run SigLIP's attention-pooling head yet (#28)"
-                        .to_owned(),
-                ));
-            }
+            Pooling::Map => 3,
         };
         let blocks = upload_blocks(gpu, &plan.blocks)?;
         Ok(Self {
@@ -90,6 +192,11 @@ impl CudaVit {
                 .head
                 .as_ref()
                 .map(|g| gpu.gemm_weights(g))
+                .transpose()?,
+            map: plan
+                .map
+                .as_ref()
+                .map(|m| DeviceMap::new(gpu, m))
                 .transpose()?,
         })
     }
@@ -140,8 +247,14 @@ impl CudaVit {
             .run(gpu, &self.blocks, &mut t, &mut h, n, tokens)?;
         gpu.layer_norm(&t, &mut h, rows, &self.norm, s.eps)?;
         let width = if s.pool == 2 { 2 * d } else { d };
-        let mut pooled = gpu.zeros(n * width)?;
-        gpu.pool(&h, &mut pooled, (n, tokens, s.prefix, d), s.pool)?;
+        let pooled = match &self.map {
+            Some(map) => map.pool(gpu, &h, n, tokens, &s)?,
+            None => {
+                let mut pooled = gpu.zeros(n * width)?;
+                gpu.pool(&h, &mut pooled, (n, tokens, s.prefix, d), s.pool)?;
+                pooled
+            }
+        };
         let (features, dim) = match &self.proj {
             Some(proj) => {
                 let mut out = gpu.zeros(n * proj.n)?;

@@ -77,7 +77,11 @@ impl CudaEngine {
             .ok_or_else(|| {
                 device_error(
                     spec,
-                    GpuError("its PCI bus id is unknown, so its CUDA device is".to_owned()),
+                    GpuError(
+                        "its Vulkan driver gives no PCI bus id, so its CUDA device cannot be \
+                         found"
+                            .to_owned(),
+                    ),
                 )
             })?;
         let gpu = Gpu::ordinal_at(&pci)

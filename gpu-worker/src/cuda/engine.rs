@@ -141,12 +141,9 @@ impl CudaEngine {
             (Task::Classify { .. }, Some(logits)) => {
                 let classes = logits.len() / batch.padded_rows;
                 let mut probs = logits;
-                for row in probs.chunks_exact_mut(classes) {
-                    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    row.iter_mut().for_each(|v| *v = (*v - max).exp());
-                    let sum: f32 = row.iter().sum();
-                    row.iter_mut().for_each(|v| *v /= sum);
-                }
+                probs
+                    .chunks_exact_mut(classes)
+                    .for_each(super::plan::softmax);
                 crate::predictions(self.task, &probs, batch.rows, classes)
             }
             _ => crate::predictions(Task::Embed, &features, batch.rows, self.feature_dim),

@@ -90,10 +90,7 @@ impl CudaText {
         let mut out = gpu.zeros(n * self.proj.n)?;
         gpu.gemm(&normed, n, &self.proj, &mut out, false)?;
         let mut out = gpu.download(&out, n * self.proj.n)?;
-        for row in out.chunks_exact_mut(self.proj.n) {
-            let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-            row.iter_mut().for_each(|v| *v /= norm);
-        }
+        super::plan::l2_normalize_rows(&mut out, self.proj.n);
         Ok(out)
     }
 }

@@ -273,10 +273,7 @@ impl CudaVit {
         };
         let mut features = gpu.download(&features, n * dim)?;
         if s.normalize {
-            for row in features.chunks_exact_mut(dim) {
-                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-                row.iter_mut().for_each(|v| *v /= norm);
-            }
+            super::plan::l2_normalize_rows(&mut features, dim);
         }
         Ok((features, logits))
     }

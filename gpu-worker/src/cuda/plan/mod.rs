@@ -34,5 +34,6 @@ pub use crate::model::lowered::ConvActivation;
 pub use cnn::{CnnPlan, CnnStep, ConvLayer, cnn_plan};
 pub use convnext::{ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan};
 pub use ops::{Block, Gemm, LayerNorm};
+pub(crate) use ops::{l2_normalize_rows, softmax};
 pub use text::{TextPlan, text_plan};
 pub use vit::{MapHead, VitPlan, vit_plan, vit_plan_seeded};

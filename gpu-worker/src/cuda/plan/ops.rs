@@ -320,7 +320,16 @@ pub(super) fn attention(qkv: &[f32], s: &Shape) -> Vec<f32> {
     out
 }
 
-pub(super) fn softmax(x: &mut [f32]) {
+/// Each `dim`-wide row divided by its L2 norm (at least 1e-12), as
+/// PyTorch's `F.normalize`.
+pub(crate) fn l2_normalize_rows(values: &mut [f32], dim: usize) {
+    for row in values.chunks_exact_mut(dim) {
+        let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
+        row.iter_mut().for_each(|v| *v /= norm);
+    }
+}
+
+pub(crate) fn softmax(x: &mut [f32]) {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0;
     for v in x.iter_mut() {

@@ -77,10 +77,7 @@ impl TextPlan {
             pooled.extend_from_slice(&t[(row * tokens + at) * d..(row * tokens + at + 1) * d]);
         }
         let mut out = gemm(&layer_norm(&pooled, &self.norm, c.eps), &self.proj);
-        for row in out.chunks_exact_mut(c.projection) {
-            let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-            row.iter_mut().for_each(|v| *v /= norm);
-        }
+        super::ops::l2_normalize_rows(&mut out, c.projection);
         out
     }
 }

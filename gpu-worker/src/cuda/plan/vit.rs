@@ -257,10 +257,7 @@ impl VitPlan {
         let logits = self.head.as_ref().map(|head| gemm(&features, head));
         if c.normalize {
             let dim = c.feature_dim();
-            for row in features.chunks_exact_mut(dim) {
-                let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt().max(1e-12);
-                row.iter_mut().for_each(|v| *v /= norm);
-            }
+            super::ops::l2_normalize_rows(&mut features, dim);
         }
         (features, logits)
     }

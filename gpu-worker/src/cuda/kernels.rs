@@ -21,7 +21,7 @@ pub struct KernelSource {
 }
 
 /// Every kernel source.
-pub const SOURCES: [KernelSource; 3] = [
+pub const SOURCES: [KernelSource; 4] = [
     KernelSource {
         file: "preprocess.cu",
         source: include_str!("kernels/preprocess.cu"),
@@ -41,6 +41,17 @@ pub const SOURCES: [KernelSource; 3] = [
         file: "vit.cu",
         source: include_str!("kernels/vit.cu"),
         entries: &["patches_f16", "tokens_f16", "pool_f16"],
+    },
+    KernelSource {
+        file: "cnn.cu",
+        source: include_str!("kernels/cnn.cu"),
+        entries: &[
+            "pad_nhwc_f16",
+            "max_pool_3x3_s2_nhwc_f16",
+            "conv_epilogue_f16",
+            "patches_nhwc_f16",
+            "depthwise7_nhwc_f16",
+        ],
     },
 ];
 

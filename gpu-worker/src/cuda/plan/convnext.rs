@@ -15,8 +15,8 @@ use crate::model::transformer::Activation;
 /// One ConvNeXt block, channels last.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvNextBlock {
-    /// The depthwise 7×7 filter as `[7, 7, C]` (cuDNN's NHWC filter layout
-    /// for a grouped convolution, one channel per group).
+    /// The depthwise 7×7 filter as `[7, 7, C]`: a tap's channels side by
+    /// side, as the engine's `depthwise7_nhwc_f16` kernel reads them.
     pub dw_taps: Vec<f32>,
     /// Its bias.
     pub dw_bias: Vec<f32>,
@@ -41,7 +41,7 @@ pub struct ConvNextStage {
 
 /// torchvision's ConvNeXt as the CUDA engine will run it, channels last:
 /// the 4×4 stride-4 stem and the 2×2 downsamplings are GEMMs over
-/// non-overlapping patches, the depthwise 7×7 a convolution (cuDNN), the
+/// non-overlapping patches, the depthwise 7×7 the engine's own kernel, the
 /// MLPs GEMMs with the layer scale folded into the second.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConvNextPlan {

@@ -397,11 +397,17 @@ fn cnn<M: Module + ModuleSnapshot>(
     device: &Device,
 ) -> Result<Box<M>, WeightsError> {
     let host = Device::flex();
+    // The host backend's random generator is one per process: two draws at
+    // once (two models loading on two threads) would interleave and give
+    // each other's weights, so a seeded draw holds it to the end.
+    static DRAW: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let drawing = DRAW.lock().unwrap_or_else(|p| p.into_inner());
     host.seed(match weights {
         Weights::Seeded(seed) => *seed,
         Weights::File(_) => 0,
     });
     let mut module = on_device(make(&host), device);
+    drop(drawing);
     if let Weights::File(path) = weights {
         weights::load(module.as_mut(), path, name, remap)?;
     }

@@ -106,8 +106,9 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
     };
     if args.engine == EngineArg::Cuda && !model.spec().engines.contains(&EngineKind::Cuda) {
         return Err(format!(
-            "--engine cuda: the CUDA engine does not run {model} yet (#28); it runs the ViT, \
-             CLIP, SigLIP and DINOv2 image towers (--engine auto runs {model} on Vulkan or the CPU)"
+            "--engine cuda: the CUDA engine does not run {model} (a test model); it runs the \
+             ResNets, EfficientNet-Lite0, ConvNeXt and the ViT, CLIP, SigLIP and DINOv2 image \
+             towers (--engine auto runs {model} on Vulkan or the CPU)"
         ));
     }
     let (devices, engine, device_notice) = crate::devices::engine_devices(args.engine, &args.gpus)?;

@@ -727,7 +727,7 @@ fn the_engine_flag_runs_or_refuses_in_one_line() {
         ),
         (
             &["--engine", "cuda"],
-            "--engine cuda: the CUDA engine does not run tiny yet",
+            "--engine cuda: the CUDA engine does not run tiny (a test model)",
         ),
         (&["--engine", "metal"], "invalid value 'metal'"),
     ] {

@@ -820,17 +820,7 @@ fn the_cuda_engine_runs_the_vit_plans_as_their_reference() {
     else {
         return;
     };
-    let cosine = |a: &[f32], b: &[f32]| {
-        let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
-        let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
-        dot / (norm(a) * norm(b)).max(1e-30)
-    };
-    let argmax = |v: &[f32]| {
-        v.iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map(|(i, _)| i)
-    };
+    use common::{argmax, cosine};
     let mut run = 0;
     for_each_vit_plan(|name, file, case, plan, images| {
         let what = format!("{name} ({file}) on {}", gpu.name());
@@ -888,5 +878,50 @@ fn the_cuda_engines_convnext_plan_gives_pytorchs_outputs() {
     let k = want[0].len();
     for (i, want) in want.iter().enumerate() {
         assert_close(&logits[i * k..(i + 1) * k], want, &format!("logits {i}"));
+    }
+}
+
+/// The CUDA engine runs the ConvNeXt plan on a GPU (`cuda::convnext_run`:
+/// GEMMs over patches, LayerNorms, the depthwise 7×7 kernel) as its f32
+/// reference runs it: features at cosine ≥ 0.999 and the same top-1, a
+/// padding row changing neither. Waits for a GPU as the ViTs' does.
+#[test]
+fn the_cuda_engine_runs_the_convnext_plan_as_its_reference() {
+    use common::{argmax, cosine};
+    use gpu_worker::cuda::convnext_run::CudaConvNext;
+    use gpu_worker::cuda::gpu::Norm3;
+    use gpu_worker::cuda::plan::convnext_plan;
+    let Some(gpu) =
+        common::cuda_gpu_or_skip("the_cuda_engine_runs_the_convnext_plan_as_its_reference")
+    else {
+        return;
+    };
+    let case = &reference_cases()["torchvision_convnext"];
+    let arch = architecture(&case.config);
+    let images = std::fs::read(vectors().join(&case.images)).expect("case images");
+    let plan = convnext_plan(&arch, "convnext", &vectors().join(&case.files[0]))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let cuda = CudaConvNext::new(&gpu, &plan).unwrap_or_else(|e| panic!("{e}"));
+    let real = images.len() / (3 * case.side * case.side);
+    let (features, logits) = cuda
+        .forward(
+            &gpu,
+            &images,
+            real + 1,
+            case.side,
+            Norm3::new(case.mean, case.std),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (want, want_logits) = plan.reference(&images, case.side, case.mean, case.std);
+    let (dim, k) = (want.len() / real, want_logits.len() / real);
+    for i in 0..real {
+        let c = cosine(&features[i * dim..][..dim], &want[i * dim..][..dim]);
+        println!("ConvNeXt on {}, image {i}: cosine {c:.6}", gpu.name());
+        assert!(c >= 0.999, "image {i}: cosine {c}");
+        assert_eq!(
+            argmax(&logits[i * k..][..k]),
+            argmax(&want_logits[i * k..][..k]),
+            "image {i}: top-1"
+        );
     }
 }

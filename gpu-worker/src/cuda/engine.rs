@@ -1,8 +1,9 @@
-//! The CUDA engine behind the worker's seam (#28), for the model families
-//! it runs so far: the ViT image towers of torchvision, CLIP, SigLIP and
-//! DINOv2 (`vit_run.rs`), embeddings and ImageNet classification. DINOv2's
-//! `--pooling`, zero-shot `--classes`, the text towers and the CNNs are
-//! refused at open in one line.
+//! The CUDA engine behind the worker's seam (#28), for every image family:
+//! the ViT image towers of torchvision, CLIP, SigLIP and DINOv2
+//! (`vit_run.rs`), torchvision's ResNets and EfficientNet-Lite0 on cuDNN
+//! (`cnn_run.rs`) and ConvNeXt (`convnext_run.rs`); embeddings and
+//! ImageNet classification. DINOv2's `--pooling` and zero-shot `--classes`
+//! are refused at open in one line.
 //!
 //! **Not yet run on a GPU** (see `gpu.rs`). Until a GPU session has held
 //! it to the burn engine and PyTorch, every open checks it: one image run
@@ -14,8 +15,13 @@ use std::time::Instant;
 
 use pipeline_core::{DeviceSpec, ModelKind, Prediction, SpanTimes, Task, WorkerConfig};
 
+use super::cnn_run::CudaCnn;
+use super::convnext_run::CudaConvNext;
 use super::gpu::{Gpu, GpuError, Norm3};
-use super::plan::{VitPlan, vit_plan, vit_plan_seeded};
+use super::plan::{
+    CnnPlan, ConvNextPlan, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan, convnext_plan_seeded,
+    vit_plan, vit_plan_seeded,
+};
 use super::vit_run::CudaVit;
 use crate::engine::{DeviceError, Engine, EngineError, InFlight, OpenError, PendingPass};
 use crate::model::Architecture;
@@ -24,13 +30,109 @@ use crate::model::Architecture;
 /// the start-up check image.
 const SELF_CHECK_COSINE: f32 = 0.999;
 
-/// A ViT model on one NVIDIA GPU.
+/// A model on one NVIDIA GPU.
 pub struct CudaEngine {
     gpu: Gpu,
-    vit: CudaVit,
+    model: OnGpu,
     task: Task,
     spec: DeviceSpec,
     feature_dim: usize,
+}
+
+/// A family's plan: its weights packed on the host, with the f32
+/// reference the start-up check compares with.
+enum Plan {
+    Vit(Box<VitPlan>),
+    Cnn(CnnPlan),
+    ConvNext(ConvNextPlan),
+}
+
+impl Plan {
+    /// The configured model's plan, from its checkpoint or seeded.
+    fn load(config: &WorkerConfig) -> Result<Self, OpenError> {
+        let arch = Architecture::of(config.model);
+        let name = config.model.name();
+        let path = config.weights.as_deref();
+        Ok(match &arch {
+            Architecture::Vit(_) => Self::Vit(Box::new(match path {
+                Some(path) => vit_plan(&arch, name, path)?,
+                None => vit_plan_seeded(&arch, name, config.seed)?,
+            })),
+            Architecture::ConvNext(_) => Self::ConvNext(match path {
+                Some(path) => convnext_plan(&arch, name, path)?,
+                None => convnext_plan_seeded(&arch, name, config.seed)?,
+            }),
+            Architecture::ResNet(_) | Architecture::EfficientNetLite0 | Architecture::Tiny => {
+                Self::Cnn(match path {
+                    Some(path) => cnn_plan(&arch, name, path)?,
+                    None => cnn_plan_seeded(&arch, name, config.seed)?,
+                })
+            }
+        })
+    }
+
+    fn has_classifier(&self) -> bool {
+        match self {
+            Self::Vit(plan) => plan.head.is_some(),
+            Self::Cnn(_) | Self::ConvNext(_) => true,
+        }
+    }
+
+    fn feature_dim(&self) -> usize {
+        match self {
+            Self::Vit(plan) => plan.config.feature_dim(),
+            Self::Cnn(plan) => plan.features,
+            Self::ConvNext(plan) => plan.config.dims.last().copied().unwrap_or(0),
+        }
+    }
+
+    /// The features of `image` in f32 on the host.
+    fn reference(&self, image: &[u8], side: usize, mean: [f32; 3], std: [f32; 3]) -> Vec<f32> {
+        match self {
+            Self::Vit(plan) => plan.reference(image, side, mean, std).0,
+            Self::Cnn(plan) => plan.reference(image, side, mean, std).0,
+            Self::ConvNext(plan) => plan.reference(image, side, mean, std).0,
+        }
+    }
+
+    fn upload(&self, gpu: &Gpu) -> Result<OnGpu, GpuError> {
+        Ok(match self {
+            Self::Vit(plan) => OnGpu::Vit(Box::new(CudaVit::new(gpu, plan)?)),
+            Self::Cnn(plan) => OnGpu::Cnn(CudaCnn::new(gpu, plan)?),
+            Self::ConvNext(plan) => OnGpu::ConvNext(Box::new(CudaConvNext::new(gpu, plan)?)),
+        })
+    }
+}
+
+/// A family's weights on the GPU.
+enum OnGpu {
+    Vit(Box<CudaVit>),
+    Cnn(CudaCnn),
+    ConvNext(Box<CudaConvNext>),
+}
+
+/// Features and, where the model has a classifier, logits.
+type Outputs = (Vec<f32>, Option<Vec<f32>>);
+
+impl OnGpu {
+    fn forward(
+        &self,
+        gpu: &Gpu,
+        images: &[u8],
+        padded: usize,
+        side: usize,
+        norm: Norm3,
+    ) -> Result<Outputs, GpuError> {
+        match self {
+            Self::Vit(m) => m.forward(gpu, images, padded, side, norm),
+            Self::Cnn(m) => m
+                .forward(gpu, images, padded, side, norm)
+                .map(|(f, l)| (f, Some(l))),
+            Self::ConvNext(m) => m
+                .forward(gpu, images, padded, side, norm)
+                .map(|(f, l)| (f, Some(l))),
+        }
+    }
 }
 
 fn device_error(spec: &DeviceSpec, e: GpuError) -> OpenError {
@@ -63,12 +165,8 @@ impl CudaEngine {
         if config.pooling.is_some() {
             return Err(refuse(spec, "--pooling"));
         }
-        let arch = Architecture::of(config.model);
-        let plan = match &config.weights {
-            Some(path) => vit_plan(&arch, config.model.name(), path)?,
-            None => vit_plan_seeded(&arch, config.model.name(), config.seed)?,
-        };
-        if matches!(config.task, Task::Classify { .. }) && plan.head.is_none() {
+        let plan = Plan::load(config)?;
+        if matches!(config.task, Task::Classify { .. }) && !plan.has_classifier() {
             return Err(OpenError::NoClassifier(config.model));
         }
         let pci = crate::gpus()
@@ -87,11 +185,11 @@ impl CudaEngine {
         let gpu = Gpu::ordinal_at(&pci)
             .and_then(Gpu::open)
             .map_err(|e| device_error(spec, e))?;
-        let vit = CudaVit::new(&gpu, &plan).map_err(|e| device_error(spec, e))?;
+        let model = plan.upload(&gpu).map_err(|e| device_error(spec, e))?;
         let engine = Self {
-            feature_dim: plan.config.feature_dim(),
+            feature_dim: plan.feature_dim(),
             gpu,
-            vit,
+            model,
             task: config.task,
             spec: spec.clone(),
         };
@@ -100,7 +198,7 @@ impl CudaEngine {
     }
 
     /// One image on the GPU against the plan's f32 reference on the host.
-    fn self_check(&self, plan: &VitPlan, config: &WorkerConfig) -> Result<(), OpenError> {
+    fn self_check(&self, plan: &Plan, config: &WorkerConfig) -> Result<(), OpenError> {
         let side = config.preprocess.crop as usize;
         let normalize = &config.preprocess.normalize;
         // A smooth colour ramp with some texture: every patch different.
@@ -112,10 +210,10 @@ impl CudaEngine {
             .collect();
         let norm = Norm3::new(normalize.mean, normalize.std);
         let (got, _) = self
-            .vit
+            .model
             .forward(&self.gpu, &image, 1, side, norm)
             .map_err(|e| device_error(&self.spec, e))?;
-        let (want, _) = plan.reference(&image, side, normalize.mean, normalize.std);
+        let want = plan.reference(&image, side, normalize.mean, normalize.std);
         let dot: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
         let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
         let cosine = dot / (norm(&got) * norm(&want)).max(1e-30);
@@ -134,7 +232,7 @@ impl CudaEngine {
     fn run(&self, batch: &crate::PixelBatch<'_>) -> Result<Vec<Prediction>, EngineError> {
         let norm = Norm3::new(batch.normalize.mean, batch.normalize.std);
         let (features, logits) = self
-            .vit
+            .model
             .forward(&self.gpu, batch.pixels, batch.padded_rows, batch.side, norm)
             .map_err(|e| engine_error(e, batch.padded_rows))?;
         Ok(match (self.task, logits) {

@@ -16,6 +16,9 @@
 //! `embed-text` and the CNNs on cuDNN are not built: `--engine cuda`
 //! refuses them in one line.
 
+pub mod cnn_run;
+pub mod convnext_run;
+mod cudnn;
 mod encoder_run;
 pub mod engine;
 pub mod gpu;

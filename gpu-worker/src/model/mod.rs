@@ -358,16 +358,18 @@ fn build(
 }
 
 /// The CNN `arch` (a ResNet or EfficientNet-Lite0) with `path`'s weights,
+/// or without one the seeded weights the burn engine draws from `seed`,
 /// loaded and folded on the host exactly as [`Model::load`] loads it, as a
 /// graph of plain host data for another engine (`lowered.rs`); `None` for
 /// the other architectures.
 pub(crate) fn lowered_cnn(
     arch: &Architecture,
     name: &str,
-    path: &Path,
+    path: Option<&Path>,
+    seed: u64,
 ) -> Result<Option<lowered::CnnGraph>, WeightsError> {
     let host = Device::flex();
-    let weights = Weights::File(path);
+    let weights = path.map_or(Weights::Seeded(seed), Weights::File);
     let graph = match arch {
         Architecture::ResNet(depth) => {
             let make = |host: &Device| ResNet::new(*depth, NUM_CLASSES, host);

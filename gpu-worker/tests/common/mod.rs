@@ -89,3 +89,18 @@ pub(crate) fn cuda_gpu_or_skip(test: &str) -> Option<gpu_worker::cuda::gpu::Gpu>
         }
     }
 }
+
+/// The cosine between `a` and `b`.
+pub(crate) fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let norm = |v: &[f32]| v.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (norm(a) * norm(b)).max(1e-30)
+}
+
+/// The index of `v`'s largest value.
+pub(crate) fn argmax(v: &[f32]) -> Option<usize> {
+    v.iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(i, _)| i)
+}

@@ -106,9 +106,26 @@ pub struct CnnPlan {
 /// The plan of a ResNet or EfficientNet-Lite0 checkpoint, loaded, checked
 /// and folded by the burn engine's own code on the host (`lowered.rs`).
 pub fn cnn_plan(arch: &Architecture, name: &str, path: &Path) -> Result<CnnPlan, WeightsError> {
-    match crate::model::lowered_cnn(arch, name, path)? {
+    match crate::model::lowered_cnn(arch, name, Some(path), 0)? {
         Some(graph) => Ok(CnnPlan::pack(graph)),
         None => Err(not_this(path, name, "not a ResNet or EfficientNet-Lite0")),
+    }
+}
+
+/// The plan of the seeded weights the burn engine draws for `name` from
+/// `seed` (benchmarks, and runs without `--weights`).
+pub fn cnn_plan_seeded(
+    arch: &Architecture,
+    name: &str,
+    seed: u64,
+) -> Result<CnnPlan, WeightsError> {
+    match crate::model::lowered_cnn(arch, name, None, seed)? {
+        Some(graph) => Ok(CnnPlan::pack(graph)),
+        None => Err(not_this(
+            Path::new(""),
+            name,
+            "not a ResNet or EfficientNet-Lite0",
+        )),
     }
 }
 

@@ -71,6 +71,20 @@ pub fn convnext_plan(
     with_checked_tensors(arch, name, path, |_, tensors| pack(config, tensors))
 }
 
+/// The plan of the seeded weights the burn engine draws for `name` from
+/// `seed` (benchmarks, and runs without `--weights`).
+pub fn convnext_plan_seeded(
+    arch: &Architecture,
+    name: &str,
+    seed: u64,
+) -> Result<ConvNextPlan, WeightsError> {
+    let Architecture::ConvNext(config) = arch else {
+        return Err(not_this(Path::new(""), name, "not a ConvNeXt"));
+    };
+    let tensors = crate::model::tensors::Tensors::seeded(seed, name, arch.tensors(None));
+    pack(config, &tensors)
+}
+
 /// The plan of `config` from its canonical tensors (torchvision's names).
 fn pack(config: &ConvNextConfig, tensors: &Tensors<'_>) -> Result<ConvNextPlan, WeightsError> {
     let take = |name: &str| tensors.take(name).map(|t| (t.shape, t.values));

@@ -31,8 +31,10 @@ mod text;
 mod vit;
 
 pub use crate::model::lowered::ConvActivation;
-pub use cnn::{CnnPlan, CnnStep, ConvLayer, cnn_plan};
-pub use convnext::{ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan};
+pub use cnn::{CnnPlan, CnnStep, ConvLayer, cnn_plan, cnn_plan_seeded};
+pub use convnext::{
+    ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan, convnext_plan_seeded,
+};
 pub use ops::{Block, Gemm, LayerNorm};
 pub(crate) use ops::{l2_normalize_rows, softmax};
 pub use text::{TextPlan, text_plan};

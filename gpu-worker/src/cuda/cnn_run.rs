@@ -1,0 +1,170 @@
+//! torchvision's ResNets and EfficientNet-Lite0 on a GPU (#28): a
+//! [`CnnPlan`]'s convolutions on cuDNN, NHWC f16 (`cudnn.rs`), step by
+//! step as the plan's f32 `reference` runs them: the normalised input,
+//! each convolution with its bias, residual and activation, the stem's max
+//! pool, Lite0's asymmetric padding applied first, the global mean and the
+//! classifier GEMM. A value's buffer is freed after its last reader.
+//!
+//! **Not yet run on a GPU** (see `cudnn.rs`): `tests/families.rs` holds
+//! it to the reference wherever a GPU is present.
+
+use super::cudnn::{Convolutions, DeviceConv};
+use super::gpu::{Buf, DeviceGemm, Gpu, GpuError, Norm3};
+use super::plan::{CnnPlan, CnnStep};
+
+enum Step {
+    Conv {
+        input: usize,
+        conv: Box<DeviceConv>,
+        residual: Option<usize>,
+    },
+    MaxPool {
+        input: usize,
+    },
+}
+
+/// A CNN plan's weights on one GPU.
+pub struct CudaCnn {
+    steps: Vec<Step>,
+    last_use: Vec<usize>,
+    features: usize,
+    classifier: DeviceGemm,
+    convs: Convolutions,
+}
+
+/// A value on the device: NHWC data, its side and channels.
+struct Value {
+    data: Buf,
+    side: usize,
+    channels: usize,
+}
+
+impl CudaCnn {
+    /// `plan`'s filters and biases on `gpu` in f16, cuDNN's descriptors
+    /// set.
+    pub fn new(gpu: &Gpu, plan: &CnnPlan) -> Result<Self, GpuError> {
+        let steps = plan
+            .steps
+            .iter()
+            .map(|step| {
+                Ok(match step {
+                    CnnStep::Conv {
+                        input,
+                        layer,
+                        residual,
+                        activation,
+                    } => Step::Conv {
+                        input: *input,
+                        conv: Box::new(DeviceConv::new(gpu, layer, *activation)?),
+                        residual: *residual,
+                    },
+                    CnnStep::MaxPool3x3S2 { input } => Step::MaxPool { input: *input },
+                })
+            })
+            .collect::<Result<_, GpuError>>()?;
+        Ok(Self {
+            steps,
+            last_use: plan.last_use.clone(),
+            features: plan.features,
+            classifier: gpu.gemm_weights(&plan.classifier)?,
+            convs: Convolutions::new(gpu)?,
+        })
+    }
+
+    /// The pooled features and the logits of `images` (`u8` NCHW,
+    /// `side × side`) padded with zero images to `padded`, as
+    /// [`CnnPlan::reference`] gives them: f16 on the device, f32 on the
+    /// host, `padded` rows.
+    pub fn forward(
+        &self,
+        gpu: &Gpu,
+        images: &[u8],
+        padded: usize,
+        side: usize,
+        norm: Norm3,
+    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let real = images.len() / (3 * side * side);
+        assert!(padded >= real, "padding cannot drop rows");
+        let n = padded;
+        let pixels = gpu.upload_u8(images)?;
+        let mut input = gpu.zeros(n * side * side * 3)?;
+        gpu.normalize_nhwc(&pixels, &mut input, (real, n, side), norm)?;
+        drop(pixels);
+        let mut values: Vec<Option<Value>> = Vec::with_capacity(self.steps.len() + 1);
+        values.push(Some(Value {
+            data: input,
+            side,
+            channels: 3,
+        }));
+        for (i, step) in self.steps.iter().enumerate() {
+            let out = match step {
+                Step::Conv {
+                    input,
+                    conv,
+                    residual,
+                } => {
+                    let x = get(&values, *input);
+                    let padded_input = match conv.explicit {
+                        Some(padding) => {
+                            let s = x.side + padding[0] + padding[2];
+                            let mut p = gpu.zeros(n * s * s * x.channels)?;
+                            gpu.pad_nhwc(&x.data, &mut p, (n, x.side, x.channels), padding)?;
+                            Some((p, s))
+                        }
+                        None => None,
+                    };
+                    let (src, s) = match &padded_input {
+                        Some((p, s)) => (p, *s),
+                        None => (&x.data, x.side),
+                    };
+                    let out_side = conv.out_side(s);
+                    let mut y = gpu.zeros(n * out_side * out_side * conv.cout)?;
+                    let residual = residual.map(|r| &get(&values, r).data);
+                    self.convs.run(gpu, conv, src, n, s, &mut y, residual)?;
+                    Value {
+                        data: y,
+                        side: out_side,
+                        channels: conv.cout,
+                    }
+                }
+                Step::MaxPool { input } => {
+                    let x = get(&values, *input);
+                    let out_side = (x.side - 1) / 2 + 1;
+                    let mut y = gpu.zeros(n * out_side * out_side * x.channels)?;
+                    gpu.max_pool_3x3_s2(&x.data, &mut y, (n, x.side, x.channels))?;
+                    Value {
+                        data: y,
+                        side: out_side,
+                        channels: x.channels,
+                    }
+                }
+            };
+            values.push(Some(out));
+            for (v, last) in self.last_use.iter().enumerate().take(i + 1) {
+                if *last == i {
+                    values[v] = None;
+                }
+            }
+        }
+        let last = values
+            .pop()
+            .flatten()
+            .expect("the last value is kept for the pooling");
+        let c = self.features;
+        assert_eq!(last.channels, c, "the plan's pooled width");
+        let mut pooled = gpu.zeros(n * c)?;
+        gpu.pool(&last.data, &mut pooled, (n, last.side * last.side, 0, c), 1)?;
+        drop(last);
+        let mut logits = gpu.zeros(n * self.classifier.n)?;
+        gpu.gemm(&pooled, n, &self.classifier, &mut logits, false)?;
+        let logits = gpu.download(&logits, n * self.classifier.n)?;
+        Ok((gpu.download(&pooled, n * c)?, logits))
+    }
+}
+
+/// Value `v`, which a later step reads: never freed before its last use.
+fn get(values: &[Option<Value>], v: usize) -> &Value {
+    values[v]
+        .as_ref()
+        .expect("a value is read before its last use")
+}

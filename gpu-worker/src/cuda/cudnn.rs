@@ -1,0 +1,486 @@
+//! cuDNN's convolutions for the CNN families (#28), NHWC f16 with f32
+//! accumulation, through its legacy API as PyTorch calls it:
+//! `cudnnConvolutionBiasActivationForward` (`act(conv(x) + z + b)`, one
+//! pass) where cuDNN fuses the layer's epilogue, and
+//! `cudnnConvolutionForward` followed by the engine's `conv_epilogue_f16`
+//! kernel where it does not: ReLU6 (cuDNN fuses only ReLU and identity,
+//! the latter with `IMPLICIT_PRECOMP_GEMM` only), or any layer whose fused
+//! call cuDNN refuses, found at its first call and remembered.
+//!
+//! **Algorithms are chosen once per layer**, at its first call, from
+//! cuDNN's heuristics (deterministic ones only), and kept for every batch
+//! size after it, so that an image's result does not change when the OOM
+//! backoff halves the batch.
+//!
+//! **Not yet run on a GPU** (no GPU machine was lent while it was
+//! written); `tests/families.rs` holds it to the plan's reference wherever
+//! one is present, and the engine checks it at every start.
+//!
+//! Raw cuDNN descriptors, so the second module of the engine with
+//! `unsafe` (after `gpu.rs`): cudarc's safe descriptors cannot let the
+//! fused call's `z` alias its output, as cuDNN allows.
+#![allow(unsafe_code)]
+
+use std::ffi::{c_int, c_void};
+use std::sync::{Arc, Mutex};
+
+use cudarc::cudnn::{result, sys};
+use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
+
+use super::gpu::{Buf, Gpu, GpuError};
+use super::plan::{ConvActivation, ConvLayer};
+
+fn cudnn(what: &str) -> impl FnOnce(result::CudnnError) -> GpuError + '_ {
+    move |e| GpuError(format!("cuDNN {what}: {:?}", e.0))
+}
+
+fn int(v: usize) -> c_int {
+    c_int::try_from(v).expect("a size cuDNN takes as int")
+}
+
+/// A cuDNN handle on the engine's stream, used by one thread at a time.
+struct Handle(sys::cudnnHandle_t);
+
+// SAFETY: a cuDNN handle may move between threads; `Convolutions` holds
+// it in a `Mutex`, so no two threads use it at once.
+unsafe impl Send for Handle {}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        // SAFETY: created by `create_handle`, destroyed once.
+        let _ = unsafe { result::destroy_handle(self.0) };
+    }
+}
+
+macro_rules! descriptor {
+    ($name:ident, $raw:ty, $destroy:path) => {
+        /// A cuDNN descriptor: host memory only, set once, read after.
+        struct $name($raw);
+        // SAFETY: a descriptor is a host struct, never changed after it
+        // is set; cuDNN only reads it.
+        unsafe impl Send for $name {}
+        // SAFETY: as above.
+        unsafe impl Sync for $name {}
+        impl Drop for $name {
+            fn drop(&mut self) {
+                // SAFETY: created once, destroyed once.
+                let _ = unsafe { $destroy(self.0) };
+            }
+        }
+    };
+}
+
+descriptor!(
+    TensorDesc,
+    sys::cudnnTensorDescriptor_t,
+    result::destroy_tensor_descriptor
+);
+descriptor!(
+    FilterDesc,
+    sys::cudnnFilterDescriptor_t,
+    result::destroy_filter_descriptor
+);
+descriptor!(
+    ConvDesc,
+    sys::cudnnConvolutionDescriptor_t,
+    result::destroy_convolution_descriptor
+);
+descriptor!(
+    ActDesc,
+    sys::cudnnActivationDescriptor_t,
+    sys::cudnnDestroyActivationDescriptor
+);
+
+/// An NHWC f16 tensor `[n, c, h, w]` (cuDNN takes the dims in NCHW order).
+fn tensor(n: usize, c: usize, h: usize, w: usize) -> Result<TensorDesc, GpuError> {
+    let desc = TensorDesc(result::create_tensor_descriptor().map_err(cudnn("tensor"))?);
+    // SAFETY: a fresh descriptor.
+    unsafe {
+        result::set_tensor4d_descriptor(
+            desc.0,
+            sys::cudnnTensorFormat_t::CUDNN_TENSOR_NHWC,
+            sys::cudnnDataType_t::CUDNN_DATA_HALF,
+            [int(n), int(c), int(h), int(w)],
+        )
+    }
+    .map_err(cudnn("tensor"))?;
+    Ok(desc)
+}
+
+/// How a layer runs, chosen at its first call.
+#[derive(Debug, Clone, Copy)]
+struct Choice {
+    algo: sys::cudnnConvolutionFwdAlgo_t,
+    /// Through `cudnnConvolutionBiasActivationForward`.
+    fused: bool,
+}
+
+/// One convolution's filter, bias and descriptors on the device.
+pub(super) struct DeviceConv {
+    /// Output channels.
+    pub(super) cout: usize,
+    /// Input channels.
+    pub(super) cin: usize,
+    kernel: usize,
+    stride: usize,
+    /// Padding cuDNN applies (symmetric), per axis.
+    symmetric: usize,
+    /// Padding the engine applies first, top, left, bottom, right, where
+    /// the layer's is asymmetric (cuDNN then pads nothing).
+    pub(super) explicit: Option<[usize; 4]>,
+    activation: ConvActivation,
+    filter: Buf,
+    bias: Buf,
+    filter_desc: FilterDesc,
+    conv_desc: ConvDesc,
+    bias_desc: TensorDesc,
+    act_desc: ActDesc,
+    choice: Mutex<Option<Choice>>,
+}
+
+impl DeviceConv {
+    /// `layer`'s weights on `gpu` in f16, its descriptors set.
+    pub(super) fn new(
+        gpu: &Gpu,
+        layer: &ConvLayer,
+        activation: ConvActivation,
+    ) -> Result<Self, GpuError> {
+        let [top, left, bottom, right] = layer.padding;
+        let (symmetric, explicit) = if top == bottom && left == right && top == left {
+            (top, None)
+        } else {
+            (0, Some(layer.padding))
+        };
+        let filter_desc = FilterDesc(result::create_filter_descriptor().map_err(cudnn("filter"))?);
+        let cg = layer.cin / layer.groups;
+        // SAFETY: a fresh descriptor; KRSC is cuDNN's NHWC filter layout.
+        unsafe {
+            result::set_filter4d_descriptor(
+                filter_desc.0,
+                sys::cudnnDataType_t::CUDNN_DATA_HALF,
+                sys::cudnnTensorFormat_t::CUDNN_TENSOR_NHWC,
+                [
+                    int(layer.cout),
+                    int(cg),
+                    int(layer.kernel),
+                    int(layer.kernel),
+                ],
+            )
+        }
+        .map_err(cudnn("filter"))?;
+        let conv_desc =
+            ConvDesc(result::create_convolution_descriptor().map_err(cudnn("convolution"))?);
+        let (pad, stride) = (int(symmetric), int(layer.stride));
+        // SAFETY: a fresh descriptor. f32 accumulation (PSEUDO_HALF), tensor
+        // cores allowed, the layer's groups.
+        unsafe {
+            result::set_convolution2d_descriptor(
+                conv_desc.0,
+                pad,
+                pad,
+                stride,
+                stride,
+                1,
+                1,
+                sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
+                sys::cudnnDataType_t::CUDNN_DATA_FLOAT,
+            )
+            .and_then(|()| {
+                result::set_convolution_math_type(
+                    conv_desc.0,
+                    sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH,
+                )
+            })
+            .and_then(|()| result::set_convolution_group_count(conv_desc.0, int(layer.groups)))
+        }
+        .map_err(cudnn("convolution"))?;
+        let act_desc =
+            ActDesc(result::create_activation_descriptor().map_err(cudnn("activation"))?);
+        let mode = match activation {
+            ConvActivation::Identity => sys::cudnnActivationMode_t::CUDNN_ACTIVATION_IDENTITY,
+            ConvActivation::Relu | ConvActivation::Relu6 => {
+                sys::cudnnActivationMode_t::CUDNN_ACTIVATION_RELU
+            }
+        };
+        // SAFETY: a fresh descriptor.
+        unsafe {
+            result::set_activation_descriptor(
+                act_desc.0,
+                mode,
+                sys::cudnnNanPropagation_t::CUDNN_PROPAGATE_NAN,
+                0.0,
+            )
+        }
+        .map_err(cudnn("activation"))?;
+        Ok(Self {
+            cout: layer.cout,
+            cin: layer.cin,
+            kernel: layer.kernel,
+            stride: layer.stride,
+            symmetric,
+            explicit,
+            activation,
+            filter: gpu.upload(&layer.filter)?,
+            bias: gpu.upload(&layer.bias)?,
+            filter_desc,
+            conv_desc,
+            bias_desc: tensor(1, layer.cout, 1, 1)?,
+            act_desc,
+            choice: Mutex::new(None),
+        })
+    }
+
+    /// The output side of a `side × side` input (after any explicit
+    /// padding was applied to it).
+    pub(super) fn out_side(&self, side: usize) -> usize {
+        (side + 2 * self.symmetric - self.kernel) / self.stride + 1
+    }
+}
+
+/// The engine's cuDNN.
+pub(super) struct Convolutions {
+    handle: Mutex<Handle>,
+    stream: Arc<CudaStream>,
+}
+
+impl Convolutions {
+    /// A cuDNN handle on `gpu`'s stream.
+    pub(super) fn new(gpu: &Gpu) -> Result<Self, GpuError> {
+        let stream = gpu.stream().clone();
+        let handle = Handle(result::create_handle().map_err(cudnn("handle"))?);
+        // SAFETY: a fresh handle, the engine's stream, which outlives it
+        // (`stream` is kept beside it).
+        unsafe { result::set_stream(handle.0, stream.cu_stream() as *mut _) }
+            .map_err(cudnn("stream"))?;
+        Ok(Self {
+            handle: Mutex::new(handle),
+            stream,
+        })
+    }
+
+    /// `y = act(conv(x) + bias + residual)` for `n` NHWC images of
+    /// `side × side` (already explicitly padded where `conv.explicit`);
+    /// `y` holds the output, `residual` its shape.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn run(
+        &self,
+        gpu: &Gpu,
+        conv: &DeviceConv,
+        x: &Buf,
+        n: usize,
+        side: usize,
+        y: &mut Buf,
+        residual: Option<&Buf>,
+    ) -> Result<(), GpuError> {
+        let out = conv.out_side(side);
+        let (in_len, out_len) = (n * side * side * conv.cin, n * out * out * conv.cout);
+        assert!(
+            x.len() >= in_len,
+            "convolution input: {} < {in_len}",
+            x.len()
+        );
+        assert!(
+            y.len() >= out_len,
+            "convolution output: {} < {out_len}",
+            y.len()
+        );
+        if let Some(r) = residual {
+            assert!(r.len() >= out_len, "residual: {} < {out_len}", r.len());
+        }
+        let x_desc = tensor(n, conv.cin, side, side)?;
+        let y_desc = tensor(n, conv.cout, out, out)?;
+        let handle = self.handle.lock().unwrap_or_else(|p| p.into_inner());
+        let mut choice = conv.choice.lock().unwrap_or_else(|p| p.into_inner());
+        let chosen = match *choice {
+            Some(c) => c,
+            None => {
+                let c = self.choose(&handle, conv, &x_desc, &y_desc)?;
+                *choice = Some(c);
+                c
+            }
+        };
+        let used = match self.launch(&handle, conv, chosen, (x, &x_desc), (y, &y_desc), residual) {
+            Ok(()) => chosen,
+            // cuDNN refused to fuse this layer: unfused from now on.
+            Err(_) if chosen.fused => {
+                let unfused = Choice {
+                    algo: self.algorithms(&handle, conv, &x_desc, &y_desc)?[0],
+                    fused: false,
+                };
+                *choice = Some(unfused);
+                self.launch(&handle, conv, unfused, (x, &x_desc), (y, &y_desc), residual)?;
+                unfused
+            }
+            Err(e) => return Err(e),
+        };
+        drop(choice);
+        drop(handle);
+        if !used.fused {
+            let act = match conv.activation {
+                ConvActivation::Identity => 0,
+                ConvActivation::Relu => 1,
+                ConvActivation::Relu6 => 2,
+            };
+            gpu.conv_epilogue(y, &conv.bias, residual, out_len, conv.cout, act)?;
+        }
+        Ok(())
+    }
+
+    /// cuDNN's deterministic algorithms for this shape, best first.
+    fn algorithms(
+        &self,
+        handle: &Handle,
+        conv: &DeviceConv,
+        x_desc: &TensorDesc,
+        y_desc: &TensorDesc,
+    ) -> Result<Vec<sys::cudnnConvolutionFwdAlgo_t>, GpuError> {
+        const COUNT: usize = 8;
+        let mut returned: c_int = 0;
+        // SAFETY: `COUNT` zeroed plain-data results for cuDNN to fill.
+        let mut perf: [sys::cudnnConvolutionFwdAlgoPerf_t; COUNT] = unsafe { std::mem::zeroed() };
+        // SAFETY: valid descriptors; cuDNN writes at most `COUNT` results.
+        unsafe {
+            result::get_convolution_forward_algorithm(
+                handle.0,
+                x_desc.0,
+                conv.filter_desc.0,
+                conv.conv_desc.0,
+                y_desc.0,
+                COUNT as c_int,
+                &mut returned,
+                perf.as_mut_ptr(),
+            )
+        }
+        .map_err(cudnn("algorithm heuristics"))?;
+        let algos: Vec<_> = perf[..usize::try_from(returned).unwrap_or(0).min(COUNT)]
+            .iter()
+            .filter(|p| {
+                p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
+                    && p.determinism == sys::cudnnDeterminism_t::CUDNN_DETERMINISTIC
+            })
+            .map(|p| p.algo)
+            .collect();
+        if algos.is_empty() {
+            return Err(GpuError(format!(
+                "cuDNN has no deterministic algorithm for a {}×{} convolution of {} → {} \
+                 channels",
+                conv.kernel, conv.kernel, conv.cin, conv.cout
+            )));
+        }
+        Ok(algos)
+    }
+
+    /// The first call's choice: fused where cuDNN can (ReLU with its best
+    /// algorithm, identity with `IMPLICIT_PRECOMP_GEMM`), else unfused.
+    fn choose(
+        &self,
+        handle: &Handle,
+        conv: &DeviceConv,
+        x_desc: &TensorDesc,
+        y_desc: &TensorDesc,
+    ) -> Result<Choice, GpuError> {
+        use sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM as PRECOMP;
+        let algos = self.algorithms(handle, conv, x_desc, y_desc)?;
+        Ok(match conv.activation {
+            ConvActivation::Relu => Choice {
+                algo: algos[0],
+                fused: true,
+            },
+            ConvActivation::Identity if algos.contains(&PRECOMP) => Choice {
+                algo: PRECOMP,
+                fused: true,
+            },
+            ConvActivation::Identity | ConvActivation::Relu6 => Choice {
+                algo: algos[0],
+                fused: false,
+            },
+        })
+    }
+
+    fn launch(
+        &self,
+        handle: &Handle,
+        conv: &DeviceConv,
+        choice: Choice,
+        (x, x_desc): (&Buf, &TensorDesc),
+        (y, y_desc): (&mut Buf, &TensorDesc),
+        residual: Option<&Buf>,
+    ) -> Result<(), GpuError> {
+        let s = &self.stream;
+        // SAFETY: valid descriptors for this shape.
+        let bytes = unsafe {
+            result::get_convolution_forward_workspace_size(
+                handle.0,
+                x_desc.0,
+                conv.filter_desc.0,
+                conv.conv_desc.0,
+                y_desc.0,
+                choice.algo,
+            )
+        }
+        .map_err(cudnn("workspace size"))?;
+        let mut workspace = s
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(|e| GpuError(format!("allocating cuDNN's workspace: {e}")))?;
+        let (one, zero) = (1.0f32, 0.0f32);
+        let (xp, _rx) = x.device_ptr(s);
+        let (wp, _rw) = conv.filter.device_ptr(s);
+        let (bp, _rb) = conv.bias.device_ptr(s);
+        let (ws, _rws) = workspace.device_ptr_mut(s);
+        let residual_ptr = residual.map(|r| r.device_ptr(s));
+        let (yp, _ry) = y.device_ptr_mut(s);
+        let ptr = |p: u64| p as *const c_void;
+        // SAFETY: every buffer was checked against its descriptor's shape
+        // in `run`; the workspace holds what cuDNN asked for; the pointers
+        // stay valid while their records are held (to the end of this
+        // function).
+        unsafe {
+            if choice.fused {
+                // Without a residual, `z` aliases `y` (cuDNN allows it) at
+                // weight 0.
+                let (zp, alpha2) = match &residual_ptr {
+                    Some((r, _)) => (*r, &one),
+                    None => (yp, &zero),
+                };
+                result::convolution_bias_activation_forward(
+                    handle.0,
+                    (&one as *const f32).cast(),
+                    x_desc.0,
+                    ptr(xp),
+                    conv.filter_desc.0,
+                    ptr(wp),
+                    conv.conv_desc.0,
+                    choice.algo,
+                    ws as *mut c_void,
+                    bytes,
+                    (alpha2 as *const f32).cast(),
+                    y_desc.0,
+                    ptr(zp),
+                    conv.bias_desc.0,
+                    ptr(bp),
+                    conv.act_desc.0,
+                    y_desc.0,
+                    yp as *mut c_void,
+                )
+                .map_err(cudnn("fused convolution"))
+            } else {
+                result::convolution_forward(
+                    handle.0,
+                    (&one as *const f32).cast(),
+                    x_desc.0,
+                    ptr(xp),
+                    conv.filter_desc.0,
+                    ptr(wp),
+                    conv.conv_desc.0,
+                    choice.algo,
+                    ws as *mut c_void,
+                    bytes,
+                    (&zero as *const f32).cast(),
+                    y_desc.0,
+                    yp as *mut c_void,
+                )
+                .map_err(cudnn("convolution"))
+            }
+        }
+    }
+}

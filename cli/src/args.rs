@@ -50,10 +50,12 @@ pub(crate) enum TaskArg {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum EngineArg {
     /// Vulkan on GPUs, the CPU engine without one (the CUDA engine on
-    /// NVIDIA GPUs once it is built: #28).
+    /// NVIDIA GPUs once a GPU has verified it: #28).
     Auto,
-    /// NVIDIA's libraries (cuDNN, cuBLASLt): not built yet, a one-line
-    /// error says what it lacks.
+    /// NVIDIA's libraries (cuDNN, cuBLASLt, NVRTC), loaded at run time, for
+    /// every image family; not yet verified on a GPU, so each start checks
+    /// one image against the f32 reference. A one-line error says what it
+    /// lacks.
     Cuda,
     /// burn on Vulkan GPUs (or Mesa's lavapipe, `--gpus software`).
     Vulkan,

@@ -112,20 +112,6 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         ));
     }
     let (devices, engine, device_notice) = crate::devices::engine_devices(args.engine, &args.gpus)?;
-    if engine == EngineKind::Cuda {
-        if args.classes.is_some() {
-            return Err(
-                "--engine cuda: zero-shot --classes do not run on the CUDA engine yet \
-                        (#28)"
-                    .to_owned(),
-            );
-        }
-        if args.pooling.is_some() {
-            return Err(
-                "--engine cuda: --pooling does not run on the CUDA engine yet (#28)".to_owned(),
-            );
-        }
-    }
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let (weights, weights_notice, crop_rounding) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

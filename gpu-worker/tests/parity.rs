@@ -487,7 +487,10 @@ fn the_cuda_engines_seeded_plans_are_the_burn_engines_seeded_models() {
                 .map(|(a, b)| (a.ln() - b.ln()).abs())
                 .fold(0.0f32, f32::max);
             println!("{kind}, seeded, image {row}: max |Δ ln p| = {max:.2e}");
-            assert!(max <= 1e-3, "{kind}, seeded, image {row}: max |Δ ln p| {max:e}");
+            assert!(
+                max <= 1e-3,
+                "{kind}, seeded, image {row}: max |Δ ln p| {max:e}"
+            );
         }
     }
 }

@@ -1,9 +1,10 @@
 //! The CUDA engine behind the worker's seam (#28), for every image family:
 //! the ViT image towers of torchvision, CLIP, SigLIP and DINOv2
 //! (`vit_run.rs`), torchvision's ResNets and EfficientNet-Lite0 on cuDNN
-//! (`cnn_run.rs`) and ConvNeXt (`convnext_run.rs`); embeddings and
-//! ImageNet classification. DINOv2's `--pooling` and zero-shot `--classes`
-//! are refused at open in one line.
+//! (`cnn_run.rs`) and ConvNeXt (`convnext_run.rs`); embeddings (DINOv2's
+//! `--pooling` too), ImageNet classification, and CLIP's and SigLIP's
+//! zero-shot `--classes`, scored on the host from the GPU's embeddings as
+//! the burn engine scores them (`zero_shot.rs`).
 //!
 //! **Not yet run on a GPU** (see `gpu.rs`). Until a GPU session has held
 //! it to the burn engine and PyTorch, every open checks it: one image run
@@ -13,18 +14,22 @@
 
 use std::time::Instant;
 
-use pipeline_core::{DeviceSpec, ModelKind, Prediction, SpanTimes, Task, WorkerConfig};
+use pipeline_core::{
+    DeviceSpec, EmbedPooling, ModelKind, Prediction, SpanTimes, Task, WorkerConfig, ZeroShotClasses,
+};
 
 use super::cnn_run::CudaCnn;
 use super::convnext_run::CudaConvNext;
 use super::gpu::{Gpu, GpuError, Norm3};
 use super::plan::{
-    CnnPlan, ConvNextPlan, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan, convnext_plan_seeded,
-    vit_plan, vit_plan_seeded,
+    CnnPlan, ConvNextPlan, Gemm, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan,
+    convnext_plan_seeded, vit_plan, vit_plan_seeded,
 };
 use super::vit_run::CudaVit;
 use crate::engine::{DeviceError, Engine, EngineError, InFlight, OpenError, PendingPass};
 use crate::model::Architecture;
+use crate::model::vit::Pooling;
+use crate::zero_shot::{ClassMatrix, Probabilities, ZeroShotError, ZeroShotRule};
 
 /// The lowest cosine between the GPU's and the reference's embedding of
 /// the start-up check image.
@@ -34,6 +39,7 @@ const SELF_CHECK_COSINE: f32 = 0.999;
 pub struct CudaEngine {
     gpu: Gpu,
     model: OnGpu,
+    zero_shot: Option<ZeroShot>,
     task: Task,
     spec: DeviceSpec,
     feature_dim: usize,
@@ -54,10 +60,23 @@ impl Plan {
         let name = config.model.name();
         let path = config.weights.as_deref();
         Ok(match &arch {
-            Architecture::Vit(_) => Self::Vit(Box::new(match path {
-                Some(path) => vit_plan(&arch, name, path)?,
-                None => vit_plan_seeded(&arch, name, config.seed)?,
-            })),
+            Architecture::Vit(_) => {
+                let mut plan = match path {
+                    Some(path) => vit_plan(&arch, name, path)?,
+                    None => vit_plan_seeded(&arch, name, config.seed)?,
+                };
+                // `--pooling`, as the burn engine's `set_pooling` applies it.
+                if let Some(pooling) = config.pooling
+                    && plan.config.pooling != Pooling::Map
+                {
+                    plan.config.pooling = match pooling {
+                        EmbedPooling::Cls => Pooling::Class,
+                        EmbedPooling::Mean => Pooling::Mean,
+                        EmbedPooling::ClsMean => Pooling::ClassAndMean,
+                    };
+                }
+                Self::Vit(Box::new(plan))
+            }
             Architecture::ConvNext(_) => Self::ConvNext(match path {
                 Some(path) => convnext_plan(&arch, name, path)?,
                 None => convnext_plan_seeded(&arch, name, config.seed)?,
@@ -159,14 +178,16 @@ impl CudaEngine {
                 "on the CPU or lavapipe (--engine cpu, vulkan)",
             ));
         };
-        if config.classes.is_some() {
-            return Err(refuse(spec, "zero-shot --classes"));
-        }
-        if config.pooling.is_some() {
-            return Err(refuse(spec, "--pooling"));
-        }
         let plan = Plan::load(config)?;
-        if matches!(config.task, Task::Classify { .. }) && !plan.has_classifier() {
+        let zero_shot = config
+            .classes
+            .as_ref()
+            .map(|classes| ZeroShot::open(config, classes, plan.feature_dim()))
+            .transpose()?;
+        if matches!(config.task, Task::Classify { .. })
+            && !plan.has_classifier()
+            && zero_shot.is_none()
+        {
             return Err(OpenError::NoClassifier(config.model));
         }
         let pci = crate::gpus()
@@ -190,6 +211,7 @@ impl CudaEngine {
             feature_dim: plan.feature_dim(),
             gpu,
             model,
+            zero_shot,
             task: config.task,
             spec: spec.clone(),
         };
@@ -236,6 +258,11 @@ impl CudaEngine {
             .forward(&self.gpu, batch.pixels, batch.padded_rows, batch.side, norm)
             .map_err(|e| engine_error(e, batch.padded_rows))?;
         Ok(match (self.task, logits) {
+            (Task::Classify { .. }, _) if self.zero_shot.is_some() => {
+                let zero_shot = self.zero_shot.as_ref().expect("checked");
+                let probs = zero_shot.probabilities(&features);
+                crate::predictions(self.task, &probs, batch.rows, zero_shot.head.n)
+            }
             (Task::Classify { .. }, Some(logits)) => {
                 let classes = logits.len() / batch.padded_rows;
                 let mut probs = logits;
@@ -246,6 +273,81 @@ impl CudaEngine {
             }
             _ => crate::predictions(Task::Embed, &features, batch.rows, self.feature_dim),
         })
+    }
+}
+
+/// CLIP's or SigLIP's zero-shot head, on the host: the class rows
+/// normalised and scaled by `exp(logit_scale)` as a `[dim, classes]` GEMM
+/// with `logit_bias`, over the GPU's L2-normalised image embeddings, then
+/// softmax (CLIP) or each class's sigmoid (SigLIP), as the burn engine's
+/// `Model::with_zero_shot` scores them.
+struct ZeroShot {
+    head: Gemm,
+    activation: Probabilities,
+}
+
+impl ZeroShot {
+    fn open(
+        config: &WorkerConfig,
+        classes: &ZeroShotClasses,
+        dim: usize,
+    ) -> Result<Self, OpenError> {
+        let name = config.model.name();
+        let rule =
+            ZeroShotRule::of(config.model.family()).ok_or_else(|| ZeroShotError::NotZeroShot {
+                model: name.to_owned(),
+            })?;
+        let matrix = ClassMatrix::open(&classes.path)?;
+        if matrix.labels() != classes.labels.as_slice() {
+            return Err(OpenError::ClassesChanged(classes.path.clone()));
+        }
+        if matrix.dim() != dim {
+            return Err(ZeroShotError::Width {
+                rows: matrix.dim(),
+                model: name.to_owned(),
+                dim,
+            }
+            .into());
+        }
+        let params = match &config.weights {
+            Some(path) => {
+                let checkpoint = crate::model::checkpoint::Checkpoint::open(path)?;
+                let found = crate::zero_shot::logit_params(&checkpoint)?;
+                crate::zero_shot::resolve(name, found, &rule, path)?
+            }
+            None => rule.initial,
+        };
+        let scale = params.log_scale.exp();
+        let k = matrix.rows();
+        let mut weight = vec![0.0f32; dim * k];
+        for (class, row) in matrix.normalised().chunks_exact(dim).enumerate() {
+            for (d, &v) in row.iter().enumerate() {
+                weight[d * k + class] = v * scale;
+            }
+        }
+        Ok(Self {
+            head: Gemm {
+                k: dim,
+                n: k,
+                weight,
+                bias: params.bias.map(|b| vec![b; k]),
+            },
+            activation: rule.activation,
+        })
+    }
+
+    /// Each row's class probabilities from its normalised embedding.
+    fn probabilities(&self, embeddings: &[f32]) -> Vec<f32> {
+        let mut scores = super::plan::gemm(embeddings, &self.head);
+        match self.activation {
+            Probabilities::Softmax => scores
+                .chunks_exact_mut(self.head.n)
+                .for_each(super::plan::softmax),
+            Probabilities::Sigmoid => scores
+                .iter_mut()
+                .for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
+        }
+        scores
     }
 }
 
@@ -303,4 +405,103 @@ impl Engine for CudaEngine {
     }
 
     fn release_cached_memory(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use pipeline_core::{ClassScore, DecodeLimits, EngineKind, Precision};
+
+    use super::*;
+    use crate::PixelBatch;
+
+    fn config(model: ModelKind, task: Task, classes: Option<ZeroShotClasses>) -> WorkerConfig {
+        WorkerConfig {
+            name: "cpu#0".into(),
+            device: DeviceSpec::Cpu,
+            model,
+            weights: None,
+            seed: 3,
+            task,
+            pooling: None,
+            classes,
+            precision: Precision::Auto,
+            engine: EngineKind::Burn,
+            batch_size: Some(2),
+            loader_threads: 1,
+            preprocess: model.default_preprocess(),
+            limits: DecodeLimits::default(),
+            remote: Default::default(),
+        }
+    }
+
+    /// The CUDA engine's zero-shot head scores embeddings as the burn
+    /// engine's scores its own: from the burn engine's embeddings of two
+    /// images, the probabilities of the burn engine's zero-shot
+    /// classification, CLIP's softmax and SigLIP's sigmoid, on seeded
+    /// weights (the GPU's side of it is the embedding, checked elsewhere).
+    #[test]
+    fn its_zero_shot_head_scores_embeddings_as_the_burn_engine_does() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let side = 224;
+        let pixels: Vec<u8> = (0..2 * 3 * side * side)
+            .map(|i| ((i * 7 + i / 997) % 251) as u8)
+            .collect();
+        for model in [ModelKind::ClipVitB32, ModelKind::SiglipBasePatch16_224] {
+            let dim = model.feature_dim();
+            let labels: Vec<String> = (0..5).map(|i| format!("class {i}")).collect();
+            let rows: Vec<f32> = (0..5 * dim)
+                .map(|i| ((i * 37 % 101) as f32 - 50.0) / 50.0)
+                .collect();
+            let path = dir.path().join(format!("{model}.safetensors"));
+            ClassMatrix::new(labels.clone(), dim, rows)
+                .write_safetensors(&path)
+                .expect("class matrix written");
+            let classes = ZeroShotClasses {
+                path,
+                labels,
+                prompts: None,
+            };
+            let normalize = model.default_preprocess().normalize;
+            let batch = PixelBatch::new(&pixels, 2, 2, side, &normalize);
+            let run = |config: &WorkerConfig| {
+                crate::worker::open_engine(config)
+                    .unwrap_or_else(|e| panic!("{model}: {e}"))
+                    .0
+                    .infer(&batch)
+                    .unwrap_or_else(|e| panic!("{model}: {e}"))
+            };
+            let embeddings: Vec<f32> = run(&config(model, Task::Embed, None))
+                .into_iter()
+                .flat_map(|p| match p {
+                    Prediction::Embedding(v) => v,
+                    Prediction::TopK(_) => panic!("embed gave classes"),
+                })
+                .collect();
+            let classify = config(model, Task::Classify { top_k: 5 }, Some(classes.clone()));
+            let want = run(&classify);
+            let head = ZeroShot::open(&classify, &classes, dim).expect("the head opens");
+            let got = crate::predictions(
+                classify.task,
+                &head.probabilities(&embeddings),
+                2,
+                head.head.n,
+            );
+            for (row, (g, w)) in got.iter().zip(&want).enumerate() {
+                let (Prediction::TopK(g), Prediction::TopK(w)) = (g, w) else {
+                    panic!("{model}: classify gave embeddings");
+                };
+                let classes = |v: &[ClassScore]| v.iter().map(|s| s.class).collect::<Vec<_>>();
+                assert_eq!(classes(g), classes(w), "{model}, image {row}: class order");
+                for (a, b) in g.iter().zip(w) {
+                    assert!(
+                        (a.prob - b.prob).abs() <= 1e-4,
+                        "{model}, image {row}, class {}: {} against the burn engine's {}",
+                        a.class,
+                        a.prob,
+                        b.prob
+                    );
+                }
+            }
+        }
+    }
 }

@@ -36,6 +36,6 @@ pub use convnext::{
     ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan, convnext_plan_seeded,
 };
 pub use ops::{Block, Gemm, LayerNorm};
-pub(crate) use ops::{l2_normalize_rows, softmax};
+pub(crate) use ops::{gemm, l2_normalize_rows, softmax};
 pub use text::{TextPlan, text_plan};
 pub use vit::{MapHead, VitPlan, vit_plan, vit_plan_seeded};

@@ -236,7 +236,7 @@ pub(super) fn run_blocks(t: &mut [f32], blocks: &[Block], s: &Shape) {
 
 /// `x·w + b` for `x: [rows, k]`, rows in parallel (each row's sums in
 /// one fixed order).
-pub(super) fn gemm(x: &[f32], g: &Gemm) -> Vec<f32> {
+pub(crate) fn gemm(x: &[f32], g: &Gemm) -> Vec<f32> {
     use rayon::prelude::*;
     let mut y = vec![0.0f32; x.len() / g.k * g.n];
     y.par_chunks_mut(g.n).enumerate().for_each(|(r, out)| {

@@ -160,14 +160,7 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
             args.seed
         );
     }
-    if args.engine == crate::args::EngineArg::Cuda {
-        return Err(
-            "embed-text --engine cuda: the CUDA engine has no text towers yet (#28); \
-                    --engine auto runs them on Vulkan or the CPU"
-                .to_owned(),
-        );
-    }
-    let (devices, _, _) = crate::devices::engine_devices(args.engine, &args.gpus)?;
+    let (devices, engine, _) = crate::devices::engine_devices(args.engine, &args.gpus)?;
     let device = devices[0].clone();
     let encoder = TextEncoder::open(
         model,
@@ -175,6 +168,7 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
         tokenizer,
         args.seed,
         &device,
+        engine,
     )
     .map_err(|e| e.to_string())?;
     let batch = args.batch_size as usize;
@@ -184,20 +178,20 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
         total
     };
     let bar = progress(total, args.quiet);
-    let mut embed_batch = |batch_texts: &[String]| {
+    let mut embed_batch = |batch_texts: &[String]| -> Result<Vec<f32>, String> {
         let mut out = Vec::with_capacity(batch_texts.len() * encoder.dim());
         for chunk in batch_texts.chunks(batch) {
-            out.extend(encoder.embed(chunk));
+            out.extend(encoder.embed(chunk).map_err(|e| e.to_string())?);
             if let Some(bar) = &bar {
                 bar.inc(chunk.len() as u64);
             }
         }
-        out
+        Ok(out)
     };
     let dim = encoder.dim();
     let out_error = |e: std::io::Error| format!("--out {}: {e}", args.out.display());
     if args.class_matrix {
-        let rows = prompts::class_embeddings(&labels, &templates, dim, &mut embed_batch);
+        let rows = prompts::class_embeddings(&labels, &templates, dim, &mut embed_batch)?;
         ClassMatrix::new(labels, dim, rows)
             .write_safetensors(&args.out)
             .map_err(|e| format!("--out {}: {e}", args.out.display()))?;
@@ -205,7 +199,7 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
         let mut writer =
             TextWriter::create(&args.out, format, dtype, dim, total).map_err(out_error)?;
         let mut write = |texts: &[String]| {
-            let values = embed_batch(texts);
+            let values = embed_batch(texts)?;
             let rows = TextEmbeddings {
                 texts,
                 dim,

@@ -229,3 +229,28 @@ fn the_cuda_engine_runs_the_text_plans_as_their_reference() {
     }
     assert!(checked >= 6, "text checkpoints run on the GPU: {checked}");
 }
+
+/// Without `--weights`, `embed-text --engine cuda` plans the seeded
+/// tensors the burn engine's tower draws: the seeded plan's reference
+/// gives the burn tower's embeddings on the CPU, CLIP's and SigLIP's.
+#[test]
+fn the_cuda_engines_seeded_text_plans_are_the_burn_engines_seeded_towers() {
+    use gpu_worker::cuda::plan::text_plan_seeded;
+    let towers = towers();
+    let device = gpu_worker::open(&DeviceSpec::Cpu).expect("the CPU opens");
+    let mut names: Vec<&String> = towers.cases.keys().collect();
+    names.sort();
+    for name in names {
+        let config = config(&towers.cases[name]);
+        let plan = text_plan_seeded(config.clone(), name, 5);
+        let tower = TextTower::seeded(config, name, 5, &device);
+        let (got, want) = (plan.reference(&towers.ids), tower.embed(&towers.ids));
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-5, "{name}, seeded: {g} against {w}");
+        }
+        // Another seed is another tower.
+        let other = text_plan_seeded(plan.config.clone(), name, 6).reference(&towers.ids);
+        assert!(other.iter().zip(&want).any(|(a, b)| (a - b).abs() > 1e-3));
+    }
+}

@@ -161,6 +161,21 @@ fn device_error(spec: &DeviceSpec, e: GpuError) -> OpenError {
     })
 }
 
+/// The CUDA device of the run's GPU `index` (Vulkan's numbering, which
+/// `--gpus` speaks), found by its PCI bus id, opened.
+pub(crate) fn open_gpu(index: usize) -> Result<Gpu, GpuError> {
+    let pci = crate::gpus()
+        .get(index)
+        .and_then(|g| g.pci_bus_id.clone())
+        .ok_or_else(|| {
+            GpuError(
+                "its Vulkan driver gives no PCI bus id, so its CUDA device cannot be found"
+                    .to_owned(),
+            )
+        })?;
+    Gpu::ordinal_at(&pci).and_then(Gpu::open)
+}
+
 fn refuse(spec: &DeviceSpec, what: &str) -> OpenError {
     device_error(
         spec,
@@ -190,22 +205,7 @@ impl CudaEngine {
         {
             return Err(OpenError::NoClassifier(config.model));
         }
-        let pci = crate::gpus()
-            .get(*index)
-            .and_then(|g| g.pci_bus_id.clone())
-            .ok_or_else(|| {
-                device_error(
-                    spec,
-                    GpuError(
-                        "its Vulkan driver gives no PCI bus id, so its CUDA device cannot be \
-                         found"
-                            .to_owned(),
-                    ),
-                )
-            })?;
-        let gpu = Gpu::ordinal_at(&pci)
-            .and_then(Gpu::open)
-            .map_err(|e| device_error(spec, e))?;
+        let gpu = open_gpu(*index).map_err(|e| device_error(spec, e))?;
         let model = plan.upload(&gpu).map_err(|e| device_error(spec, e))?;
         let engine = Self {
             feature_dim: plan.feature_dim(),

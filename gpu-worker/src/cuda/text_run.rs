@@ -5,14 +5,17 @@
 //! pooled token gathered, its LayerNorm and the projection, and L2
 //! normalisation on the host.
 //!
-//! **Not yet run on a GPU** (see `gpu.rs`), and not yet behind
-//! `embed-text` or `--classes`: `tests/text.rs` holds it to the reference
-//! wherever a GPU is present.
+//! Behind `embed-text --engine cuda` through [`CudaTextTower`], which
+//! checks one text against the plan's f32 reference at every open.
+//!
+//! **Not yet run on a GPU** (see `gpu.rs`): `tests/text.rs` holds it to
+//! the reference wherever a GPU is present.
 
 use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};
 use super::gpu::{DeviceGemm, DeviceNorm, Gpu, GpuError};
-use super::plan::TextPlan;
-use crate::model::text::{TextPooling, first_max};
+use super::plan::{TextPlan, text_plan, text_plan_seeded};
+use crate::WeightsError;
+use crate::model::text::{TextConfig, TextPooling, first_max};
 
 /// A text tower's weights on one GPU, and its lookup tables on the host.
 pub struct CudaText {
@@ -92,5 +95,66 @@ impl CudaText {
         let mut out = gpu.download(&out, n * self.proj.n)?;
         super::plan::l2_normalize_rows(&mut out, self.proj.n);
         Ok(out)
+    }
+}
+
+/// A text tower on the run's GPU, as [`crate::text::TextEncoder`] drives
+/// it: the GPU, the tower's weights on it.
+pub struct CudaTextTower {
+    gpu: Gpu,
+    text: CudaText,
+}
+
+/// Why a text tower did not open on a GPU.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaTextError {
+    /// The weights do not hold a text tower that fits.
+    #[error(transparent)]
+    Weights(#[from] WeightsError),
+    /// The GPU, its libraries or the start-up check.
+    #[error("the CUDA engine: {0}")]
+    Gpu(#[from] GpuError),
+}
+
+/// The lowest cosine between the GPU's and the reference's embedding of
+/// the start-up check's text (as the image engine's check).
+const SELF_CHECK_COSINE: f32 = 0.999;
+
+impl CudaTextTower {
+    /// `config`'s tower from `weights` (or seeded from `seed`, as the burn
+    /// engine draws it) on the run's GPU `index`, checked at start on
+    /// `probe` (one text's ids) against the plan's f32 reference.
+    pub fn open(
+        config: TextConfig,
+        name: &str,
+        weights: Option<&std::path::Path>,
+        seed: u64,
+        index: usize,
+        probe: Vec<u32>,
+    ) -> Result<Self, CudaTextError> {
+        let plan = match weights {
+            Some(path) => text_plan(config, name, path)?,
+            None => text_plan_seeded(config, name, seed),
+        };
+        let gpu = super::engine::open_gpu(index)?;
+        let text = CudaText::new(&gpu, &plan)?;
+        let ids = [probe];
+        let got = text.embed(&gpu, &ids)?;
+        let want = plan.reference(&ids);
+        let dot: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
+        // Both sides are L2-normalised.
+        if dot.is_nan() || dot < SELF_CHECK_COSINE {
+            return Err(GpuError(format!(
+                "the start-up check of the text tower failed: cosine {dot:.6} to the f32 \
+                 reference (needs {SELF_CHECK_COSINE}); use --engine vulkan"
+            ))
+            .into());
+        }
+        Ok(Self { gpu, text })
+    }
+
+    /// L2-normalised embeddings of `ids`, `projection` floats each.
+    pub fn embed(&self, ids: &[Vec<u32>]) -> Result<Vec<f32>, GpuError> {
+        self.text.embed(&self.gpu, ids)
     }
 }

@@ -19,7 +19,7 @@ mod tokenize;
 
 use std::path::{Path, PathBuf};
 
-use pipeline_core::{DeviceSpec, ModelKind};
+use pipeline_core::{DeviceSpec, EngineKind, ModelKind};
 use rayon::prelude::*;
 
 use crate::engine::DeviceError;
@@ -68,13 +68,34 @@ pub enum TextError {
          (or tokenizer.json)"
     )]
     NoSiglipTokenizer,
+    /// The CUDA engine did not open the tower, or failed in a pass.
+    #[error(transparent)]
+    Cuda(#[from] crate::cuda::text_run::CudaTextError),
 }
 
 /// A model's text tower on a device, with its tokenizer.
 #[derive(Debug)]
 pub struct TextEncoder {
-    tower: TextTower,
+    tower: Tower,
+    config: TextConfig,
     tokenizer: TextTokenizer,
+}
+
+/// The engine a text tower runs on.
+enum Tower {
+    /// burn's, on the CPU or a Vulkan GPU.
+    Burn(Box<TextTower>),
+    /// The CUDA engine's (`cuda::text_run`).
+    Cuda(Box<crate::cuda::text_run::CudaTextTower>),
+}
+
+impl std::fmt::Debug for Tower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Burn(tower) => tower.fmt(f),
+            Self::Cuda(_) => f.write_str("CudaTextTower"),
+        }
+    }
 }
 
 /// The text tower of a named model, if this tool has one for it.
@@ -127,39 +148,65 @@ pub fn tokenizer_for(
 }
 
 impl TextEncoder {
-    /// `kind`'s text tower on `device`: from `weights` (seeded random ones
-    /// when `None`, for benchmarks), with `tokenizer` (see [`tokenizer_for`]).
+    /// `kind`'s text tower on `device` with `engine`: from `weights`
+    /// (seeded random ones when `None`, for benchmarks), with `tokenizer`
+    /// (see [`tokenizer_for`]). The CUDA engine takes a GPU and checks one
+    /// text against its f32 reference at open.
     pub fn open(
         kind: ModelKind,
         weights: Option<&Path>,
         tokenizer: TextTokenizer,
         seed: u64,
         device: &DeviceSpec,
+        engine: EngineKind,
     ) -> Result<Self, TextError> {
         let config = text_config(kind).ok_or_else(|| TextError::NoTextTower {
             model: kind.name().to_owned(),
         })?;
-        let device = crate::open(device)?;
-        let tower = match weights {
-            Some(path) => TextTower::load(config, kind.name(), path, &device)?,
-            None => TextTower::seeded(config, kind.name(), seed, &device),
+        let tower = match (engine, device) {
+            (EngineKind::Cuda, DeviceSpec::Gpu(index)) => {
+                let probe = tokenizer.encode("a photo of a cat.", config.context);
+                Tower::Cuda(Box::new(crate::cuda::text_run::CudaTextTower::open(
+                    config.clone(),
+                    kind.name(),
+                    weights,
+                    seed,
+                    *index,
+                    probe,
+                )?))
+            }
+            _ => {
+                let device = crate::open(device)?;
+                Tower::Burn(Box::new(match weights {
+                    Some(path) => TextTower::load(config.clone(), kind.name(), path, &device)?,
+                    None => TextTower::seeded(config.clone(), kind.name(), seed, &device),
+                }))
+            }
         };
-        Ok(Self { tower, tokenizer })
+        Ok(Self {
+            tower,
+            config,
+            tokenizer,
+        })
     }
 
     /// A text tower built elsewhere (tests of small configurations).
     pub fn of(tower: TextTower, tokenizer: TextTokenizer) -> Self {
-        Self { tower, tokenizer }
+        Self {
+            config: tower.config().clone(),
+            tower: Tower::Burn(Box::new(tower)),
+            tokenizer,
+        }
     }
 
     /// Width of the embeddings.
     pub fn dim(&self) -> usize {
-        self.tower.config().projection
+        self.config.projection
     }
 
     /// Tokens in a context.
     pub fn context(&self) -> usize {
-        self.tower.config().context
+        self.config.context
     }
 
     /// The tokenizer.
@@ -175,8 +222,14 @@ impl TextEncoder {
     /// L2-normalised embeddings of `texts`, `dim()` floats each, in order.
     /// The texts are tokenized on rayon's threads (ftfy and BPE cost about
     /// as much as a small text tower's pass).
-    pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Vec<f32> {
+    /// A failed GPU pass is an error.
+    pub fn embed<S: AsRef<str> + Sync>(&self, texts: &[S]) -> Result<Vec<f32>, TextError> {
         let ids: Vec<Vec<u32>> = texts.par_iter().map(|t| self.tokens(t.as_ref())).collect();
-        self.tower.embed(&ids)
+        match &self.tower {
+            Tower::Burn(tower) => Ok(tower.embed(&ids)),
+            Tower::Cuda(tower) => tower
+                .embed(&ids)
+                .map_err(|e| crate::cuda::text_run::CudaTextError::Gpu(e).into()),
+        }
     }
 }

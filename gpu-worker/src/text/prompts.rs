@@ -121,16 +121,16 @@ pub fn templates(prompts: &[String]) -> Result<Vec<String>, String> {
 /// embeddings averaged per label, the mean normalised again. `embed` gives
 /// the normalised embeddings of a batch of texts, `dim` floats each.
 /// Rows in label order.
-pub fn class_embeddings(
+pub fn class_embeddings<E>(
     labels: &[String],
     templates: &[String],
     dim: usize,
-    mut embed: impl FnMut(&[String]) -> Vec<f32>,
-) -> Vec<f32> {
+    mut embed: impl FnMut(&[String]) -> Result<Vec<f32>, E>,
+) -> Result<Vec<f32>, E> {
     let mut rows = Vec::with_capacity(labels.len() * dim);
     for label in labels {
         let prompts: Vec<String> = templates.iter().map(|t| fill(t, label)).collect();
-        let embeddings = embed(&prompts);
+        let embeddings = embed(&prompts)?;
         let mut mean = vec![0.0f64; dim];
         for e in embeddings.chunks_exact(dim) {
             for (m, &v) in mean.iter_mut().zip(e) {
@@ -141,7 +141,7 @@ pub fn class_embeddings(
         let norm = mean.iter().map(|m| (m / n) * (m / n)).sum::<f64>().sqrt();
         rows.extend(mean.iter().map(|m| (m / n / norm) as f32));
     }
-    rows
+    Ok(rows)
 }
 
 #[cfg(test)]
@@ -165,7 +165,7 @@ mod tests {
         // Two templates whose embeddings are orthogonal unit vectors: the
         // class row is their normalised mean, (1, 1)/√2.
         let rows = class_embeddings(&["x".into()], &["a {}".into(), "b {}".into()], 2, |texts| {
-            texts
+            let rows = texts
                 .iter()
                 .flat_map(|t| {
                     if t.starts_with('a') {
@@ -174,8 +174,10 @@ mod tests {
                         [0.0, 1.0]
                     }
                 })
-                .collect()
-        });
+                .collect::<Vec<f32>>();
+            Ok::<_, ()>(rows)
+        })
+        .expect("infallible");
         let half = std::f32::consts::FRAC_1_SQRT_2;
         assert!(
             (rows[0] - half).abs() < 1e-7 && (rows[1] - half).abs() < 1e-7,

@@ -37,5 +37,5 @@ pub use convnext::{
 };
 pub use ops::{Block, Gemm, LayerNorm};
 pub(crate) use ops::{gemm, l2_normalize_rows, softmax};
-pub use text::{TextPlan, text_plan};
+pub use text::{TextPlan, text_plan, text_plan_seeded};
 pub use vit::{MapHead, VitPlan, vit_plan, vit_plan_seeded};

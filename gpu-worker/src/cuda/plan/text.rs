@@ -6,6 +6,7 @@ use super::ops::{
     Block, Gemm, LayerNorm, Shape, blocks_of, gemm, layer_norm, layer_norm_of, linear, run_blocks,
 };
 use crate::WeightsError;
+use crate::model::tensors::Tensors;
 use crate::model::text::{TextConfig, TextPooling, first_max, with_text_tensors};
 
 /// A CLIP or SigLIP text tower's plan: a token lookup, the encoder's
@@ -28,16 +29,25 @@ pub struct TextPlan {
 
 /// The plan of a text tower's checkpoint, read as the burn engine reads it.
 pub fn text_plan(config: TextConfig, name: &str, path: &Path) -> Result<TextPlan, WeightsError> {
-    with_text_tensors(config, name, path, |config, tensors| {
-        let take = |name: &str| tensors.take(name).map(|t| (t.shape, t.values));
-        Ok(TextPlan {
-            tokens: take("tok")?.1,
-            pos: take("pos")?.1,
-            blocks: blocks_of(&take, config.depth, false)?,
-            norm: layer_norm_of(&take, "norm")?,
-            proj: linear(&take, "proj", config.projection_bias, None)?,
-            config,
-        })
+    with_text_tensors(config, name, path, pack)
+}
+
+/// The plan of the seeded tensors the burn engine's tower draws for `name`
+/// from `seed` (`TextTower::seeded`).
+pub fn text_plan_seeded(config: TextConfig, name: &str, seed: u64) -> TextPlan {
+    let tensors = Tensors::seeded(seed, name, config.tensors());
+    pack(config, &tensors).expect("seeded tensors have the declared shapes")
+}
+
+fn pack(config: TextConfig, tensors: &Tensors<'_>) -> Result<TextPlan, WeightsError> {
+    let take = |name: &str| tensors.take(name).map(|t| (t.shape, t.values));
+    Ok(TextPlan {
+        tokens: take("tok")?.1,
+        pos: take("pos")?.1,
+        blocks: blocks_of(&take, config.depth, false)?,
+        norm: layer_norm_of(&take, "norm")?,
+        proj: linear(&take, "proj", config.projection_bias, None)?,
+        config,
     })
 }
 

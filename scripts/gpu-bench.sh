@@ -24,9 +24,9 @@
 # `cpu` with ENGINES=cpu TORCH_DEVICE=cpu PRECISIONS=f32 tries the script on
 # a machine without a GPU).
 #
-# An engine that cannot start (`--engine cuda` for a model it does not run
-# yet, such as resnet50, or without NVIDIA's libraries) is recorded with
-# its one-line reason in the rows, and the kit goes on.
+# An engine that cannot start (`--engine cuda` without NVIDIA's libraries,
+# or failing its start-up check) is recorded with its one-line reason in
+# the rows, and the kit goes on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-gpu-bench}

@@ -45,9 +45,9 @@ struct CudaLibrary {
 fn cuda() -> Cuda {
     let libs = gpu_worker::cuda::libs::cuda_libraries();
     Cuda {
-        engine: "--engine cuda runs the ViT, CLIP, SigLIP and DINOv2 image towers on NVIDIA GPUs, \
-                 not yet verified on a GPU: each start checks one image against the f32 \
-                 reference (#28); --engine auto runs Vulkan",
+        engine: "--engine cuda runs every model family and the text towers on NVIDIA GPUs, not \
+                 yet verified on a GPU: each start checks one input against the f32 reference \
+                 (#28); --engine auto runs Vulkan",
         libraries: libs
             .libs
             .iter()
@@ -237,8 +237,8 @@ fn burn_devices(
 /// any were found.
 fn nvidia_on_vulkan(nvidia: usize) -> Option<String> {
     (nvidia > 0).then(|| {
-        "NVIDIA GPUs run on Vulkan: the CUDA engine (--engine cuda) runs the ViT, CLIP, SigLIP \
-         and DINOv2 image towers only and is not yet verified on a GPU (#28)"
+        "NVIDIA GPUs run on Vulkan: the CUDA engine (--engine cuda) is not yet verified on a \
+         GPU (#28)"
             .to_owned()
     })
 }

@@ -2,16 +2,17 @@
 //! stream, the engine's kernels (`kernels/*.cu`) compiled by NVRTC for its
 //! architecture and loaded once, and f16 GEMMs through cuBLASLt (f32
 //! accumulation, bias in the epilogue). The family code
-//! (`encoder_run.rs`, `vit_run.rs`, `text_run.rs`) speaks to it in
-//! row-major matrices only.
+//! (`encoder_run.rs`, `vit_run.rs`, `text_run.rs`, `cnn_run.rs`,
+//! `convnext_run.rs`) speaks to it in row-major matrices and NHWC
+//! tensors.
 //!
 //! **Not yet run on a GPU:** no GPU machine was lent while it was written.
 //! `tests/families.rs` and `tests/text.rs` compare what runs on it with
 //! the plans' f32 references wherever a GPU is present
 //! (`PIPELINE_REQUIRE_GPU=1` makes its absence a failure).
 //!
-//! The only module of the engine with `unsafe`: kernel launches and
-//! cuBLASLt take raw device pointers. Every entry point checks the sizes
+//! With `cudnn.rs`, the engine's modules with `unsafe`: kernel launches
+//! and cuBLASLt take raw device pointers. Every entry point checks the sizes
 //! of the buffers it is given against the shapes it is told
 //! ([`check_len`]) before it launches.
 #![allow(unsafe_code)]

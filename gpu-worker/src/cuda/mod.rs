@@ -7,14 +7,15 @@
 //!
 //! Written but **not yet run on a GPU** (no GPU machine was lent while it
 //! was written): one GPU driven through cuBLASLt and the kernels
-//! (`gpu.rs`), the transformer encoder on it (`encoder_run.rs`), the ViT
-//! image towers' and the text towers' forward passes (`vit_run.rs`,
-//! `text_run.rs`), held to the plans' references by `tests/families.rs`
-//! and `tests/text.rs` wherever a GPU opens, and the engine behind the
-//! worker's seam for the ViTs (`engine.rs`, `--engine cuda`), which checks
-//! one image against the reference at every start. The text towers behind
-//! `embed-text` and the CNNs on cuDNN are not built: `--engine cuda`
-//! refuses them in one line.
+//! (`gpu.rs`) and cuDNN's convolutions (`cudnn.rs`), the transformer
+//! encoder on it (`encoder_run.rs`), every family's forward pass (the
+//! ViT image towers in `vit_run.rs`, the ResNets and EfficientNet-Lite0
+//! in `cnn_run.rs`, ConvNeXt in `convnext_run.rs`, the text towers in
+//! `text_run.rs`), held to the plans' references by `tests/families.rs`,
+//! `tests/parity.rs` and `tests/text.rs` wherever a GPU opens, and the
+//! engine behind the worker's seam (`engine.rs`, `--engine cuda`) and
+//! behind `embed-text --engine cuda`, which check one input against the
+//! reference at every start.
 
 pub mod cnn_run;
 pub mod convnext_run;

@@ -1,8 +1,9 @@
 //! The transformer encoder on a GPU (#28), shared by the image towers
 //! (`vit_run.rs`) and the text towers (`text_run.rs`): pre-norm blocks of
 //! cuBLASLt GEMMs (bias in the epilogue, the residual adds as `β = 1`
-//! accumulation into the stream), per-head batched GEMMs for attention
-//! with a row softmax between them (causal for CLIP's text tower), and
+//! accumulation into the stream), attention as two GEMMs batched over
+//! every (sequence, head) on the heads split apart by a kernel, with a row
+//! softmax between them (causal for CLIP's text tower), and
 //! the MLP's activation, op for op as `plan::ops::run_blocks`.
 //!
 //! **Not yet run on a GPU** (see `gpu.rs`).
@@ -72,13 +73,23 @@ impl Encoder {
         let (d, rows) = (self.d, n * tokens);
         let mlp = blocks.first().map_or(0, |b| b.fc1.n);
         let mut qkv = gpu.zeros(rows * 3 * d)?;
+        let mut split = gpu.zeros(rows * 3 * d)?;
+        let mut heads_out = gpu.zeros(rows * d)?;
         let mut scores = gpu.zeros(n * self.heads * tokens * tokens)?;
         let mut attended = gpu.zeros(rows * d)?;
         let mut hidden = gpu.zeros(rows * mlp)?;
         for block in blocks {
             gpu.layer_norm(t, h, rows, &block.norm1, self.eps)?;
             gpu.gemm(h, rows, &block.qkv, &mut qkv, false)?;
-            self.attention(gpu, &qkv, &mut scores, &mut attended, n, tokens)?;
+            self.attention(
+                gpu,
+                &qkv,
+                (&mut split, &mut heads_out),
+                &mut scores,
+                &mut attended,
+                n,
+                tokens,
+            )?;
             gpu.gemm(&attended, rows, &block.out, t, true)?;
             gpu.layer_norm(t, h, rows, &block.norm2, self.eps)?;
             gpu.gemm(h, rows, &block.fc1, &mut hidden, false)?;
@@ -89,13 +100,17 @@ impl Encoder {
     }
 
     /// Multi-head attention over `qkv` (`[n·tokens, 3D]`) into `out`
-    /// (`[n·tokens, D]`): per head, one batched GEMM over the sequences
-    /// for the scores, a row softmax over all of them, one batched GEMM
-    /// for the weighted values.
+    /// (`[n·tokens, D]`): the heads split apart (`split`, as `qkv`), one
+    /// GEMM batched over every (sequence, head) for the scores, a row
+    /// softmax over all of them, one batched GEMM for the weighted values
+    /// (into `heads_out`, `[n·tokens, D]`), merged back into token rows.
+    /// Two cuBLASLt calls a layer, whatever the number of heads.
+    #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         gpu: &Gpu,
         qkv: &Buf,
+        (split, heads_out): (&mut Buf, &mut Buf),
         scores: &mut Buf,
         out: &mut Buf,
         n: usize,
@@ -103,33 +118,30 @@ impl Encoder {
     ) -> Result<(), GpuError> {
         let (d, heads) = (self.d, self.heads);
         let dh = d / heads;
-        let sequence = tokens * 3 * d;
+        let shape = (n, tokens, heads, dh);
+        gpu.split_heads(qkv, split, shape)?;
+        let part = n * tokens * d;
+        let head = tokens * dh;
         let square = tokens * tokens;
-        for h in 0..heads {
-            let q = Strided {
-                offset: h * dh,
-                ld: 3 * d,
-                stride: sequence,
-            };
-            let k = Strided {
-                offset: d + h * dh,
-                ..q
-            };
-            let at = Strided {
-                offset: h * square,
-                ld: tokens,
-                stride: heads * square,
-            };
-            gpu.batched_gemm(
-                (tokens, tokens, dh),
-                1.0,
-                (qkv, q),
-                (qkv, k),
-                true,
-                (scores, at),
-                n,
-            )?;
-        }
+        let of = |offset: usize| Strided {
+            offset,
+            ld: dh,
+            stride: head,
+        };
+        let all = Strided {
+            offset: 0,
+            ld: tokens,
+            stride: square,
+        };
+        gpu.batched_gemm(
+            (tokens, tokens, dh),
+            1.0,
+            (&*split, of(0)),
+            (&*split, of(part)),
+            true,
+            (scores, all),
+            n * heads,
+        )?;
         gpu.softmax_rows(
             scores,
             n * heads * tokens,
@@ -138,32 +150,15 @@ impl Encoder {
             self.causal,
             tokens,
         )?;
-        for h in 0..heads {
-            let p = Strided {
-                offset: h * square,
-                ld: tokens,
-                stride: heads * square,
-            };
-            let v = Strided {
-                offset: 2 * d + h * dh,
-                ld: 3 * d,
-                stride: sequence,
-            };
-            let o = Strided {
-                offset: h * dh,
-                ld: d,
-                stride: tokens * d,
-            };
-            gpu.batched_gemm(
-                (tokens, dh, tokens),
-                1.0,
-                (&*scores, p),
-                (qkv, v),
-                false,
-                (out, o),
-                n,
-            )?;
-        }
-        Ok(())
+        gpu.batched_gemm(
+            (tokens, dh, tokens),
+            1.0,
+            (&*scores, all),
+            (&*split, of(2 * part)),
+            false,
+            (heads_out, of(0)),
+            n * heads,
+        )?;
+        gpu.merge_heads(heads_out, out, shape)
     }
 }

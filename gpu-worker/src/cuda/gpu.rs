@@ -730,6 +730,53 @@ impl Gpu {
         Ok(())
     }
 
+    /// `qkv` (`[n·tokens, 3·heads·dh]`) into `split`
+    /// (`[3][n][heads][tokens][dh]`): every (sequence, head) contiguous,
+    /// for attention's GEMMs batched over all of them at once.
+    pub fn split_heads(
+        &self,
+        qkv: &Buf,
+        split: &mut Buf,
+        (n, tokens, heads, dh): (usize, usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        let total = 3 * n * tokens * heads * dh;
+        check_len(qkv, total, "split_heads input");
+        check_len(split, total, "split_heads output");
+        let (ni, t, h, j) = (int(n), int(tokens), int(heads), int(dh));
+        let mut launch = self.stream.launch_builder(self.kernel("split_heads_f16"));
+        launch.arg(qkv).arg(split).arg(&ni).arg(&t).arg(&h).arg(&j);
+        // SAFETY: `split_heads_f16(qkv, split, n, tokens, heads, dh)`, as
+        // many values out as in; sizes checked above.
+        unsafe { launch.launch(elementwise(total)) }.map_err(driver("split_heads_f16"))?;
+        Ok(())
+    }
+
+    /// The inverse for the attended values: `heads_out`
+    /// (`[n][heads][tokens][dh]`) into `out` (`[n·tokens, heads·dh]`).
+    pub fn merge_heads(
+        &self,
+        heads_out: &Buf,
+        out: &mut Buf,
+        (n, tokens, heads, dh): (usize, usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        let total = n * tokens * heads * dh;
+        check_len(heads_out, total, "merge_heads input");
+        check_len(out, total, "merge_heads output");
+        let (ni, t, h, j) = (int(n), int(tokens), int(heads), int(dh));
+        let mut launch = self.stream.launch_builder(self.kernel("merge_heads_f16"));
+        launch
+            .arg(heads_out)
+            .arg(out)
+            .arg(&ni)
+            .arg(&t)
+            .arg(&h)
+            .arg(&j);
+        // SAFETY: `merge_heads_f16(heads_out, out, n, tokens, heads, dh)`;
+        // sizes checked above.
+        unsafe { launch.launch(elementwise(total)) }.map_err(driver("merge_heads_f16"))?;
+        Ok(())
+    }
+
     /// Waits for everything queued.
     pub fn synchronize(&self) -> Result<(), GpuError> {
         self.stream.synchronize().map_err(driver("synchronising"))

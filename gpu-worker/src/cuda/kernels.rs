@@ -35,6 +35,8 @@ pub const SOURCES: [KernelSource; 4] = [
             "softmax_rows_f16",
             "activation_f16",
             "gather_rows_f16",
+            "split_heads_f16",
+            "merge_heads_f16",
         ],
     },
     KernelSource {

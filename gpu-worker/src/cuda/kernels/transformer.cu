@@ -125,3 +125,45 @@ extern "C" __global__ void gather_rows_f16(const half_bits* __restrict__ src,
         dst[i] = src[static_cast<long long>(index[row]) * width + i % width];
     }
 }
+
+// Attention's heads side by side for one batched GEMM over every
+// (sequence, head): `qkv` ([n·tokens, 3d], q | k | v, each head's `dh`
+// columns together) into `split` ([3][n][heads][tokens][dh]).
+extern "C" __global__ void split_heads_f16(const half_bits* __restrict__ qkv,
+                                           half_bits* __restrict__ split, int n, int tokens,
+                                           int heads, int dh) {
+    const long long d = static_cast<long long>(heads) * dh;
+    const long long per = static_cast<long long>(n) * tokens * d;
+    const long long total = 3 * per;
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long which = i / per;
+        const long long rest = i % per;
+        const int j = static_cast<int>(rest % dh);
+        const long long row = rest / dh;  // ((b * heads + h) * tokens + t)
+        const int t = static_cast<int>(row % tokens);
+        const long long bh = row / tokens;
+        const int h = static_cast<int>(bh % heads);
+        const long long b = bh / heads;
+        split[i] = qkv[(b * tokens + t) * 3 * d + which * d + static_cast<long long>(h) * dh + j];
+    }
+}
+
+// The attended values back in token rows: `heads_out`
+// ([n][heads][tokens][dh]) into `out` ([n·tokens, d]).
+extern "C" __global__ void merge_heads_f16(const half_bits* __restrict__ heads_out,
+                                           half_bits* __restrict__ out, int n, int tokens,
+                                           int heads, int dh) {
+    const long long d = static_cast<long long>(heads) * dh;
+    const long long total = static_cast<long long>(n) * tokens * d;
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long row = i / d;  // b * tokens + t
+        const int col = static_cast<int>(i % d);
+        const int h = col / dh;
+        const int j = col % dh;
+        const long long b = row / tokens;
+        const int t = static_cast<int>(row % tokens);
+        out[i] = heads_out[((b * heads + h) * tokens + t) * dh + j];
+    }
+}

@@ -177,27 +177,16 @@ fn resnet_parity(spec: DeviceSpec, kind: ModelKind) {
     assert_close(kind.name(), &spec, &got, &case.probs, TOLERANCE);
 }
 
-/// The real EfficientNet-Lite0 ImageNet weights, fetched by
-/// `scripts/fetch-weights.sh` (the test command runs it).
-fn lite0_weights() -> PathBuf {
-    let dir = std::env::var_os("PIPELINE_WEIGHTS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/weights"));
-    let path = dir.join("efficientnet-lite0-57934424.pth");
-    assert!(
-        path.is_file(),
-        "{} is missing: run scripts/fetch-weights.sh",
-        path.display()
-    );
-    path
-}
-
 fn lite0_parity(spec: DeviceSpec) {
     let reference = reference();
     let case = &reference.cases["efficientnet_lite0"];
     let device = gpu_worker::open(&spec).expect("device opens");
-    let model = Model::load(ModelKind::EfficientnetLite0, &lite0_weights(), &device)
-        .expect("real weights load");
+    let model = Model::load(
+        ModelKind::EfficientnetLite0,
+        &common::lite0_weights(),
+        &device,
+    )
+    .expect("real weights load");
     let engine = BurnEngine::for_device(&spec, device, model, Task::Classify { top_k: 1000 });
     let got = probabilities(&engine, &images(), &Normalize::efficientnet_lite());
     assert_close("efficientnet_lite0", &spec, &got, &case.probs, TOLERANCE);
@@ -289,8 +278,12 @@ fn real_efficientnet_lite0_weights_classify_photographs() {
     })
     .expect("loader");
     let device = gpu_worker::open(&DeviceSpec::Cpu).expect("cpu opens");
-    let model = Model::load(ModelKind::EfficientnetLite0, &lite0_weights(), &device)
-        .expect("real weights load");
+    let model = Model::load(
+        ModelKind::EfficientnetLite0,
+        &common::lite0_weights(),
+        &device,
+    )
+    .expect("real weights load");
     let engine =
         BurnEngine::for_device(&DeviceSpec::Cpu, device, model, Task::Classify { top_k: 5 });
     let samples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../samples");
@@ -345,7 +338,7 @@ fn half_precision_on_the_cpu_stays_close_to_pytorch() {
             (ModelKind::Resnet50, weights, Normalize::imagenet()),
             (
                 ModelKind::EfficientnetLite0,
-                lite0_weights(),
+                common::lite0_weights(),
                 Normalize::efficientnet_lite(),
             ),
         ];
@@ -397,7 +390,7 @@ fn the_cuda_engines_cnn_plans_give_pytorchs_probabilities() {
         ),
         (
             ModelKind::EfficientnetLite0,
-            lite0_weights(),
+            common::lite0_weights(),
             Normalize::efficientnet_lite(),
         ),
     ];
@@ -491,62 +484,6 @@ fn the_cuda_engines_seeded_plans_are_the_burn_engines_seeded_models() {
                 max <= 1e-3,
                 "{kind}, seeded, image {row}: max |Δ ln p| {max:e}"
             );
-        }
-    }
-}
-
-/// The CUDA engine runs the CNN plans on a GPU (`cuda::cnn_run`: cuDNN's
-/// NHWC f16 convolutions, fused or with the engine's epilogue, Lite0's
-/// explicit padding, the stem's max pool) as their f32 reference runs
-/// them on the CPU: pooled features at cosine ≥ 0.999 and the same top-1.
-/// Without a GPU, opening one is a one-line error and the comparison
-/// waits for a machine with one (`PIPELINE_REQUIRE_GPU=1` fails instead).
-#[test]
-fn the_cuda_engine_runs_the_cnn_plans_as_their_reference() {
-    use gpu_worker::Architecture;
-    use gpu_worker::cuda::cnn_run::CudaCnn;
-    use gpu_worker::cuda::gpu::Norm3;
-    use gpu_worker::cuda::plan::cnn_plan;
-    let Some(gpu) =
-        common::cuda_gpu_or_skip("the_cuda_engine_runs_the_cnn_plans_as_their_reference")
-    else {
-        return;
-    };
-    let reference = reference();
-    let dir = tempfile::tempdir().expect("temp dir");
-    let resnet50 = dir.path().join("resnet50.safetensors");
-    write_formula_weights(&reference.cases["resnet50"].keys, &resnet50);
-    for (kind, weights, normalize) in [
-        (ModelKind::Resnet50, resnet50, Normalize::imagenet()),
-        (
-            ModelKind::EfficientnetLite0,
-            lite0_weights(),
-            Normalize::efficientnet_lite(),
-        ),
-    ] {
-        let what = format!("{kind} on {}", gpu.name());
-        let plan = cnn_plan(&Architecture::of(kind), kind.name(), &weights)
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let cuda = CudaCnn::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
-        // Three rows for two images: the padding row is computed and
-        // changes neither.
-        let (features, logits) = cuda
-            .forward(
-                &gpu,
-                &images(),
-                3,
-                224,
-                Norm3::new(normalize.mean, normalize.std),
-            )
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-        let (want, want_logits) = plan.reference(&images(), 224, normalize.mean, normalize.std);
-        let dim = plan.features;
-        for i in 0..2 {
-            let c = common::cosine(&features[i * dim..][..dim], &want[i * dim..][..dim]);
-            println!("{what}, image {i}: cosine {c:.6}");
-            assert!(c >= 0.999, "{what}, image {i}: cosine {c}");
-            let top = |v: &[f32]| common::argmax(&v[i * 1000..][..1000]);
-            assert_eq!(top(&logits), top(&want_logits), "{what}, image {i}: top-1");
         }
     }
 }

@@ -104,3 +104,19 @@ pub(crate) fn argmax(v: &[f32]) -> Option<usize> {
         .max_by(|a, b| a.1.total_cmp(b.1))
         .map(|(i, _)| i)
 }
+
+/// The real EfficientNet-Lite0 ImageNet weights, fetched by
+/// `scripts/fetch-weights.sh` (the test command runs it; on a GPU machine
+/// `PIPELINE_WEIGHTS_DIR` names the folder carried there).
+pub(crate) fn lite0_weights() -> std::path::PathBuf {
+    let dir = std::env::var_os("PIPELINE_WEIGHTS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/weights"));
+    let path = dir.join("efficientnet-lite0-57934424.pth");
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/fetch-weights.sh",
+        path.display()
+    );
+    path
+}

@@ -1,0 +1,260 @@
+//! The CUDA engine on an NVIDIA GPU (#28), in one test binary that a GPU
+//! session carries to the machine with the `pipeline` binary
+//! (`scripts/cuda-kit.sh`): every family's forward pass at its real size,
+//! on the burn engine's seeded weights (their loading and layouts are
+//! checked on the CPU against PyTorch: `tests/families.rs`, `parity.rs`,
+//! `text.rs`), against its plan's f32 reference on the host; the engine
+//! behind the worker's seam; an image's bytes whatever images come with
+//! it.
+//!
+//! Without a GPU each test says so in one line and passes, unless
+//! `PIPELINE_REQUIRE_GPU=1` (the kit sets it), which makes that a failure.
+
+mod common;
+
+use gpu_worker::Architecture;
+use gpu_worker::cuda::gpu::{Gpu, Norm3};
+use pipeline_core::{DeviceSpec, ModelKind, Normalize};
+
+/// The lowest cosine between the GPU's f16 result and the f32 reference,
+/// per image (the engine's start-up check uses the same).
+const MIN_COSINE: f32 = 0.999;
+
+/// `n` textured `side × side` images, u8 NCHW, each different.
+fn images(n: usize, side: usize) -> Vec<u8> {
+    (0..n * 3 * side * side)
+        .map(|i| {
+            let (img, c) = (i / (3 * side * side), (i / (side * side)) % 3);
+            let (y, x) = ((i / side) % side, i % side);
+            ((x * (3 + img) + y * 5 + c * 70 + (x * y) % (17 + img)) % 256) as u8
+        })
+        .collect()
+}
+
+/// Each of `rows` rows of `got` (`dim` wide) at cosine ≥ [`MIN_COSINE`]
+/// to `want`'s, and where there are logits, the same top-1.
+fn assert_rows(what: &str, (got, want): (&[f32], &[f32]), rows: usize) {
+    let dim = want.len() / rows;
+    for i in 0..rows {
+        let c = common::cosine(&got[i * dim..][..dim], &want[i * dim..][..dim]);
+        println!("{what}, image {i}: cosine {c:.6}");
+        assert!(c >= MIN_COSINE, "{what}, image {i}: cosine {c}");
+    }
+}
+
+fn assert_top1(what: &str, (got, want): (&[f32], &[f32]), rows: usize) {
+    let k = want.len() / rows;
+    for i in 0..rows {
+        assert_eq!(
+            common::argmax(&got[i * k..][..k]),
+            common::argmax(&want[i * k..][..k]),
+            "{what}, image {i}: top-1"
+        );
+    }
+}
+
+fn gpu(test: &str) -> Option<Gpu> {
+    common::cuda_gpu_or_skip(test)
+}
+
+/// Three images padded to four rows: the padding row is computed and
+/// changes none of them.
+const REAL: usize = 3;
+const PADDED: usize = 4;
+
+/// Every ViT image tower's kind of config: torchvision's (class token,
+/// head), CLIP's (pre-norm, projection, QuickGELU), SigLIP's (attention
+/// pooling, tanh GELU), DINOv2's (layer scales; and `--pooling cls_mean`).
+#[test]
+fn the_vit_towers_on_the_gpu_are_their_reference() {
+    use gpu_worker::Pooling;
+    use gpu_worker::cuda::plan::vit_plan_seeded;
+    use gpu_worker::cuda::vit_run::CudaVit;
+    let Some(gpu) = gpu("the_vit_towers_on_the_gpu_are_their_reference") else {
+        return;
+    };
+    let cases = [
+        (ModelKind::VitB16, None),
+        (ModelKind::ClipVitB32, None),
+        (ModelKind::SiglipBasePatch16_224, None),
+        (ModelKind::Dinov2Vits14, None),
+        (ModelKind::Dinov2Vits14, Some(Pooling::ClassAndMean)),
+        (ModelKind::ClipVitL14, None),
+    ];
+    for (kind, pooling) in cases {
+        let what = format!("{kind} ({pooling:?}) on {}", gpu.name());
+        let mut plan = vit_plan_seeded(&Architecture::of(kind), kind.name(), 1)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        if let Some(pooling) = pooling {
+            plan.config.pooling = pooling;
+        }
+        let preprocess = kind.default_preprocess();
+        let (side, n) = (preprocess.crop as usize, preprocess.normalize);
+        let pixels = images(REAL, side);
+        let cuda = CudaVit::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (features, logits) = cuda
+            .forward(&gpu, &pixels, PADDED, side, Norm3::new(n.mean, n.std))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let (want, want_logits) = plan.reference(&pixels, side, n.mean, n.std);
+        assert_rows(&what, (&features, &want), REAL);
+        if let (Some(got), Some(want)) = (logits, want_logits) {
+            assert_top1(&what, (&got, &want), REAL);
+        }
+    }
+}
+
+/// The ResNets (basic and bottleneck blocks), EfficientNet-Lite0
+/// (depthwise convolutions, ReLU6, asymmetric padding; on its real
+/// weights, as seeded ones fade below f16's range through its 16 blocks)
+/// on cuDNN, and ConvNeXt (GEMMs over patches, the depthwise 7×7 kernel).
+#[test]
+fn the_cnns_on_the_gpu_are_their_reference() {
+    use gpu_worker::cuda::cnn_run::CudaCnn;
+    use gpu_worker::cuda::convnext_run::CudaConvNext;
+    use gpu_worker::cuda::plan::{cnn_plan, cnn_plan_seeded, convnext_plan_seeded};
+    let Some(gpu) = gpu("the_cnns_on_the_gpu_are_their_reference") else {
+        return;
+    };
+    for kind in [
+        ModelKind::Resnet18,
+        ModelKind::Resnet50,
+        ModelKind::EfficientnetLite0,
+        ModelKind::ConvnextTiny,
+    ] {
+        let what = format!("{kind} on {}", gpu.name());
+        let arch = Architecture::of(kind);
+        let n: Normalize = kind.default_preprocess().normalize;
+        let pixels = images(REAL, 224);
+        let norm = Norm3::new(n.mean, n.std);
+        let ((features, logits), (want, want_logits)) = if kind == ModelKind::ConvnextTiny {
+            let plan = convnext_plan_seeded(&arch, kind.name(), 1)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let cuda = CudaConvNext::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
+            (
+                cuda.forward(&gpu, &pixels, PADDED, 224, norm)
+                    .unwrap_or_else(|e| panic!("{what}: {e}")),
+                plan.reference(&pixels, 224, n.mean, n.std),
+            )
+        } else {
+            let plan = if kind == ModelKind::EfficientnetLite0 {
+                cnn_plan(&arch, kind.name(), &common::lite0_weights())
+            } else {
+                cnn_plan_seeded(&arch, kind.name(), 1)
+            }
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let cuda = CudaCnn::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
+            (
+                cuda.forward(&gpu, &pixels, PADDED, 224, norm)
+                    .unwrap_or_else(|e| panic!("{what}: {e}")),
+                plan.reference(&pixels, 224, n.mean, n.std),
+            )
+        };
+        assert_rows(&what, (&features, &want), REAL);
+        assert_top1(&what, (&logits, &want_logits), REAL);
+    }
+}
+
+/// CLIP's causal text tower (pooled at the end-of-text token) and
+/// SigLIP's (the last token, a projection bias).
+#[test]
+fn the_text_towers_on_the_gpu_are_their_reference() {
+    use gpu_worker::cuda::plan::text_plan_seeded;
+    use gpu_worker::cuda::text_run::CudaText;
+    let Some(gpu) = gpu("the_text_towers_on_the_gpu_are_their_reference") else {
+        return;
+    };
+    for kind in [ModelKind::ClipVitB32, ModelKind::SiglipBasePatch16_224] {
+        let what = format!("{kind}'s text tower on {}", gpu.name());
+        let config = gpu_worker::TextConfig::of(kind).expect("a text tower");
+        let (vocab, context) = (config.vocab, config.context);
+        // Texts of different lengths, each ended by the vocabulary's last
+        // id (CLIP's end of text), padded with zeros.
+        let ids: Vec<Vec<u32>> = (0..5)
+            .map(|t| {
+                let len = 3 + 7 * t;
+                (0..context)
+                    .map(|p| match p {
+                        p if p < len => ((p * 31 + t * 7) % (vocab - 2) + 1) as u32,
+                        p if p == len => (vocab - 1) as u32,
+                        _ => 0,
+                    })
+                    .collect()
+            })
+            .collect();
+        let plan = text_plan_seeded(config, kind.name(), 1);
+        let got = CudaText::new(&gpu, &plan)
+            .and_then(|text| text.embed(&gpu, &ids))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_rows(&what, (&got, &plan.reference(&ids)), ids.len());
+    }
+}
+
+/// The engine behind the worker's seam (`--engine cuda` on GPU 0, as the
+/// worker opens it, its start-up check included): an image's bytes do not
+/// depend on the images that come with it in a batch of the same shape,
+/// and the embeddings are the plan's reference.
+#[test]
+fn an_images_bytes_do_not_depend_on_the_images_beside_it() {
+    use gpu_worker::cuda::engine::CudaEngine;
+    use gpu_worker::{Engine, PixelBatch};
+    use pipeline_core::{DecodeLimits, EngineKind, Precision, Prediction, Task, WorkerConfig};
+    if gpu("an_images_bytes_do_not_depend_on_the_images_beside_it").is_none() {
+        return;
+    }
+    for model in [ModelKind::Resnet50, ModelKind::ClipVitB32] {
+        let config = WorkerConfig {
+            name: "gpu#0".into(),
+            device: DeviceSpec::Gpu(0),
+            model,
+            weights: None,
+            seed: 2,
+            task: Task::Embed,
+            pooling: None,
+            classes: None,
+            precision: Precision::Auto,
+            engine: EngineKind::Cuda,
+            batch_size: Some(PADDED),
+            loader_threads: 1,
+            preprocess: model.default_preprocess(),
+            limits: DecodeLimits::default(),
+            remote: Default::default(),
+        };
+        let engine = CudaEngine::open(&config).unwrap_or_else(|e| panic!("{model}: {e}"));
+        let side = config.preprocess.crop as usize;
+        let normalize = config.preprocess.normalize;
+        let plane = 3 * side * side;
+        let a = images(PADDED, side);
+        // The same first image, other images beside it.
+        let mut b = images(PADDED + 3, side)[3 * plane..].to_vec();
+        b[..plane].copy_from_slice(&a[..plane]);
+        let embed = |pixels: &[u8]| -> Vec<Vec<f32>> {
+            engine
+                .infer(&PixelBatch::new(pixels, PADDED, PADDED, side, &normalize))
+                .unwrap_or_else(|e| panic!("{model}: {e}"))
+                .into_iter()
+                .map(|p| match p {
+                    Prediction::Embedding(v) => v,
+                    Prediction::TopK(_) => panic!("{model}: embed gave classes"),
+                })
+                .collect()
+        };
+        let (first, second) = (embed(&a), embed(&b));
+        assert_eq!(
+            first[0].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            second[0].iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{model}: image 0's bytes changed with its neighbours"
+        );
+        assert_ne!(first[1], second[1], "{model}: other images, other rows");
+        // One image in a batch of one, another shape: printed, not
+        // asserted (cuBLASLt may pick other algorithms for other shapes).
+        let alone = engine
+            .infer(&PixelBatch::new(&a[..plane], 1, 1, side, &normalize))
+            .unwrap_or_else(|e| panic!("{model}: {e}"));
+        if let Prediction::Embedding(v) = &alone[0] {
+            println!(
+                "{model}: in a batch of one, the same bytes: {}",
+                v == &first[0]
+            );
+        }
+    }
+}

@@ -13,7 +13,7 @@
 //! backoff halves the batch.
 //!
 //! **Not yet run on a GPU** (no GPU machine was lent while it was
-//! written); `tests/families.rs` holds it to the plan's reference wherever
+//! written); `tests/cuda_gpu.rs` holds it to the plan's reference wherever
 //! one is present, and the engine checks it at every start.
 //!
 //! Raw cuDNN descriptors, so the second module of the engine with

@@ -7,8 +7,8 @@
 //! tensors.
 //!
 //! **Not yet run on a GPU:** no GPU machine was lent while it was written.
-//! `tests/families.rs` and `tests/text.rs` compare what runs on it with
-//! the plans' f32 references wherever a GPU is present
+//! `tests/cuda_gpu.rs` (`scripts/cuda-kit.sh`) compares what runs on it
+//! with the plans' f32 references wherever a GPU is present
 //! (`PIPELINE_REQUIRE_GPU=1` makes its absence a failure).
 //!
 //! With `cudnn.rs`, the engine's modules with `unsafe`: kernel launches

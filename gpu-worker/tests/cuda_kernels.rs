@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 
-use gpu_worker::cuda::kernels::{KernelSource, SOURCES, compile};
+use gpu_worker::cuda::kernels::{KernelSource, SOURCES, cache_path, compile, compile_cached_in};
 use gpu_worker::cuda::libs::{ALL, CudaLib, Found, cuda_libraries, load, pip_lib_dirs};
 
 /// Whether NVRTC loaded; where it must (CI) and did not, a failure.
@@ -66,6 +66,34 @@ fn a_kernel_that_does_not_compile_is_a_one_line_error_naming_it() {
     );
     assert!(error.contains("not_declared_here"), "{error}");
     assert!(!error.contains('\n'), "{error}");
+}
+
+/// The PTX cache: a first start compiles and stores each source's PTX, a
+/// later one reads it back instead of compiling; a cached file that is not
+/// PTX for the architecture is compiled again and replaced.
+#[test]
+fn compiled_kernels_are_cached_and_read_back() {
+    if !nvrtc_or_skip("compiled_kernels_are_cached_and_read_back") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let source = &SOURCES[0];
+    let fresh = compile_cached_in(Some(dir.path()), source, "compute_90").expect("compiles");
+    assert_eq!(fresh, compile(source, "compute_90").expect("compiles"));
+    let path = cache_path(dir.path(), source, "compute_90");
+    assert_eq!(std::fs::read_to_string(&path).expect("cached"), fresh);
+    // Another architecture, another file.
+    assert_ne!(path, cache_path(dir.path(), source, "compute_80"));
+    // A later start reads the file.
+    let marked = format!("{fresh}\n// read from the cache\n");
+    std::fs::write(&path, &marked).expect("write");
+    let again = compile_cached_in(Some(dir.path()), source, "compute_90").expect("cached");
+    assert_eq!(again, marked);
+    // A file that is not PTX for compute_90 is compiled over.
+    std::fs::write(&path, "garbage").expect("write");
+    let repaired = compile_cached_in(Some(dir.path()), source, "compute_90").expect("compiles");
+    assert_eq!(repaired, fresh);
+    assert_eq!(std::fs::read_to_string(&path).expect("cached"), fresh);
 }
 
 /// NVIDIA's wheels as pip lays them out in a virtual environment: CUDA

@@ -27,7 +27,7 @@ use cudarc::driver::{
 };
 use half::f16;
 
-use super::kernels::{SOURCES, compile};
+use super::kernels::{SOURCES, compile_cached};
 use super::libs::cuda_libraries;
 
 /// What went wrong on the GPU, in one line.
@@ -168,11 +168,18 @@ impl Gpu {
                 ))
             })?;
         let stream = ctx.default_stream();
+        // Compiled (or read from the PTX cache) side by side, loaded in turn.
+        let compiled: Vec<Result<String, String>> = {
+            use rayon::prelude::*;
+            SOURCES
+                .par_iter()
+                .map(|source| compile_cached(source, arch))
+                .collect()
+        };
         let mut kernels = HashMap::new();
-        for source in &SOURCES {
-            let ptx = compile(source, arch).map_err(GpuError)?;
+        for (source, ptx) in SOURCES.iter().zip(compiled) {
             let module = ctx
-                .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+                .load_module(cudarc::nvrtc::Ptx::from_src(ptx.map_err(GpuError)?))
                 .map_err(driver(source.file))?;
             for entry in source.entries {
                 let f = module.load_function(entry).map_err(driver(entry))?;

@@ -9,7 +9,7 @@
 //! it to the reference wherever a GPU is present.
 
 use super::cudnn::{Convolutions, DeviceConv};
-use super::gpu::{Buf, DeviceGemm, Gpu, GpuError, Norm3};
+use super::gpu::{Buf, DeviceGemm, DeviceOutputs, Gpu, GpuError, Norm3};
 use super::plan::{CnnPlan, CnnStep};
 
 enum Step {
@@ -83,6 +83,19 @@ impl CudaCnn {
         side: usize,
         norm: Norm3,
     ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let (features, logits) = self.launch(gpu, images, padded, side, norm)?.read(gpu)?;
+        Ok((features, logits.expect("a classifier")))
+    }
+
+    /// [`CudaCnn::forward`] queued on the GPU, not waited for.
+    pub fn launch(
+        &self,
+        gpu: &Gpu,
+        images: &[u8],
+        padded: usize,
+        side: usize,
+        norm: Norm3,
+    ) -> Result<DeviceOutputs, GpuError> {
         let real = images.len() / (3 * side * side);
         assert!(padded >= real, "padding cannot drop rows");
         let n = padded;
@@ -157,8 +170,13 @@ impl CudaCnn {
         drop(last);
         let mut logits = gpu.zeros(n * self.classifier.n)?;
         gpu.gemm(&pooled, n, &self.classifier, &mut logits, false)?;
-        let logits = gpu.download(&logits, n * self.classifier.n)?;
-        Ok((gpu.download(&pooled, n * c)?, logits))
+        Ok(DeviceOutputs {
+            features: pooled,
+            rows: n,
+            width: c,
+            normalize: false,
+            logits: Some((logits, self.classifier.n)),
+        })
     }
 }
 

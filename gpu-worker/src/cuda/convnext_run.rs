@@ -9,7 +9,7 @@
 //! **Not yet run on a GPU** (see `gpu.rs`): `tests/cuda_gpu.rs` holds it
 //! to the reference wherever a GPU is present.
 
-use super::gpu::{Buf, DeviceGemm, DeviceNorm, Gpu, GpuError, Norm3};
+use super::gpu::{Buf, DeviceGemm, DeviceNorm, DeviceOutputs, Gpu, GpuError, Norm3};
 use super::plan::ConvNextPlan;
 
 /// ConvNeXt's LayerNorms' epsilon (torchvision's `LayerNorm2d`, 1e-6).
@@ -89,6 +89,19 @@ impl CudaConvNext {
         side: usize,
         norm: Norm3,
     ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
+        let (features, logits) = self.launch(gpu, images, padded, side, norm)?.read(gpu)?;
+        Ok((features, logits.expect("a classifier")))
+    }
+
+    /// [`CudaConvNext::forward`] queued on the GPU, not waited for.
+    pub fn launch(
+        &self,
+        gpu: &Gpu,
+        images: &[u8],
+        padded: usize,
+        side: usize,
+        norm: Norm3,
+    ) -> Result<DeviceOutputs, GpuError> {
         let real = images.len() / (3 * side * side);
         assert!(padded >= real, "padding cannot drop rows");
         let n = padded;
@@ -136,7 +149,12 @@ impl CudaConvNext {
         gpu.layer_norm(&pooled, &mut features, n, &self.head_norm, EPS)?;
         let mut logits = gpu.zeros(n * self.classifier.n)?;
         gpu.gemm(&features, n, &self.classifier, &mut logits, false)?;
-        let logits = gpu.download(&logits, n * self.classifier.n)?;
-        Ok((gpu.download(&features, n * c)?, logits))
+        Ok(DeviceOutputs {
+            features,
+            rows: n,
+            width: c,
+            normalize: false,
+            logits: Some((logits, self.classifier.n)),
+        })
     }
 }

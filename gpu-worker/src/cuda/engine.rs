@@ -20,7 +20,7 @@ use pipeline_core::{
 
 use super::cnn_run::CudaCnn;
 use super::convnext_run::CudaConvNext;
-use super::gpu::{Gpu, GpuError, Norm3};
+use super::gpu::{DeviceOutputs, Gpu, GpuError, Norm3};
 use super::plan::{
     CnnPlan, ConvNextPlan, Gemm, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan,
     convnext_plan_seeded, vit_plan, vit_plan_seeded,
@@ -138,6 +138,23 @@ enum OnGpu {
 type Outputs = (Vec<f32>, Option<Vec<f32>>);
 
 impl OnGpu {
+    /// A pass queued on the GPU.
+    fn launch(
+        &self,
+        gpu: &Gpu,
+        images: &[u8],
+        padded: usize,
+        side: usize,
+        norm: Norm3,
+    ) -> Result<DeviceOutputs, GpuError> {
+        match self {
+            Self::Vit(m) => m.launch(gpu, images, padded, side, norm),
+            Self::Cnn(m) => m.launch(gpu, images, padded, side, norm),
+            Self::ConvNext(m) => m.launch(gpu, images, padded, side, norm),
+        }
+    }
+
+    /// A pass, waited for.
     fn forward(
         &self,
         gpu: &Gpu,
@@ -146,15 +163,7 @@ impl OnGpu {
         side: usize,
         norm: Norm3,
     ) -> Result<Outputs, GpuError> {
-        match self {
-            Self::Vit(m) => m.forward(gpu, images, padded, side, norm),
-            Self::Cnn(m) => m
-                .forward(gpu, images, padded, side, norm)
-                .map(|(f, l)| (f, Some(l))),
-            Self::ConvNext(m) => m
-                .forward(gpu, images, padded, side, norm)
-                .map(|(f, l)| (f, Some(l))),
-        }
+        self.launch(gpu, images, padded, side, norm)?.read(gpu)
     }
 }
 
@@ -262,28 +271,79 @@ impl CudaEngine {
         Ok(())
     }
 
-    fn run(&self, batch: &crate::PixelBatch<'_>) -> Result<Vec<Prediction>, EngineError> {
+    /// A batch queued on the GPU: its pixels handed over (upload), the
+    /// model queued (compute).
+    fn queue(
+        &self,
+        batch: &crate::PixelBatch<'_>,
+        times: &mut SpanTimes,
+    ) -> Result<Queued<'_>, EngineError> {
+        let started = Instant::now();
         let norm = Norm3::new(batch.normalize.mean, batch.normalize.std);
-        let (features, logits) = self
+        let outputs = self
             .model
-            .forward(&self.gpu, batch.pixels, batch.padded_rows, batch.side, norm)
+            .launch(&self.gpu, batch.pixels, batch.padded_rows, batch.side, norm)
             .map_err(|e| engine_error(e, batch.padded_rows))?;
-        Ok(match (self.task, logits) {
+        times.compute_s += started.elapsed().as_secs_f64();
+        Ok(Queued {
+            engine: self,
+            outputs,
+            rows: batch.rows,
+            started,
+        })
+    }
+
+    /// One prediction for each of the first `rows` rows of a pass's
+    /// features and logits.
+    fn predictions(
+        &self,
+        (features, logits): Outputs,
+        rows: usize,
+        padded: usize,
+    ) -> Vec<Prediction> {
+        match (self.task, logits) {
             (Task::Classify { .. }, _) if self.zero_shot.is_some() => {
                 let zero_shot = self.zero_shot.as_ref().expect("checked");
                 let probs = zero_shot.probabilities(&features);
-                crate::predictions(self.task, &probs, batch.rows, zero_shot.head.n)
+                crate::predictions(self.task, &probs, rows, zero_shot.head.n)
             }
             (Task::Classify { .. }, Some(logits)) => {
-                let classes = logits.len() / batch.padded_rows;
+                let classes = logits.len() / padded;
                 let mut probs = logits;
                 probs
                     .chunks_exact_mut(classes)
                     .for_each(super::plan::softmax);
-                crate::predictions(self.task, &probs, batch.rows, classes)
+                crate::predictions(self.task, &probs, rows, classes)
             }
-            _ => crate::predictions(Task::Embed, &features, batch.rows, self.feature_dim),
-        })
+            _ => crate::predictions(Task::Embed, &features, rows, self.feature_dim),
+        }
+    }
+}
+
+/// A pass queued on the GPU ([`Engine::launch`]): the device works on it
+/// while the worker prepares the next batch; [`PendingPass::finish`]
+/// reads it back.
+struct Queued<'a> {
+    engine: &'a CudaEngine,
+    outputs: DeviceOutputs,
+    rows: usize,
+    started: Instant,
+}
+
+impl PendingPass for Queued<'_> {
+    fn finish(self: Box<Self>, times: &mut SpanTimes) -> Result<Vec<Prediction>, EngineError> {
+        let started = Instant::now();
+        let padded = self.outputs.rows;
+        let outputs = self
+            .outputs
+            .read(&self.engine.gpu)
+            .map_err(|e| engine_error(e, padded))?;
+        let arrived = Instant::now();
+        times.compute_s += (arrived - started).as_secs_f64();
+        let predictions = self.engine.predictions(outputs, self.rows, padded);
+        times.readback_s += arrived.elapsed().as_secs_f64();
+        times.batch_s.push(self.started.elapsed().as_secs_f64());
+        Ok(predictions)
     }
 }
 
@@ -375,16 +435,6 @@ fn engine_error(e: GpuError, batch: usize) -> EngineError {
     }
 }
 
-/// A pass already computed: the GPU layer waits for its results (the
-/// overlap of passes is not built for this engine yet).
-struct Done(Vec<Prediction>);
-
-impl PendingPass for Done {
-    fn finish(self: Box<Self>, _: &mut SpanTimes) -> Result<Vec<Prediction>, EngineError> {
-        Ok(self.0)
-    }
-}
-
 impl Engine for CudaEngine {
     fn device_name(&self) -> String {
         format!("{} (CUDA)", self.gpu.name())
@@ -401,10 +451,7 @@ impl Engine for CudaEngine {
         batch: &crate::PixelBatch<'_>,
         times: &mut SpanTimes,
     ) -> Result<Vec<Prediction>, EngineError> {
-        let started = Instant::now();
-        let out = self.run(batch);
-        times.compute_s += started.elapsed().as_secs_f64();
-        out
+        Box::new(self.queue(batch, times)?).finish(times)
     }
 
     fn launch<'a>(
@@ -412,7 +459,7 @@ impl Engine for CudaEngine {
         batch: &crate::PixelBatch<'_>,
         times: &mut SpanTimes,
     ) -> Result<InFlight<'a>, EngineError> {
-        Ok(Box::new(Done(self.infer_timed(batch, times)?)))
+        Ok(Box::new(self.queue(batch, times)?))
     }
 
     fn release_cached_memory(&self) {}

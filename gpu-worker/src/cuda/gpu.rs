@@ -102,6 +102,38 @@ fn check_len<T>(buf: &CudaSlice<T>, needed: usize, what: &str) {
     );
 }
 
+/// A pass's results still on the device, queued: the features (`rows ×
+/// width`, L2-normalised on the host when `normalize`) and the logits
+/// where the model has a classifier. [`DeviceOutputs::read`] waits for
+/// them.
+pub struct DeviceOutputs {
+    /// `[rows, width]`.
+    pub features: Buf,
+    /// Rows (the padded batch).
+    pub rows: usize,
+    /// Feature width.
+    pub width: usize,
+    /// L2-normalise each feature row once read (the CLIP-like towers).
+    pub normalize: bool,
+    /// `[rows, classes]` and `classes`.
+    pub logits: Option<(Buf, usize)>,
+}
+
+impl DeviceOutputs {
+    /// The features and logits on the host, once the GPU has them.
+    pub fn read(self, gpu: &Gpu) -> Result<(Vec<f32>, Option<Vec<f32>>), GpuError> {
+        let logits = match &self.logits {
+            Some((buf, classes)) => Some(gpu.download(buf, self.rows * classes)?),
+            None => None,
+        };
+        let mut features = gpu.download(&self.features, self.rows * self.width)?;
+        if self.normalize {
+            super::plan::l2_normalize_rows(&mut features, self.width);
+        }
+        Ok((features, logits))
+    }
+}
+
 /// One GPU, opened.
 pub struct Gpu {
     ctx: Arc<CudaContext>,

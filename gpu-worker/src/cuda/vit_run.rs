@@ -10,7 +10,7 @@
 //! it to the reference wherever a GPU is present.
 
 use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};
-use super::gpu::{Buf, DeviceGemm, DeviceNorm, Gpu, GpuError, Norm3, Strided};
+use super::gpu::{Buf, DeviceGemm, DeviceNorm, DeviceOutputs, Gpu, GpuError, Norm3, Strided};
 use super::plan::{MapHead, VitPlan};
 use crate::model::vit::Pooling;
 
@@ -214,6 +214,18 @@ impl CudaVit {
         side: usize,
         norm: Norm3,
     ) -> Result<(Vec<f32>, Option<Vec<f32>>), GpuError> {
+        self.launch(gpu, images, padded, side, norm)?.read(gpu)
+    }
+
+    /// [`CudaVit::forward`] queued on the GPU, not waited for.
+    pub fn launch(
+        &self,
+        gpu: &Gpu,
+        images: &[u8],
+        padded: usize,
+        side: usize,
+        norm: Norm3,
+    ) -> Result<DeviceOutputs, GpuError> {
         let s = self.plan_shape;
         let (d, p) = (s.d, s.p);
         let real = images.len() / (3 * side * side);
@@ -267,14 +279,16 @@ impl CudaVit {
             Some(head) => {
                 let mut out = gpu.zeros(n * head.n)?;
                 gpu.gemm(&features, n, head, &mut out, false)?;
-                Some(gpu.download(&out, n * head.n)?)
+                Some((out, head.n))
             }
             None => None,
         };
-        let mut features = gpu.download(&features, n * dim)?;
-        if s.normalize {
-            super::plan::l2_normalize_rows(&mut features, dim);
-        }
-        Ok((features, logits))
+        Ok(DeviceOutputs {
+            features,
+            rows: n,
+            width: dim,
+            normalize: s.normalize,
+            logits,
+        })
     }
 }

@@ -34,6 +34,14 @@ fn cudnn(what: &str) -> impl FnOnce(result::CudnnError) -> GpuError + '_ {
     move |e| GpuError(format!("cuDNN {what}: {:?}", e.0))
 }
 
+/// What a refused fused call's error starts with.
+const FUSED_CALL: &str = "fused convolution";
+const FUSED: &str = "cuDNN fused convolution";
+
+/// The largest workspace an algorithm may ask for: faster ones that need
+/// more (FFT's can take gigabytes) would take memory from the batch.
+const WORKSPACE_LIMIT: usize = 1 << 30;
+
 fn int(v: usize) -> c_int {
     c_int::try_from(v).expect("a size cuDNN takes as int")
 }
@@ -301,8 +309,9 @@ impl Convolutions {
         };
         let used = match self.launch(&handle, conv, chosen, (x, &x_desc), (y, &y_desc), residual) {
             Ok(()) => chosen,
-            // cuDNN refused to fuse this layer: unfused from now on.
-            Err(_) if chosen.fused => {
+            // cuDNN refused to fuse this layer (not an allocation that
+            // failed): unfused from now on.
+            Err(e) if chosen.fused && e.0.starts_with(FUSED) => {
                 let unfused = Choice {
                     algo: self.algorithms(&handle, conv, &x_desc, &y_desc)?[0],
                     fused: false,
@@ -326,7 +335,8 @@ impl Convolutions {
         Ok(())
     }
 
-    /// cuDNN's deterministic algorithms for this shape, best first.
+    /// cuDNN's deterministic algorithms for this shape, best first, of
+    /// those within [`WORKSPACE_LIMIT`].
     fn algorithms(
         &self,
         handle: &Handle,
@@ -357,6 +367,7 @@ impl Convolutions {
             .filter(|p| {
                 p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
                     && p.determinism == sys::cudnnDeterminism_t::CUDNN_DETERMINISTIC
+                    && p.memory <= WORKSPACE_LIMIT
             })
             .map(|p| p.algo)
             .collect();
@@ -419,8 +430,9 @@ impl Convolutions {
             )
         }
         .map_err(cudnn("workspace size"))?;
-        let mut workspace = s
-            .alloc_zeros::<u8>(bytes.max(1))
+        // SAFETY: scratch that cuDNN writes before it reads; never read
+        // here.
+        let mut workspace = unsafe { s.alloc::<u8>(bytes.max(1)) }
             .map_err(|e| GpuError(format!("allocating cuDNN's workspace: {e}")))?;
         let (one, zero) = (1.0f32, 0.0f32);
         let (xp, _rx) = x.device_ptr(s);
@@ -462,7 +474,7 @@ impl Convolutions {
                     y_desc.0,
                     yp as *mut c_void,
                 )
-                .map_err(cudnn("fused convolution"))
+                .map_err(cudnn(FUSED_CALL))
             } else {
                 result::convolution_forward(
                     handle.0,

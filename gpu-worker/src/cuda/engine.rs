@@ -189,21 +189,18 @@ pub(crate) fn open_gpu(index: usize) -> Result<Gpu, GpuError> {
     Gpu::ordinal_at(&pci).and_then(Gpu::open)
 }
 
-fn refuse(spec: &DeviceSpec, what: &str) -> OpenError {
-    device_error(
-        spec,
-        GpuError(format!("the CUDA engine does not run {what} yet (#28)")),
-    )
-}
-
 impl CudaEngine {
     /// The configured model on the configured GPU, checked at start.
     pub fn open(config: &WorkerConfig) -> Result<Self, OpenError> {
         let spec = &config.device;
         let DeviceSpec::Gpu(index) = spec else {
-            return Err(refuse(
+            return Err(device_error(
                 spec,
-                "on the CPU or lavapipe (--engine cpu, vulkan)",
+                GpuError(
+                    "the CUDA engine runs on NVIDIA GPUs only (the CPU and lavapipe run \
+                     --engine cpu or vulkan)"
+                        .to_owned(),
+                ),
             ));
         };
         let plan = Plan::load(config)?;

@@ -13,6 +13,11 @@
 #   bash scripts/cuda-kit.sh unpack && . target/cuda-kit/env.sh &&
 #       MODELS=resnet50 bash scripts/gpu-bench.sh OUT
 #
+# or both in one call (not yet timed: give it a whole 10-minute device
+# call): `bash scripts/cuda-kit.sh verify OUT` (MODELS as
+# gpu-bench.sh takes it, default resnet50; the tests' output goes to
+# OUT/cuda_gpu.txt, and a failing test does not stop the benchmark).
+#
 # `test` and `unpack` find NVIDIA's libraries in the Python environment's
 # pip wheels (nvidia/*/lib) unless PIPELINE_CUDA_LIB_PATH is set.
 set -euo pipefail
@@ -79,8 +84,18 @@ unpack)
     unpack "$kit/pipeline.xz" target/release/pipeline
     target/release/pipeline devices
     ;;
+verify)
+    out=${2:?usage: scripts/cuda-kit.sh verify OUT}
+    mkdir -p "$out"
+    status=0
+    bash "$0" test 2>&1 | tee "$out/cuda_gpu.txt" || status=$?
+    bash "$0" unpack
+    . "$kit/env.sh"
+    MODELS=${MODELS:-resnet50} bash scripts/gpu-bench.sh "$out"
+    exit "$status"
+    ;;
 *)
-    echo "usage: scripts/cuda-kit.sh build|test|unpack" >&2
+    echo "usage: scripts/cuda-kit.sh build|test|unpack|verify OUT" >&2
     exit 2
     ;;
 esac

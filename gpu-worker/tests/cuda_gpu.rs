@@ -13,7 +13,7 @@
 mod common;
 
 use gpu_worker::Architecture;
-use gpu_worker::cuda::gpu::{Gpu, Norm3};
+use gpu_worker::cuda::gpu::{Gpu, Images, Norm3, Tower};
 use pipeline_core::{DeviceSpec, ModelKind, Normalize};
 
 /// The lowest cosine between the GPU's f16 result and the f32 reference,
@@ -62,6 +62,16 @@ fn gpu(test: &str) -> Option<Gpu> {
 const REAL: usize = 3;
 const PADDED: usize = 4;
 
+/// `pixels` as a batch of [`PADDED`] rows.
+fn batch(pixels: &[u8], side: usize, norm: Norm3) -> Images<'_> {
+    Images {
+        pixels,
+        padded: PADDED,
+        side,
+        norm,
+    }
+}
+
 /// Every ViT image tower's kind of config: torchvision's (class token,
 /// head), CLIP's (pre-norm, projection, QuickGELU), SigLIP's (attention
 /// pooling, tanh GELU), DINOv2's (layer scales; and `--pooling cls_mean`).
@@ -93,7 +103,7 @@ fn the_vit_towers_on_the_gpu_are_their_reference() {
         let pixels = images(REAL, side);
         let cuda = CudaVit::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
         let (features, logits) = cuda
-            .forward(&gpu, &pixels, PADDED, side, Norm3::new(n.mean, n.std))
+            .forward(&gpu, batch(&pixels, side, Norm3::new(n.mean, n.std)))
             .unwrap_or_else(|e| panic!("{what}: {e}"));
         let (want, want_logits) = plan.reference(&pixels, side, n.mean, n.std);
         assert_rows(&what, (&features, &want), REAL);
@@ -131,7 +141,7 @@ fn the_cnns_on_the_gpu_are_their_reference() {
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
             let cuda = CudaConvNext::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
             (
-                cuda.forward(&gpu, &pixels, PADDED, 224, norm)
+                cuda.forward(&gpu, batch(&pixels, 224, norm))
                     .unwrap_or_else(|e| panic!("{what}: {e}")),
                 plan.reference(&pixels, 224, n.mean, n.std),
             )
@@ -144,12 +154,13 @@ fn the_cnns_on_the_gpu_are_their_reference() {
             .unwrap_or_else(|e| panic!("{what}: {e}"));
             let cuda = CudaCnn::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
             (
-                cuda.forward(&gpu, &pixels, PADDED, 224, norm)
+                cuda.forward(&gpu, batch(&pixels, 224, norm))
                     .unwrap_or_else(|e| panic!("{what}: {e}")),
                 plan.reference(&pixels, 224, n.mean, n.std),
             )
         };
         assert_rows(&what, (&features, &want), REAL);
+        let logits = logits.unwrap_or_else(|| panic!("{what}: no logits"));
         assert_top1(&what, (&logits, &want_logits), REAL);
     }
 }

@@ -9,7 +9,7 @@
 //! it to the reference wherever a GPU is present.
 
 use super::cudnn::{Convolutions, DeviceConv};
-use super::gpu::{Buf, DeviceGemm, DeviceOutputs, Gpu, GpuError, Norm3};
+use super::gpu::{Buf, DeviceGemm, DeviceOutputs, Gpu, GpuError, Images, Tower};
 use super::plan::{CnnPlan, CnnStep};
 
 enum Step {
@@ -70,36 +70,15 @@ impl CudaCnn {
             convs: Convolutions::new(gpu)?,
         })
     }
+}
 
-    /// The pooled features and the logits of `images` (`u8` NCHW,
-    /// `side × side`) padded with zero images to `padded`, as
-    /// [`CnnPlan::reference`] gives them: f16 on the device, f32 on the
-    /// host, `padded` rows.
-    pub fn forward(
-        &self,
-        gpu: &Gpu,
-        images: &[u8],
-        padded: usize,
-        side: usize,
-        norm: Norm3,
-    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
-        let (features, logits) = self.launch(gpu, images, padded, side, norm)?.read(gpu)?;
-        Ok((features, logits.expect("a classifier")))
-    }
-
-    /// [`CudaCnn::forward`] queued on the GPU, not waited for.
-    pub fn launch(
-        &self,
-        gpu: &Gpu,
-        images: &[u8],
-        padded: usize,
-        side: usize,
-        norm: Norm3,
-    ) -> Result<DeviceOutputs, GpuError> {
-        let real = images.len() / (3 * side * side);
-        assert!(padded >= real, "padding cannot drop rows");
-        let n = padded;
-        let pixels = gpu.upload_u8(images)?;
+impl Tower for CudaCnn {
+    /// The pooled features and the logits, as [`CnnPlan::reference`]
+    /// gives them.
+    fn launch(&self, gpu: &Gpu, images: Images<'_>) -> Result<DeviceOutputs, GpuError> {
+        let (real, n, side) = (images.real(), images.padded, images.side);
+        let norm = images.norm;
+        let pixels = gpu.upload_u8(images.pixels)?;
         let mut input = gpu.zeros(n * side * side * 3)?;
         gpu.normalize_nhwc(&pixels, &mut input, (real, n, side), norm)?;
         drop(pixels);

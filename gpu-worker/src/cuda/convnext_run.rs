@@ -9,7 +9,7 @@
 //! **Not yet run on a GPU** (see `gpu.rs`): `tests/cuda_gpu.rs` holds it
 //! to the reference wherever a GPU is present.
 
-use super::gpu::{Buf, DeviceGemm, DeviceNorm, DeviceOutputs, Gpu, GpuError, Norm3};
+use super::gpu::{Buf, DeviceGemm, DeviceNorm, DeviceOutputs, Gpu, GpuError, Images, Tower};
 use super::plan::ConvNextPlan;
 
 /// ConvNeXt's LayerNorms' epsilon (torchvision's `LayerNorm2d`, 1e-6).
@@ -76,36 +76,15 @@ impl CudaConvNext {
             classifier: gpu.gemm_weights(&plan.classifier)?,
         })
     }
+}
 
-    /// The features (after the head's LayerNorm) and the logits of
-    /// `images` (`u8` NCHW, `side × side`) padded with zero images to
-    /// `padded`, as the reference gives them: `padded` rows, f32 on the
-    /// host.
-    pub fn forward(
-        &self,
-        gpu: &Gpu,
-        images: &[u8],
-        padded: usize,
-        side: usize,
-        norm: Norm3,
-    ) -> Result<(Vec<f32>, Vec<f32>), GpuError> {
-        let (features, logits) = self.launch(gpu, images, padded, side, norm)?.read(gpu)?;
-        Ok((features, logits.expect("a classifier")))
-    }
-
-    /// [`CudaConvNext::forward`] queued on the GPU, not waited for.
-    pub fn launch(
-        &self,
-        gpu: &Gpu,
-        images: &[u8],
-        padded: usize,
-        side: usize,
-        norm: Norm3,
-    ) -> Result<DeviceOutputs, GpuError> {
-        let real = images.len() / (3 * side * side);
-        assert!(padded >= real, "padding cannot drop rows");
-        let n = padded;
-        let pixels = gpu.upload_u8(images)?;
+impl Tower for CudaConvNext {
+    /// The features (after the head's LayerNorm) and the logits, as
+    /// [`ConvNextPlan::reference`] gives them.
+    fn launch(&self, gpu: &Gpu, images: Images<'_>) -> Result<DeviceOutputs, GpuError> {
+        let (real, n, side) = (images.real(), images.padded, images.side);
+        let norm = images.norm;
+        let pixels = gpu.upload_u8(images.pixels)?;
         let mut h = side / 4;
         let mut cols = gpu.zeros(n * side * side * 3)?;
         gpu.patches(&pixels, &mut cols, (real, n, side, 4), norm)?;

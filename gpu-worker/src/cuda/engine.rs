@@ -20,7 +20,7 @@ use pipeline_core::{
 
 use super::cnn_run::CudaCnn;
 use super::convnext_run::CudaConvNext;
-use super::gpu::{DeviceOutputs, Gpu, GpuError, Norm3};
+use super::gpu::{DeviceOutputs, Gpu, GpuError, Images, Norm3, Tower};
 use super::plan::{
     CnnPlan, ConvNextPlan, Gemm, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan,
     convnext_plan_seeded, vit_plan, vit_plan_seeded,
@@ -138,32 +138,12 @@ enum OnGpu {
 type Outputs = (Vec<f32>, Option<Vec<f32>>);
 
 impl OnGpu {
-    /// A pass queued on the GPU.
-    fn launch(
-        &self,
-        gpu: &Gpu,
-        images: &[u8],
-        padded: usize,
-        side: usize,
-        norm: Norm3,
-    ) -> Result<DeviceOutputs, GpuError> {
+    fn tower(&self) -> &dyn Tower {
         match self {
-            Self::Vit(m) => m.launch(gpu, images, padded, side, norm),
-            Self::Cnn(m) => m.launch(gpu, images, padded, side, norm),
-            Self::ConvNext(m) => m.launch(gpu, images, padded, side, norm),
+            Self::Vit(m) => m.as_ref(),
+            Self::Cnn(m) => m,
+            Self::ConvNext(m) => m.as_ref(),
         }
-    }
-
-    /// A pass, waited for.
-    fn forward(
-        &self,
-        gpu: &Gpu,
-        images: &[u8],
-        padded: usize,
-        side: usize,
-        norm: Norm3,
-    ) -> Result<Outputs, GpuError> {
-        self.launch(gpu, images, padded, side, norm)?.read(gpu)
     }
 }
 
@@ -240,10 +220,16 @@ impl CudaEngine {
                 ((x * 3 + y * 5 + c * 70 + (x * y) % 17) % 256) as u8
             })
             .collect();
-        let norm = Norm3::new(normalize.mean, normalize.std);
+        let images = Images {
+            pixels: &image,
+            padded: 1,
+            side,
+            norm: Norm3::new(normalize.mean, normalize.std),
+        };
         let (got, _) = self
             .model
-            .forward(&self.gpu, &image, 1, side, norm)
+            .tower()
+            .forward(&self.gpu, images)
             .map_err(|e| device_error(&self.spec, e))?;
         let want = plan.reference(&image, side, normalize.mean, normalize.std);
         // Seeded weights whose features fade below what f16 holds (Lite0's
@@ -276,10 +262,16 @@ impl CudaEngine {
         times: &mut SpanTimes,
     ) -> Result<Queued<'_>, EngineError> {
         let started = Instant::now();
-        let norm = Norm3::new(batch.normalize.mean, batch.normalize.std);
+        let images = Images {
+            pixels: batch.pixels,
+            padded: batch.padded_rows,
+            side: batch.side,
+            norm: Norm3::new(batch.normalize.mean, batch.normalize.std),
+        };
         let outputs = self
             .model
-            .launch(&self.gpu, batch.pixels, batch.padded_rows, batch.side, norm)
+            .tower()
+            .launch(&self.gpu, images)
             .map_err(|e| engine_error(e, batch.padded_rows))?;
         times.compute_s += started.elapsed().as_secs_f64();
         Ok(Queued {

@@ -10,7 +10,9 @@
 //! it to the reference wherever a GPU is present.
 
 use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};
-use super::gpu::{Buf, DeviceGemm, DeviceNorm, DeviceOutputs, Gpu, GpuError, Norm3, Strided};
+use super::gpu::{
+    Buf, DeviceGemm, DeviceNorm, DeviceOutputs, Gpu, GpuError, Images, Strided, Tower,
+};
 use super::plan::{MapHead, VitPlan};
 use crate::model::vit::Pooling;
 
@@ -200,42 +202,20 @@ impl CudaVit {
                 .transpose()?,
         })
     }
+}
 
-    /// The features of `images` (`u8` NCHW, `side × side`) padded with
-    /// zero images to `padded` (a fixed batch shape: an image's result
-    /// does not depend on how many came with it), and the logits where the
-    /// model has a head, as [`VitPlan::reference`] gives them: f16 on the
-    /// device, f32 on the host, `padded` rows.
-    pub fn forward(
-        &self,
-        gpu: &Gpu,
-        images: &[u8],
-        padded: usize,
-        side: usize,
-        norm: Norm3,
-    ) -> Result<(Vec<f32>, Option<Vec<f32>>), GpuError> {
-        self.launch(gpu, images, padded, side, norm)?.read(gpu)
-    }
-
-    /// [`CudaVit::forward`] queued on the GPU, not waited for.
-    pub fn launch(
-        &self,
-        gpu: &Gpu,
-        images: &[u8],
-        padded: usize,
-        side: usize,
-        norm: Norm3,
-    ) -> Result<DeviceOutputs, GpuError> {
+impl Tower for CudaVit {
+    /// The features, and the logits where the model has a head, as
+    /// [`VitPlan::reference`] gives them.
+    fn launch(&self, gpu: &Gpu, images: Images<'_>) -> Result<DeviceOutputs, GpuError> {
         let s = self.plan_shape;
         let (d, p) = (s.d, s.p);
-        let real = images.len() / (3 * side * side);
-        assert!(padded >= real, "padding cannot drop rows");
-        let n = padded;
+        let (real, n, side, norm) = (images.real(), images.padded, images.side, images.norm);
         let grid = side / p;
         let patches = grid * grid;
         let tokens = s.prefix + patches;
         let rows = n * tokens;
-        let pixels = gpu.upload_u8(images)?;
+        let pixels = gpu.upload_u8(images.pixels)?;
         let mut cols = gpu.zeros(n * patches * 3 * p * p)?;
         gpu.patches(&pixels, &mut cols, (real, n, side, p), norm)?;
         let mut embedded = gpu.zeros(n * patches * d)?;

@@ -6,7 +6,7 @@
 //! `β = 1`, the layer scale folded into it), then the global mean, the
 //! head's LayerNorm and the classifier.
 //!
-//! **Not yet run on a GPU** (see `gpu.rs`): `tests/cuda_gpu.rs` holds it
+//! **Not yet run on a GPU** (see `gpu/`): `tests/cuda_gpu.rs` holds it
 //! to the reference wherever a GPU is present.
 
 use super::gpu::{Buf, DeviceGemm, DeviceNorm, DeviceOutputs, Gpu, GpuError, Images, Tower};

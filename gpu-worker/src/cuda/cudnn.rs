@@ -17,7 +17,7 @@
 //! one is present, and the engine checks it at every start.
 //!
 //! Raw cuDNN descriptors, so the second module of the engine with
-//! `unsafe` (after `gpu.rs`): cudarc's safe descriptors cannot let the
+//! `unsafe` (after `gpu/`): cudarc's safe descriptors cannot let the
 //! fused call's `z` alias its output, as cuDNN allows.
 #![allow(unsafe_code)]
 

@@ -8,7 +8,7 @@
 //! Behind `embed-text --engine cuda` through [`CudaTextTower`], which
 //! checks one text against the plan's f32 reference at every open.
 //!
-//! **Not yet run on a GPU** (see `gpu.rs`): `tests/cuda_gpu.rs` holds it
+//! **Not yet run on a GPU** (see `gpu/`): `tests/cuda_gpu.rs` holds it
 //! to the reference wherever a GPU is present.
 
 use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};

@@ -1,0 +1,417 @@
+//! One NVIDIA GPU as the CUDA engine drives it (#28): its context and
+//! stream, the engine's kernels (`kernels/*.cu`) compiled by NVRTC for its
+//! architecture and loaded once, and f16 GEMMs through cuBLASLt (f32
+//! accumulation, bias in the epilogue). The kernels' launches are in
+//! `transformer.rs` and `cnn.rs`; how a family's pass is run, in
+//! `tower.rs`. The family code
+//! (`encoder_run.rs`, `vit_run.rs`, `text_run.rs`, `cnn_run.rs`,
+//! `convnext_run.rs`) speaks to it in row-major matrices and NHWC
+//! tensors.
+//!
+//! **Not yet run on a GPU:** no GPU machine was lent while it was written.
+//! `tests/cuda_gpu.rs` (`scripts/cuda-kit.sh`) compares what runs on it
+//! with the plans' f32 references wherever a GPU is present
+//! (`PIPELINE_REQUIRE_GPU=1` makes its absence a failure).
+//!
+//! With `cudnn.rs`, the engine's `unsafe` modules: kernel launches
+//! and cuBLASLt take raw device pointers. Every entry point checks the sizes
+//! of the buffers it is given against the shapes it is told
+//! ([`check_len`]) before it launches.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig,
+};
+use half::f16;
+
+use super::kernels::{SOURCES, compile_cached};
+use super::libs::cuda_libraries;
+
+mod cnn;
+mod tower;
+mod transformer;
+
+pub use tower::{DeviceOutputs, Images, Tower};
+
+/// What went wrong on the GPU, in one line.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct GpuError(pub String);
+
+fn driver(what: &str) -> impl FnOnce(cudarc::driver::DriverError) -> GpuError + '_ {
+    move |e| GpuError(format!("{what}: {e}"))
+}
+
+/// A matrix of f16 on the device.
+pub type Buf = CudaSlice<f16>;
+
+/// A GEMM's weights on the device: `[k, n]` row-major and its bias.
+pub struct DeviceGemm {
+    /// Inner size.
+    pub k: usize,
+    /// Output width.
+    pub n: usize,
+    w: Buf,
+    bias: Option<Buf>,
+}
+
+/// A LayerNorm's weight and bias on the device, f32.
+pub struct DeviceNorm {
+    weight: CudaSlice<f32>,
+    bias: CudaSlice<f32>,
+}
+
+/// `(x - mean) / std` per channel, as the kernels take it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct Norm3 {
+    mean: [f32; 3],
+    inv_std: [f32; 3],
+}
+
+// SAFETY: plain `f32`s, `#[repr(C)]`, the layout of the kernels' `Norm3`
+// and `PatchNorm` structs.
+unsafe impl DeviceRepr for Norm3 {}
+
+impl Norm3 {
+    /// From the model's mean and std on 0..255.
+    pub fn new(mean: [f32; 3], std: [f32; 3]) -> Self {
+        Self {
+            mean,
+            inv_std: std.map(|s| 1.0 / s),
+        }
+    }
+}
+
+/// A row-major operand of a batched GEMM: where it starts in its buffer,
+/// its leading dimension, and the stride between batch entries.
+#[derive(Debug, Clone, Copy)]
+pub struct Strided {
+    /// Offset of the first entry, in elements.
+    pub offset: usize,
+    /// Elements between rows.
+    pub ld: usize,
+    /// Elements between batch entries.
+    pub stride: usize,
+}
+
+/// Panics unless `buf` holds at least `needed` elements: the check before
+/// every launch that reads or writes it.
+fn check_len<T>(buf: &CudaSlice<T>, needed: usize, what: &str) {
+    assert!(
+        buf.len() >= needed,
+        "{what}: {} elements on the device, {needed} needed",
+        buf.len()
+    );
+}
+
+/// One GPU, opened.
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    blas: CudaBlasLT,
+    kernels: HashMap<&'static str, CudaFunction>,
+}
+
+/// The PTX architectures the kernels are compiled for, by compute
+/// capability; a newer GPU JIT-compiles the newest.
+const ARCHES: [((i32, i32), &str); 6] = [
+    ((8, 0), "compute_80"),
+    ((8, 6), "compute_86"),
+    ((8, 9), "compute_89"),
+    ((9, 0), "compute_90"),
+    ((10, 0), "compute_100"),
+    ((12, 0), "compute_120"),
+];
+
+const THREADS: u32 = 256;
+const ROW_THREADS: u32 = 256;
+
+fn elementwise(n: usize) -> LaunchConfig {
+    let blocks = n.div_ceil(THREADS as usize).clamp(1, 1 << 20) as u32;
+    LaunchConfig {
+        grid_dim: (blocks, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn per_row(rows: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (u32::try_from(rows).expect("rows fit a grid"), 1, 1),
+        block_dim: (ROW_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+fn int(v: usize) -> i32 {
+    i32::try_from(v).expect("a size the kernels index with int")
+}
+
+impl Gpu {
+    /// GPU `ordinal` (CUDA's numbering), its kernels compiled and loaded;
+    /// or why not, in one line (a missing library with its fix first).
+    pub fn open(ordinal: usize) -> Result<Self, GpuError> {
+        if let Some(missing) = cuda_libraries().missing_line() {
+            return Err(GpuError(missing));
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver("opening the GPU"))?;
+        let capability = ctx
+            .compute_capability()
+            .map_err(driver("its compute capability"))?;
+        let arch = ARCHES
+            .iter()
+            .rev()
+            .find(|(cc, _)| *cc <= capability)
+            .map(|(_, arch)| *arch)
+            .ok_or_else(|| {
+                GpuError(format!(
+                    "compute capability {}.{}: the CUDA engine needs 8.0 (Ampere) or newer",
+                    capability.0, capability.1
+                ))
+            })?;
+        let stream = ctx.default_stream();
+        // Compiled (or read from the PTX cache) side by side, loaded in turn.
+        let compiled: Vec<Result<String, String>> = {
+            use rayon::prelude::*;
+            SOURCES
+                .par_iter()
+                .map(|source| compile_cached(source, arch))
+                .collect()
+        };
+        let mut kernels = HashMap::new();
+        for (source, ptx) in SOURCES.iter().zip(compiled) {
+            let module = ctx
+                .load_module(cudarc::nvrtc::Ptx::from_src(ptx.map_err(GpuError)?))
+                .map_err(driver(source.file))?;
+            for entry in source.entries {
+                let f = module.load_function(entry).map_err(driver(entry))?;
+                kernels.insert(*entry, f);
+            }
+        }
+        let blas =
+            CudaBlasLT::new(stream.clone()).map_err(|e| GpuError(format!("cuBLASLt: {e:?}")))?;
+        Ok(Self {
+            ctx,
+            stream,
+            blas,
+            kernels,
+        })
+    }
+
+    /// The CUDA ordinal of the GPU at PCI bus id `pci` (`0000:01:00.0`,
+    /// as Vulkan and `nvidia-smi` write it), or why none.
+    pub fn ordinal_at(pci: &str) -> Result<usize, GpuError> {
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        // Loaded by path first, so that cudarc's load by name finds them.
+        if let Some(missing) = cuda_libraries().missing_line() {
+            return Err(GpuError(missing));
+        }
+        let count = CudaContext::device_count().map_err(driver("counting CUDA GPUs"))?;
+        for ordinal in 0..count.max(0) as usize {
+            let ctx = CudaContext::new(ordinal).map_err(driver("opening a GPU"))?;
+            let get = |a| ctx.attribute(a).map_err(driver("its PCI bus id"));
+            let id = format!(
+                "{:04x}:{:02x}:{:02x}.0",
+                get(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
+                get(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
+                get(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
+            );
+            if crate::same_pci_bus(&id, pci) {
+                return Ok(ordinal);
+            }
+        }
+        Err(GpuError(format!(
+            "no CUDA GPU at PCI bus id {pci} ({count} CUDA GPUs)"
+        )))
+    }
+
+    /// The GPU's name, as the driver gives it.
+    pub fn name(&self) -> String {
+        self.ctx.name().unwrap_or_else(|e| format!("? ({e})"))
+    }
+
+    fn kernel(&self, name: &str) -> &CudaFunction {
+        &self.kernels[name]
+    }
+
+    /// `values` in f16 on the device.
+    pub fn upload(&self, values: &[f32]) -> Result<Buf, GpuError> {
+        let half: Vec<f16> = values.iter().map(|v| f16::from_f32(*v)).collect();
+        self.stream
+            .clone_htod(&half)
+            .map_err(driver("uploading weights"))
+    }
+
+    /// `values` in f32 on the device.
+    pub fn upload_f32(&self, values: &[f32]) -> Result<CudaSlice<f32>, GpuError> {
+        self.stream
+            .clone_htod(values)
+            .map_err(driver("uploading weights"))
+    }
+
+    /// `bytes` on the device.
+    pub fn upload_u8(&self, bytes: &[u8]) -> Result<CudaSlice<u8>, GpuError> {
+        self.stream
+            .clone_htod(bytes)
+            .map_err(driver("uploading pixels"))
+    }
+
+    /// `n` f16 zeros.
+    pub fn zeros(&self, n: usize) -> Result<Buf, GpuError> {
+        self.stream
+            .alloc_zeros::<f16>(n)
+            .map_err(driver("allocating activations"))
+    }
+
+    /// The first `n` values of `buf`, as f32 on the host (waits for the
+    /// stream).
+    pub fn download(&self, buf: &Buf, n: usize) -> Result<Vec<f32>, GpuError> {
+        check_len(buf, n, "download");
+        let half = self
+            .stream
+            .clone_dtoh(&buf.slice(..n))
+            .map_err(driver("reading results back"))?;
+        Ok(half.iter().map(|v| v.to_f32()).collect())
+    }
+
+    /// A plan's GEMM on the device.
+    pub fn gemm_weights(&self, g: &super::plan::Gemm) -> Result<DeviceGemm, GpuError> {
+        Ok(DeviceGemm {
+            k: g.k,
+            n: g.n,
+            w: self.upload(&g.weight)?,
+            bias: g.bias.as_deref().map(|b| self.upload(b)).transpose()?,
+        })
+    }
+
+    /// A plan's LayerNorm on the device.
+    pub fn norm_weights(&self, ln: &super::plan::LayerNorm) -> Result<DeviceNorm, GpuError> {
+        Ok(DeviceNorm {
+            weight: self.upload_f32(&ln.weight)?,
+            bias: self.upload_f32(&ln.bias)?,
+        })
+    }
+
+    /// `y = x·W + b`, or with `accumulate` `y += x·W + b` (a residual),
+    /// for `x: [rows, k]`, `y: [rows, n]`, row-major.
+    pub fn gemm(
+        &self,
+        x: &Buf,
+        rows: usize,
+        g: &DeviceGemm,
+        y: &mut Buf,
+        accumulate: bool,
+    ) -> Result<(), GpuError> {
+        check_len(x, rows * g.k, "GEMM input");
+        check_len(y, rows * g.n, "GEMM output");
+        // Row-major `y = x·W` is column-major `yᵀ = Wᵀ·xᵀ`: A = W
+        // (`n × k`, ld n), B = x (`k × rows`, ld k), C = y (`n × rows`).
+        let cfg = MatmulConfig {
+            transa: false,
+            transb: false,
+            transc: false,
+            m: g.n as u64,
+            n: rows as u64,
+            k: g.k as u64,
+            alpha: 1.0,
+            lda: g.n as i64,
+            ldb: g.k as i64,
+            beta: if accumulate { 1.0 } else { 0.0 },
+            ldc: g.n as i64,
+            stride_a: None,
+            stride_b: None,
+            stride_c: None,
+            stride_bias: None,
+            batch_size: None,
+        };
+        let bias = g.bias.as_ref().map(|b| b.slice(..));
+        let mut out = y.slice_mut(..);
+        // SAFETY: the sizes were checked above; cuBLASLt reads `n × k`
+        // weights, `k × rows` inputs and `n` biases, writes `n × rows`.
+        unsafe {
+            self.blas.matmul(
+                cfg,
+                &g.w.slice(..),
+                &x.slice(..),
+                &mut out,
+                bias.as_ref(),
+                None,
+            )
+        }
+        .map_err(|e| GpuError(format!("cuBLASLt GEMM: {e:?}")))
+    }
+
+    /// Batched row-major `C[b] = alpha · A[b]·op(B[b])` over `batch`
+    /// entries: `A[b]` is `m × k`; `B[b]` is `k × n`, or with `b_transposed`
+    /// stored `n × k`; `C[b]` is `m × n`. Attention's two products.
+    #[allow(clippy::too_many_arguments)]
+    pub fn batched_gemm(
+        &self,
+        (m, n, k): (usize, usize, usize),
+        alpha: f32,
+        a: (&Buf, Strided),
+        b: (&Buf, Strided),
+        b_transposed: bool,
+        c: (&mut Buf, Strided),
+        batch: usize,
+    ) -> Result<(), GpuError> {
+        let extent = |s: &Strided, rows: usize, cols: usize| {
+            s.offset + (batch - 1) * s.stride + (rows - 1) * s.ld + cols
+        };
+        check_len(a.0, extent(&a.1, m, k), "batched GEMM A");
+        let (b_rows, b_cols) = if b_transposed { (n, k) } else { (k, n) };
+        check_len(b.0, extent(&b.1, b_rows, b_cols), "batched GEMM B");
+        check_len(c.0, extent(&c.1, m, n), "batched GEMM C");
+        // Row-major `C = A·op(B)` is column-major `Cᵀ = op(B)ᵀ·Aᵀ`: the
+        // column-major A operand is B (transposed where B is stored
+        // `n × k`), the B operand is A.
+        let cfg = MatmulConfig {
+            transa: b_transposed,
+            transb: false,
+            transc: false,
+            m: n as u64,
+            n: m as u64,
+            k: k as u64,
+            alpha,
+            lda: b.1.ld as i64,
+            ldb: a.1.ld as i64,
+            beta: 0.0,
+            ldc: c.1.ld as i64,
+            stride_a: Some(b.1.stride as i64),
+            stride_b: Some(a.1.stride as i64),
+            stride_c: Some(c.1.stride as i64),
+            stride_bias: None,
+            batch_size: Some(int(batch)),
+        };
+        let lhs = b.0.slice(b.1.offset..);
+        let rhs = a.0.slice(a.1.offset..);
+        let mut out = c.0.slice_mut(c.1.offset..);
+        // SAFETY: every batch entry's last element was checked above to lie
+        // inside its buffer.
+        unsafe {
+            self.blas
+                .matmul(cfg, &lhs, &rhs, &mut out, None::<&CudaView<'_, f16>>, None)
+        }
+        .map_err(|e| GpuError(format!("cuBLASLt batched GEMM: {e:?}")))
+    }
+
+    /// The engine's stream (cuDNN is bound to it).
+    pub(super) fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Waits for everything queued.
+    pub fn synchronize(&self) -> Result<(), GpuError> {
+        self.stream.synchronize().map_err(driver("synchronising"))
+    }
+
+    /// Free and total device memory, in bytes.
+    pub fn memory(&self) -> Result<(usize, usize), GpuError> {
+        self.ctx.mem_get_info().map_err(driver("memory info"))
+    }
+}

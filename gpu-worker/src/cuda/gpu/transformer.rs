@@ -1,0 +1,233 @@
+//! The transformers' kernels on a [`Gpu`]: LayerNorm, the row softmax,
+//! the MLP activations, the ViT's patch rows, token sequence and pooling,
+//! a text tower's pooled token, and attention's heads split apart and
+//! merged back (`kernels/transformer.cu`, `kernels/vit.cu`). Each checks
+//! its buffers' sizes before it launches.
+#![allow(unsafe_code)]
+
+use cudarc::driver::{CudaSlice, PushKernelArg};
+
+use super::{Buf, DeviceNorm, Gpu, GpuError, Norm3, check_len, driver, elementwise, int, per_row};
+
+impl Gpu {
+    /// LayerNorm of `rows` rows of `ln`'s width, `x` into `y`.
+    pub fn layer_norm(
+        &self,
+        x: &Buf,
+        y: &mut Buf,
+        rows: usize,
+        ln: &DeviceNorm,
+        eps: f64,
+    ) -> Result<(), GpuError> {
+        let width = ln.weight.len();
+        check_len(x, rows * width, "LayerNorm input");
+        check_len(y, rows * width, "LayerNorm output");
+        let (w, e) = (int(width), eps as f32);
+        let mut launch = self.stream.launch_builder(self.kernel("layer_norm_f16"));
+        launch
+            .arg(x)
+            .arg(y)
+            .arg(&ln.weight)
+            .arg(&ln.bias)
+            .arg(&w)
+            .arg(&e);
+        // SAFETY: `layer_norm_f16(x, y, weight, bias, width, eps)`, one
+        // block per row; sizes checked above.
+        unsafe { launch.launch(per_row(rows)) }.map_err(driver("layer_norm_f16"))?;
+        Ok(())
+    }
+
+    /// `softmax(scale · row)` in place over `rows` rows of `width`; with
+    /// `causal`, row r of each `queries`-row block sees keys `0..=r`.
+    pub fn softmax_rows(
+        &self,
+        scores: &mut Buf,
+        rows: usize,
+        width: usize,
+        scale: f32,
+        causal: bool,
+        queries: usize,
+    ) -> Result<(), GpuError> {
+        check_len(scores, rows * width, "softmax");
+        let (w, c, q) = (int(width), i32::from(causal), int(queries));
+        let mut launch = self.stream.launch_builder(self.kernel("softmax_rows_f16"));
+        launch.arg(scores).arg(&w).arg(&scale).arg(&c).arg(&q);
+        // SAFETY: `softmax_rows_f16(scores, width, scale, causal, queries)`,
+        // one block per row; size checked above.
+        unsafe { launch.launch(per_row(rows)) }.map_err(driver("softmax_rows_f16"))?;
+        Ok(())
+    }
+
+    /// The MLP activation `kind` (0 GELU, 1 tanh GELU, 2 QuickGELU) in
+    /// place over the first `n` values.
+    pub fn activation(&self, x: &mut Buf, n: usize, kind: i32) -> Result<(), GpuError> {
+        check_len(x, n, "activation");
+        let count = n as i64;
+        let mut launch = self.stream.launch_builder(self.kernel("activation_f16"));
+        launch.arg(x).arg(&count).arg(&kind);
+        // SAFETY: `activation_f16(x, n, kind)`, a grid-stride loop over `n`.
+        unsafe { launch.launch(elementwise(n)) }.map_err(driver("activation_f16"))?;
+        Ok(())
+    }
+
+    /// The patch GEMM's input from `rows` u8 NCHW images (`padded` rows
+    /// written, the rest the normalised zero pixel).
+    pub fn patches(
+        &self,
+        pixels: &CudaSlice<u8>,
+        out: &mut Buf,
+        (rows, padded, side, p): (usize, usize, usize, usize),
+        norm: Norm3,
+    ) -> Result<(), GpuError> {
+        check_len(pixels, rows * 3 * side * side, "patches input");
+        let total = padded * (side / p) * (side / p) * 3 * p * p;
+        check_len(out, total, "patches output");
+        let (r, pd, s, pp) = (int(rows), int(padded), int(side), int(p));
+        let mut launch = self.stream.launch_builder(self.kernel("patches_f16"));
+        launch
+            .arg(pixels)
+            .arg(out)
+            .arg(&r)
+            .arg(&pd)
+            .arg(&s)
+            .arg(&pp)
+            .arg(&norm);
+        // SAFETY: `patches_f16(src, dst, rows, padded, side, p, norm)`;
+        // sizes checked above.
+        unsafe { launch.launch(elementwise(total)) }.map_err(driver("patches_f16"))?;
+        Ok(())
+    }
+
+    /// The token sequence from the patch embeddings, the prefix rows and
+    /// the patch positions.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tokens(
+        &self,
+        embedded: &Buf,
+        tokens: &mut Buf,
+        prefix: &CudaSlice<f32>,
+        patch_pos: &CudaSlice<f32>,
+        (n, prefix_rows, patches, d): (usize, usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        check_len(embedded, n * patches * d, "tokens input");
+        check_len(tokens, n * (prefix_rows + patches) * d, "tokens output");
+        check_len(prefix, prefix_rows * d, "prefix");
+        check_len(patch_pos, patches * d, "positions");
+        let (ni, pr, pa, di) = (int(n), int(prefix_rows), int(patches), int(d));
+        let mut launch = self.stream.launch_builder(self.kernel("tokens_f16"));
+        launch
+            .arg(embedded)
+            .arg(tokens)
+            .arg(prefix)
+            .arg(patch_pos)
+            .arg(&ni)
+            .arg(&pr)
+            .arg(&pa)
+            .arg(&di);
+        // SAFETY: `tokens_f16(embedded, tokens, prefix, patch_pos, n,
+        // prefix_rows, patches, d)`; sizes checked above.
+        unsafe { launch.launch(elementwise(n * (prefix_rows + patches) * d)) }
+            .map_err(driver("tokens_f16"))?;
+        Ok(())
+    }
+
+    /// Pooling of normed tokens: mode 0 class, 1 mean, 2 both.
+    pub fn pool(
+        &self,
+        t: &Buf,
+        out: &mut Buf,
+        (n, tokens, prefix_rows, d): (usize, usize, usize, usize),
+        mode: i32,
+    ) -> Result<(), GpuError> {
+        let width = if mode == 2 { 2 * d } else { d };
+        check_len(t, n * tokens * d, "pool input");
+        check_len(out, n * width, "pool output");
+        let (ni, ti, pr, di) = (int(n), int(tokens), int(prefix_rows), int(d));
+        let mut launch = self.stream.launch_builder(self.kernel("pool_f16"));
+        launch
+            .arg(t)
+            .arg(out)
+            .arg(&ni)
+            .arg(&ti)
+            .arg(&pr)
+            .arg(&di)
+            .arg(&mode);
+        // SAFETY: `pool_f16(t, out, n, tokens, prefix_rows, d, mode)`;
+        // sizes checked above.
+        unsafe { launch.launch(elementwise(n * width)) }.map_err(driver("pool_f16"))?;
+        Ok(())
+    }
+
+    /// Rows `index[i]` of `src` (`width` wide) into rows `i` of `dst`.
+    pub fn gather_rows(
+        &self,
+        src: &Buf,
+        dst: &mut Buf,
+        index: &[usize],
+        width: usize,
+    ) -> Result<(), GpuError> {
+        let rows = index.len();
+        let last = index.iter().copied().max().unwrap_or(0);
+        check_len(src, (last + 1) * width, "gather input");
+        check_len(dst, rows * width, "gather output");
+        let index: Vec<i32> = index.iter().map(|&i| int(i)).collect();
+        let index = self
+            .stream
+            .clone_htod(&index)
+            .map_err(driver("uploading row indices"))?;
+        let (r, w) = (int(rows), int(width));
+        let mut launch = self.stream.launch_builder(self.kernel("gather_rows_f16"));
+        launch.arg(src).arg(dst).arg(&index).arg(&r).arg(&w);
+        // SAFETY: `gather_rows_f16(src, dst, index, rows, width)`; every
+        // index was checked to lie inside `src`, `dst` holds `rows` rows.
+        unsafe { launch.launch(elementwise(rows * width)) }.map_err(driver("gather_rows_f16"))?;
+        Ok(())
+    }
+
+    /// `qkv` (`[n·tokens, 3·heads·dh]`) into `split`
+    /// (`[3][n][heads][tokens][dh]`): every (sequence, head) contiguous,
+    /// for attention's GEMMs batched over all of them at once.
+    pub fn split_heads(
+        &self,
+        qkv: &Buf,
+        split: &mut Buf,
+        (n, tokens, heads, dh): (usize, usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        let total = 3 * n * tokens * heads * dh;
+        check_len(qkv, total, "split_heads input");
+        check_len(split, total, "split_heads output");
+        let (ni, t, h, j) = (int(n), int(tokens), int(heads), int(dh));
+        let mut launch = self.stream.launch_builder(self.kernel("split_heads_f16"));
+        launch.arg(qkv).arg(split).arg(&ni).arg(&t).arg(&h).arg(&j);
+        // SAFETY: `split_heads_f16(qkv, split, n, tokens, heads, dh)`, as
+        // many values out as in; sizes checked above.
+        unsafe { launch.launch(elementwise(total)) }.map_err(driver("split_heads_f16"))?;
+        Ok(())
+    }
+
+    /// The inverse for the attended values: `heads_out`
+    /// (`[n][heads][tokens][dh]`) into `out` (`[n·tokens, heads·dh]`).
+    pub fn merge_heads(
+        &self,
+        heads_out: &Buf,
+        out: &mut Buf,
+        (n, tokens, heads, dh): (usize, usize, usize, usize),
+    ) -> Result<(), GpuError> {
+        let total = n * tokens * heads * dh;
+        check_len(heads_out, total, "merge_heads input");
+        check_len(out, total, "merge_heads output");
+        let (ni, t, h, j) = (int(n), int(tokens), int(heads), int(dh));
+        let mut launch = self.stream.launch_builder(self.kernel("merge_heads_f16"));
+        launch
+            .arg(heads_out)
+            .arg(out)
+            .arg(&ni)
+            .arg(&t)
+            .arg(&h)
+            .arg(&j);
+        // SAFETY: `merge_heads_f16(heads_out, out, n, tokens, heads, dh)`;
+        // sizes checked above.
+        unsafe { launch.launch(elementwise(total)) }.map_err(driver("merge_heads_f16"))?;
+        Ok(())
+    }
+}

@@ -9,7 +9,11 @@
 //! Which engine runs a model is the registry's (`ModelSpec::engines`); the
 //! worker opens it (`worker::open_engine`).
 
-use pipeline_core::{ClassScore, ModelKind, Normalize, Prediction, SpanTimes, Task};
+use pipeline_core::{
+    ClassScore, ModelKind, Normalize, Prediction, SpanTimes, Task, ZeroShotClasses,
+};
+
+use crate::zero_shot::{ClassMatrix, ZeroShotError, ZeroShotRule};
 
 /// One forward pass's input: `rows` images of `side × side`, `u8` NCHW,
 /// run padded with zero images to `padded_rows` (fixed shapes let a device
@@ -114,6 +118,23 @@ pub enum OpenError {
     /// `--task classify` for a model without a classifier.
     #[error("{0} has no classifier head; use --task embed")]
     NoClassifier(ModelKind),
+}
+
+/// `--classes`' matrix for `model`, with its family's zero-shot rule: a
+/// CLIP or SigLIP model, and the labels the coordinator checked (the file
+/// may have changed since). What both engines open zero-shot heads from.
+pub(crate) fn open_classes(
+    model: ModelKind,
+    classes: &ZeroShotClasses,
+) -> Result<(ZeroShotRule, ClassMatrix), OpenError> {
+    let rule = ZeroShotRule::of(model.family()).ok_or_else(|| ZeroShotError::NotZeroShot {
+        model: model.name().to_owned(),
+    })?;
+    let matrix = ClassMatrix::open(&classes.path)?;
+    if matrix.labels() != classes.labels.as_slice() {
+        return Err(OpenError::ClassesChanged(classes.path.clone()));
+    }
+    Ok((rule, matrix))
 }
 
 /// A pass an engine queued ([`Engine::launch`]), borrowing the engine.

@@ -267,6 +267,34 @@ impl ZeroShotRule {
     }
 }
 
+/// A zero-shot head as host data: `classes`' rows normalised and scaled by
+/// `exp(logit_scale)`, transposed to `[dim, classes]` (a Linear's
+/// `[in, out]`), and `logit_bias` for each class where the family has one;
+/// or why not, when the rows are not `dim` wide.
+pub(crate) fn scaled_head(
+    classes: &ClassMatrix,
+    params: LogitParams,
+    model: &str,
+    dim: usize,
+) -> Result<(Vec<f32>, Option<Vec<f32>>), ZeroShotError> {
+    if classes.dim() != dim {
+        return Err(ZeroShotError::Width {
+            rows: classes.dim(),
+            model: model.to_owned(),
+            dim,
+        });
+    }
+    let scale = params.log_scale.exp();
+    let k = classes.rows();
+    let mut weight = vec![0.0f32; dim * k];
+    for (class, row) in classes.normalised().chunks_exact(dim).enumerate() {
+        for (d, &v) in row.iter().enumerate() {
+            weight[d * k + class] = v * scale;
+        }
+    }
+    Ok((weight, params.bias.map(|b| vec![b; k])))
+}
+
 /// `logit_scale` and `logit_bias` of `checkpoint`, where it has them (each a
 /// single value, `[]` or `[1]`).
 pub(crate) fn logit_params(checkpoint: &Checkpoint) -> Result<Option<LogitParams>, WeightsError> {

@@ -29,7 +29,6 @@ use crate::engine::{
     Engine, EngineError, InFlight, OpenError, PendingPass, PixelBatch, predictions,
 };
 use crate::model::Model;
-use crate::zero_shot::{ClassMatrix, ZeroShotError, ZeroShotRule};
 
 /// A model on a burn device, ready to run batches.
 #[derive(Debug)]
@@ -58,15 +57,7 @@ impl BurnEngine {
         }
         .with_pooling(config.pooling);
         if let Some(classes) = &config.classes {
-            let rule = ZeroShotRule::of(config.model.family()).ok_or_else(|| {
-                ZeroShotError::NotZeroShot {
-                    model: config.model.name().to_owned(),
-                }
-            })?;
-            let matrix = ClassMatrix::open(&classes.path)?;
-            if matrix.labels() != classes.labels.as_slice() {
-                return Err(OpenError::ClassesChanged(classes.path.clone()));
-            }
+            let (rule, matrix) = crate::engine::open_classes(config.model, classes)?;
             model = model.with_zero_shot(
                 &matrix,
                 &rule,

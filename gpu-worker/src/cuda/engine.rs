@@ -29,7 +29,7 @@ use super::vit_run::CudaVit;
 use crate::engine::{DeviceError, Engine, EngineError, InFlight, OpenError, PendingPass};
 use crate::model::Architecture;
 use crate::model::vit::Pooling;
-use crate::zero_shot::{ClassMatrix, Probabilities, ZeroShotError, ZeroShotRule};
+use crate::zero_shot::Probabilities;
 
 /// The lowest cosine between the GPU's and the reference's embedding of
 /// the start-up check image.
@@ -353,22 +353,7 @@ impl ZeroShot {
         dim: usize,
     ) -> Result<Self, OpenError> {
         let name = config.model.name();
-        let rule =
-            ZeroShotRule::of(config.model.family()).ok_or_else(|| ZeroShotError::NotZeroShot {
-                model: name.to_owned(),
-            })?;
-        let matrix = ClassMatrix::open(&classes.path)?;
-        if matrix.labels() != classes.labels.as_slice() {
-            return Err(OpenError::ClassesChanged(classes.path.clone()));
-        }
-        if matrix.dim() != dim {
-            return Err(ZeroShotError::Width {
-                rows: matrix.dim(),
-                model: name.to_owned(),
-                dim,
-            }
-            .into());
-        }
+        let (rule, matrix) = crate::engine::open_classes(config.model, classes)?;
         let params = match &config.weights {
             Some(path) => {
                 let checkpoint = crate::model::checkpoint::Checkpoint::open(path)?;
@@ -377,20 +362,13 @@ impl ZeroShot {
             }
             None => rule.initial,
         };
-        let scale = params.log_scale.exp();
-        let k = matrix.rows();
-        let mut weight = vec![0.0f32; dim * k];
-        for (class, row) in matrix.normalised().chunks_exact(dim).enumerate() {
-            for (d, &v) in row.iter().enumerate() {
-                weight[d * k + class] = v * scale;
-            }
-        }
+        let (weight, bias) = crate::zero_shot::scaled_head(&matrix, params, name, dim)?;
         Ok(Self {
             head: Gemm {
                 k: dim,
-                n: k,
+                n: matrix.rows(),
                 weight,
-                bias: params.bias.map(|b| vec![b; k]),
+                bias,
             },
             activation: rule.activation,
         })
@@ -460,6 +438,7 @@ mod tests {
 
     use super::*;
     use crate::PixelBatch;
+    use crate::zero_shot::ClassMatrix;
 
     fn config(model: ModelKind, task: Task, classes: Option<ZeroShotClasses>) -> WorkerConfig {
         WorkerConfig {

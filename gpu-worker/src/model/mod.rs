@@ -201,30 +201,13 @@ impl Model {
                 model: name.to_owned(),
             });
         };
-        if classes.dim() != dim {
-            return Err(ZeroShotError::Width {
-                rows: classes.dim(),
-                model: name.to_owned(),
-                dim,
-            });
-        }
         let params = match weights {
             Some(path) => crate::zero_shot::resolve(name, self.logit_params, rule, path)?,
             None => self.logit_params.unwrap_or(rule.initial),
         };
-        let scale = params.log_scale.exp();
-        let rows = classes.normalised();
+        let (weight, bias) = crate::zero_shot::scaled_head(classes, params, name, dim)?;
         let k = classes.rows();
-        // [D, K] as burn's `linear` wants: the scaled rows, transposed.
-        let mut weight = vec![0.0f32; dim * k];
-        for (class, row) in rows.chunks_exact(dim).enumerate() {
-            for (d, &v) in row.iter().enumerate() {
-                weight[d * k + class] = v * scale;
-            }
-        }
-        let bias = params
-            .bias
-            .map(|b| layers::upload(checkpoint::HostTensor::new(vec![k], vec![b; k]), device));
+        let bias = bias.map(|b| layers::upload(checkpoint::HostTensor::new(vec![k], b), device));
         self.zero_shot = Some(ZeroShotHead {
             dense: Dense {
                 weight: layers::upload(checkpoint::HostTensor::new(vec![dim, k], weight), device),

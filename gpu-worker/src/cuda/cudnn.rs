@@ -374,7 +374,7 @@ impl Convolutions {
         if algos.is_empty() {
             return Err(GpuError(format!(
                 "cuDNN has no deterministic algorithm for a {}×{} convolution of {} → {} \
-                 channels",
+                 channels; use --engine vulkan",
                 conv.kernel, conv.kernel, conv.cin, conv.cout
             )));
         }

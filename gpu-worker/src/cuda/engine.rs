@@ -162,7 +162,8 @@ pub(crate) fn open_gpu(index: usize) -> Result<Gpu, GpuError> {
         .and_then(|g| g.pci_bus_id.clone())
         .ok_or_else(|| {
             GpuError(
-                "its Vulkan driver gives no PCI bus id, so its CUDA device cannot be found"
+                "its Vulkan driver gives no PCI bus id, so its CUDA device cannot be found; \
+                 use --engine vulkan"
                     .to_owned(),
             )
         })?;

@@ -170,7 +170,8 @@ impl Gpu {
             .map(|(_, arch)| *arch)
             .ok_or_else(|| {
                 GpuError(format!(
-                    "compute capability {}.{}: the CUDA engine needs 8.0 (Ampere) or newer",
+                    "compute capability {}.{}: the CUDA engine needs 8.0 (Ampere) or newer; \
+                     use --engine vulkan",
                     capability.0, capability.1
                 ))
             })?;
@@ -226,7 +227,8 @@ impl Gpu {
             }
         }
         Err(GpuError(format!(
-            "no CUDA GPU at PCI bus id {pci} ({count} CUDA GPUs)"
+            "no CUDA GPU at PCI bus id {pci} ({count} CUDA GPUs: is CUDA_VISIBLE_DEVICES \
+             hiding it?); use --engine vulkan"
         )))
     }
 

@@ -76,9 +76,9 @@ pub enum EngineKind {
     /// burn: the CPU (flex), Vulkan GPUs and Mesa's lavapipe.
     #[default]
     Burn,
-    /// NVIDIA's libraries through `cudarc` (#28): the ViT image towers so
-    /// far (`--engine cuda`), written without a GPU and not yet verified
-    /// on one, so each start checks one image against the f32 reference.
+    /// NVIDIA's libraries through `cudarc` (#28): every family but the test
+    /// CNN (`--engine cuda`), written without a GPU and not yet verified on
+    /// one, so each start checks one image against the f32 reference.
     Cuda,
 }
 

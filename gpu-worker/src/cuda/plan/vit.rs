@@ -17,11 +17,7 @@ use crate::model::vit::{Pooling, VitConfig};
 /// config beside the weights adjust, the same canonical tensors.
 pub fn vit_plan(arch: &Architecture, name: &str, path: &Path) -> Result<VitPlan, WeightsError> {
     let Architecture::Vit(config) = arch else {
-        return Err(not_this(
-            path,
-            name,
-            "the CUDA engine plans the ViT families only so far (#28)",
-        ));
+        return Err(not_this(path, name, "not a ViT"));
     };
     with_checked_tensors(arch, name, path, |layout, tensors| {
         let config = vit_config_for(config, Some(layout), Some(path), name)?;
@@ -38,13 +34,9 @@ pub fn vit_plan_seeded(
     seed: u64,
 ) -> Result<VitPlan, WeightsError> {
     let Architecture::Vit(config) = arch else {
-        return Err(WeightsError::Mismatch {
-            path: std::path::PathBuf::new(),
-            model: name.to_owned(),
-            problem: "the CUDA engine plans the ViT families only so far (#28)".to_owned(),
-        });
+        return Err(not_this(Path::new(""), name, "not a ViT"));
     };
-    let tensors = crate::model::tensors::Tensors::seeded(seed, name, arch.tensors(None));
+    let tensors = Tensors::seeded(seed, name, arch.tensors(None));
     VitPlan::pack(vit_config_for(config, None, None, name)?, &tensors)
 }
 

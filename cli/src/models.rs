@@ -24,6 +24,7 @@ fn filter_name(filter: ResizeFilter) -> &'static str {
         ResizeFilter::Bilinear => "bilinear",
         ResizeFilter::Bicubic => "bicubic",
         ResizeFilter::Lanczos3 => "lanczos",
+        ResizeFilter::Box => "box",
     }
 }
 

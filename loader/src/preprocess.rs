@@ -2,18 +2,20 @@
 //! `CenterCrop(m)` on a PIL image (and to open_clip's and Hugging Face's
 //! processors, which resize with Pillow too), then repacking HWC to CHW.
 //!
-//! Bilinear, bicubic and Lanczos resizes run Pillow's own fixed-point
-//! algorithm (`resample.rs`); nearest neighbour goes through
-//! `fast_image_resize`. The whole image is resized and then cropped, as
-//! torchvision does; resizing only the crop window would shift the filter
-//! windows.
+//! Every filter runs Pillow's own algorithm (`resample/`): the fixed-point
+//! convolutions for box, bilinear, bicubic and Lanczos, the affine scaling
+//! for nearest. The crop is the window of the whole resize (only its
+//! pixels computed), as torchvision resizes and then crops; resizing the
+//! crop's part of the image alone would shift the filter windows.
+//! `--fast-preprocess` resizes with `fast_image_resize` instead (close to
+//! Pillow, not equal).
 
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use pipeline_core::{DecodeLimits, ItemError, ItemErrorKind, PreprocessSpec, ResizeFilter};
 
 use crate::decode::RgbImage;
-use crate::resample::{Filter, Window, resize_rgb};
+use crate::resample::{Filter, Window, resize_nearest_rgb, resize_rgb};
 
 /// Reusable resize state: one per thread, so the hot path does not allocate
 /// once its buffers have grown to the largest image seen.
@@ -53,34 +55,43 @@ impl Preprocessor {
             "output slot must hold one CHW crop"
         );
         let (rw, rh) = spec.resized_size(image.width, image.height);
-        let exact = match spec.filter {
-            _ if spec.fast => None,
-            ResizeFilter::Bilinear => Some(Filter::Bilinear),
-            ResizeFilter::Bicubic => Some(Filter::Bicubic),
-            ResizeFilter::Lanczos3 => Some(Filter::Lanczos),
-            ResizeFilter::Nearest => None,
-        };
         let (x0, y0) = spec.crop_origin(rw, rh);
         let (x0, y0) = (x0 as usize, y0 as usize);
+        // Only the crop is computed (the same pixels as the whole
+        // resize's): a `side`-wide window.
+        let window = Window {
+            x: x0,
+            y: y0,
+            width: side,
+            height: side,
+        };
+        let sizes = (
+            (image.width as usize, image.height as usize),
+            (rw as usize, rh as usize),
+        );
         if (rw, rh) == (image.width, image.height) {
             crop_hwc_to_chw(&image.pixels, rw as usize, (x0, y0), side, out);
-        } else if let Some(filter) = exact {
-            // Only the crop is computed (the same pixels as the whole
-            // resize's): a `side`-wide window.
-            resize_rgb(
-                &image.pixels,
-                (image.width as usize, image.height as usize),
-                (rw as usize, rh as usize),
-                Window {
-                    x: x0,
-                    y: y0,
-                    width: side,
-                    height: side,
-                },
-                filter,
-                &mut self.scratch,
-                &mut self.resized,
-            );
+        } else if !spec.fast {
+            let convolution = match spec.filter {
+                ResizeFilter::Nearest => None,
+                ResizeFilter::Box => Some(Filter::Box),
+                ResizeFilter::Bilinear => Some(Filter::Bilinear),
+                ResizeFilter::Bicubic => Some(Filter::Bicubic),
+                ResizeFilter::Lanczos3 => Some(Filter::Lanczos),
+            };
+            let (src, resized) = (&image.pixels, &mut self.resized);
+            match convolution {
+                Some(filter) => resize_rgb(
+                    src,
+                    sizes.0,
+                    sizes.1,
+                    window,
+                    filter,
+                    &mut self.scratch,
+                    resized,
+                ),
+                None => resize_nearest_rgb(src, sizes.0, sizes.1, window, resized),
+            }
             crop_hwc_to_chw(&self.resized, side, (0, 0), side, out);
         } else {
             let len = rw as usize * rh as usize * 3;
@@ -129,6 +140,7 @@ fn resize_alg(filter: ResizeFilter) -> ResizeAlg {
         ResizeFilter::Bilinear => ResizeAlg::Convolution(FilterType::Bilinear),
         ResizeFilter::Bicubic => ResizeAlg::Convolution(FilterType::CatmullRom),
         ResizeFilter::Lanczos3 => ResizeAlg::Convolution(FilterType::Lanczos3),
+        ResizeFilter::Box => ResizeAlg::Convolution(FilterType::Box),
     }
 }
 

@@ -21,6 +21,8 @@ pub enum ResizeFilter {
     Bicubic,
     /// Lanczos with 3 lobes, Pillow's `LANCZOS`.
     Lanczos3,
+    /// The mean of the pixels each output pixel covers, Pillow's `BOX`.
+    Box,
 }
 
 /// Per-channel `(x - mean) / std`, on `u8`-scaled values (0..=255).

@@ -1,9 +1,10 @@
-//! Pillow's horizontal pass with x86's `pmaddwd`, exact: four taps of one
-//! output pixel a 128-bit step, where the scalar pass does twelve
-//! multiply-adds. This is the one place in the loader with intrinsics,
-//! hence `unsafe`: the CPU-feature contract of `#[target_feature]` (checked
-//! at run time before the call) and 16-byte loads whose bounds are checked
-//! by slicing first.
+//! The resampler's x86 paths: Pillow's horizontal pass with `pmaddwd`,
+//! exact, four taps of one output pixel a 128-bit step where the scalar
+//! pass does twelve multiply-adds; and the vertical pass's loops compiled
+//! for AVX2. This is the one place in the loader with intrinsics, hence
+//! `unsafe`: the CPU-feature contract of `#[target_feature]` (the caller's
+//! [`ResamplePath`] is at most [`ResamplePath::best`], which detected the
+//! features) and 16-byte loads whose bounds are checked by slicing first.
 //!
 //! Exactness: Pillow sums `pixel × weight` in `i32` with 22-bit weights,
 //! too wide for `pmaddwd`'s 16-bit lanes. Each weight is split as
@@ -21,18 +22,13 @@ use std::arch::x86_64::{
 };
 use std::ops::Range;
 
-use super::{Coefficients, PRECISION_BITS};
+use super::ResamplePath;
+use super::coefficients::{Coefficients, PRECISION_BITS};
 
 const SPLIT: u32 = 11;
 
 /// Taps a step: four pixels of 3 bytes lie in one 16-byte load.
 const GROUP: usize = 4;
-
-/// Whether this CPU runs the kernel (SSSE3's `pshufb`: every x86-64 CPU
-/// since 2006, but not the baseline).
-pub(super) fn available() -> bool {
-    std::arch::is_x86_feature_detected!("ssse3")
-}
 
 /// The taps of the window's output columns, split and paired for
 /// `pmaddwd`: per column and group of four taps, the words
@@ -45,7 +41,9 @@ pub(super) struct PairedTaps {
 }
 
 impl PairedTaps {
-    pub(super) fn new(cols: &Coefficients, columns: Range<usize>) -> Self {
+    /// The taps of output `columns`, reading a row whose first pixel is
+    /// input pixel `offset`.
+    pub(super) fn new(cols: &Coefficients, columns: Range<usize>, offset: usize) -> Self {
         let widest = columns
             .clone()
             .map(|xx| cols.bounds[xx].1)
@@ -55,8 +53,7 @@ impl PairedTaps {
         let mut words = Vec::with_capacity(columns.len() * groups);
         let mut first_byte = Vec::with_capacity(columns.len());
         for xx in columns {
-            let (xmin, count) = cols.bounds[xx];
-            let k = &cols.weights[xx * cols.ksize..xx * cols.ksize + count];
+            let (xmin, k) = cols.taps(xx);
             let tap = |i: usize| k.get(i).copied().unwrap_or(0);
             let pair = |a: i32, b: i32| (a & 0xffff) | (b << 16);
             for g in 0..groups {
@@ -70,7 +67,7 @@ impl PairedTaps {
                     pair(lo[2], lo[3]),
                 ]);
             }
-            first_byte.push(xmin * 3);
+            first_byte.push((xmin - offset) * 3);
         }
         Self {
             groups,
@@ -90,15 +87,55 @@ impl PairedTaps {
 /// columns whose loads lie inside `src`; returns how many it filled (a
 /// column's padded taps may read past the row, never past `src`: the last
 /// row's last columns are left to the scalar pass).
-pub(super) fn row(src: &[u8], row_start: usize, taps: &PairedTaps, out: &mut [u8]) -> usize {
-    assert!(available(), "the caller checks available() first");
-    if std::arch::is_x86_feature_detected!("avx2") {
-        // SAFETY: AVX2 is present, checked on the line above.
+pub(super) fn row(
+    path: ResamplePath,
+    src: &[u8],
+    row_start: usize,
+    taps: &PairedTaps,
+    out: &mut [u8],
+) -> usize {
+    assert!(
+        path > ResamplePath::Scalar && path <= ResamplePath::best(),
+        "the caller runs the kernel on a path this CPU has"
+    );
+    if path == ResamplePath::Avx2 {
+        // SAFETY: AVX2 is present: the path is at most the CPU's best.
         unsafe { row_avx2(src, row_start, taps, out) }
     } else {
-        // SAFETY: SSSE3 is present, asserted above.
+        // SAFETY: SSSE3 is present, likewise.
         unsafe { row_ssse3(src, row_start, taps, out) }
     }
+}
+
+/// The vertical pass's `acc += row · w` on AVX2 (eight 32-bit products an
+/// instruction, where baseline x86-64's SSE2 has no 32-bit multiply).
+pub(super) fn add_weighted_avx2(acc: &mut [i32], row: &[u8], w: i32) {
+    assert!(
+        ResamplePath::best() == ResamplePath::Avx2,
+        "the caller runs AVX2 code on an AVX2 CPU"
+    );
+    // SAFETY: AVX2 is present, asserted above.
+    unsafe { add_weighted_avx2_body(acc, row, w) }
+}
+
+#[target_feature(enable = "avx2")]
+fn add_weighted_avx2_body(acc: &mut [i32], row: &[u8], w: i32) {
+    super::add_weighted(acc, row, w);
+}
+
+/// Each accumulator's 8-bit result, on AVX2.
+pub(super) fn clip_into_avx2(out: &mut [u8], acc: &[i32]) {
+    assert!(
+        ResamplePath::best() == ResamplePath::Avx2,
+        "the caller runs AVX2 code on an AVX2 CPU"
+    );
+    // SAFETY: AVX2 is present, asserted above.
+    unsafe { clip_into_avx2_body(out, acc) }
+}
+
+#[target_feature(enable = "avx2")]
+fn clip_into_avx2_body(out: &mut [u8], acc: &[i32]) {
+    super::clip_into(out, acc);
 }
 
 /// The same code with VEX encoding (three-operand forms, fewer moves).
@@ -163,7 +200,7 @@ fn row_body(src: &[u8], row_start: usize, taps: &PairedTaps, out: &mut [u8]) -> 
 
 #[cfg(test)]
 mod tests {
-    use super::super::{Filter, coefficients, horizontal_scalar};
+    use super::super::{Filter, horizontal_scalar};
     use super::*;
 
     /// Rows that stress the kernel: noise, a 0/255 comb (the largest
@@ -185,56 +222,65 @@ mod tests {
             .collect()
     }
 
-    /// Every column the kernel fills equals the scalar pass's, for every
-    /// filter, shrinking (up to 55 taps) and growing, full rows and
-    /// windows; and it fills whole rows but for the last row's tail.
+    /// Every column the kernel fills equals the scalar pass's, on both x86
+    /// paths, for every filter, shrinking (up to 55 taps) and growing,
+    /// full rows and windows, rows read from their first pixel or from an
+    /// offset; and it fills whole rows but for the last row's tail.
     #[test]
     fn the_kernel_equals_the_scalar_pass_to_the_byte() {
-        assert!(available(), "the CI machine runs SSSE3");
+        assert!(
+            ResamplePath::best() >= ResamplePath::Ssse3,
+            "the CI machine runs SSSE3"
+        );
         let mut columns_checked = 0;
-        for filter in [Filter::Bilinear, Filter::Bicubic, Filter::Lanczos] {
-            for (width, out_w) in [
-                (500, 298),
-                (4000, 298),
-                (97, 13),
-                (13, 97),
-                (7, 5),
-                (1, 3),
-                (3, 1),
-                (640, 224),
-                (301, 300),
-            ] {
-                let height = 4;
-                let src = image(width, height, width + out_w);
-                let cols = coefficients(width, out_w, filter);
-                for columns in [0..out_w, out_w / 3..out_w - out_w / 3] {
-                    let taps = PairedTaps::new(&cols, columns.clone());
-                    for y in 0..height {
-                        let row_start = y * width * 3;
-                        let mut fast = vec![0u8; columns.len() * 3];
-                        let mut slow = fast.clone();
-                        let done = row(&src, row_start, &taps, &mut fast);
-                        horizontal_scalar(
-                            &src[row_start..row_start + width * 3],
-                            &cols,
-                            columns.clone(),
-                            &mut slow,
-                        );
-                        assert_eq!(
-                            fast[..done * 3],
-                            slow[..done * 3],
-                            "{filter:?} {width}->{out_w} columns {columns:?} row {y}"
-                        );
-                        if y + 1 < height && width * 3 >= 16 {
-                            assert_eq!(done, columns.len(), "{filter:?} {width}->{out_w}");
+        let paths = [ResamplePath::Ssse3, ResamplePath::Avx2];
+        for path in paths.into_iter().filter(|&p| p <= ResamplePath::best()) {
+            for filter in Filter::ALL {
+                for (width, out_w) in [
+                    (500, 298),
+                    (4000, 298),
+                    (97, 13),
+                    (13, 97),
+                    (7, 5),
+                    (1, 3),
+                    (3, 1),
+                    (640, 224),
+                    (301, 300),
+                ] {
+                    let height = 4;
+                    let src = image(width, height, width + out_w);
+                    let cols = Coefficients::new(width, out_w, filter);
+                    for columns in [0..out_w, out_w / 3..out_w - out_w / 3] {
+                        let offset = cols.reads(columns.clone()).start;
+                        let taps = PairedTaps::new(&cols, columns.clone(), offset);
+                        for y in 0..height {
+                            let row_start = y * width * 3 + offset * 3;
+                            let mut fast = vec![0u8; columns.len() * 3];
+                            let mut slow = fast.clone();
+                            let done = row(path, &src, row_start, &taps, &mut fast);
+                            horizontal_scalar(
+                                &src[y * width * 3 + offset * 3..(y + 1) * width * 3],
+                                &cols,
+                                offset,
+                                columns.clone(),
+                                &mut slow,
+                            );
+                            assert_eq!(
+                                fast[..done * 3],
+                                slow[..done * 3],
+                                "{path:?} {filter:?} {width}->{out_w} columns {columns:?} row {y}"
+                            );
+                            if y + 1 < height && width * 3 >= 16 {
+                                assert_eq!(done, columns.len(), "{filter:?} {width}->{out_w}");
+                            }
+                            columns_checked += done;
                         }
-                        columns_checked += done;
                     }
                 }
             }
         }
         assert!(
-            columns_checked > 10_000,
+            columns_checked > 20_000,
             "{columns_checked} columns checked"
         );
     }

@@ -2,11 +2,14 @@
 //! an item error kind and decompression bombs refused from the header.
 //!
 //! The format is sniffed from the bytes, not the extension (as Pillow does),
-//! and any colour type becomes RGB the way PIL's `convert("RGB")` would:
-//! alpha is dropped, gray is replicated, palettes are expanded. 16-bit
-//! samples are rounded to 8 bits (Pillow takes the high byte of 16-bit RGB,
-//! a difference of at most 1; for 16-bit gray Pillow clips to 255, which
-//! loses the image, so there we deliberately scale instead).
+//! and any colour type becomes RGB the way PIL's `Image.open` +
+//! `convert("RGB")` makes it, byte for byte: alpha is dropped, gray is
+//! replicated, palettes are expanded, CMYK TIFFs go through Pillow's
+//! `cmyk2rgb`. 16-bit samples are Pillow's too: RGB, RGBA and gray+alpha
+//! open as 8-bit from each sample's high byte (Pillow's `;16B` raw modes),
+//! and 16-bit gray opens as `I;16`, which `convert("RGB")` clips to 255
+//! (`I16_RGB`). That loses most of such an image, but it is what the
+//! model's upstream saw (#39); `pipeline preprocess` shows it.
 
 use std::fs;
 use std::io::{self, Cursor, Read};
@@ -123,6 +126,12 @@ pub(crate) fn decode_bytes_into(
         return Ok(image);
     }
 
+    if format == ImageFormat::Tiff
+        && let Some(image) = decode_tiff_cmyk(bytes, limits)
+    {
+        return Ok(image);
+    }
+
     let image = reader(bytes).decode().map_err(map_image_error)?;
     Ok(into_rgb(image))
 }
@@ -148,12 +157,78 @@ fn decode_webp(bytes: &[u8]) -> Option<RgbImage> {
     })
 }
 
+/// A chunky 8-bit CMYK TIFF as Pillow converts it, `cmyk2rgb`:
+/// `255 - k - c·(255 - k)/255` with Pillow's rounded division, where the
+/// `image` crate's float formula truncates differently. `None` for any
+/// other TIFF, or one the `tiff` crate cannot read this way: the `image`
+/// crate then decodes it or says what is wrong.
+fn decode_tiff_cmyk(bytes: &[u8], limits: &DecodeLimits) -> Option<RgbImage> {
+    use tiff::decoder::{Decoder, DecodingResult, Limits};
+    let mut decoder = Decoder::new(Cursor::new(bytes)).ok()?;
+    if decoder.colortype().ok()? != tiff::ColorType::CMYK(8)
+        || decoder
+            .get_tag_u32(tiff::tags::Tag::PlanarConfiguration)
+            .is_ok_and(|planar| planar != 1)
+    {
+        return None;
+    }
+    let mut tiff_limits = Limits::default();
+    tiff_limits.decoding_buffer_size =
+        usize::try_from(limits.max_alloc_bytes).unwrap_or(usize::MAX);
+    let mut decoder = decoder.with_limits(tiff_limits);
+    let (width, height) = decoder.dimensions().ok()?;
+    let DecodingResult::U8(cmyk) = decoder.read_image().ok()? else {
+        return None;
+    };
+    if cmyk.len() != width as usize * height as usize * 4 {
+        return None;
+    }
+    let muldiv255 = |a: u8, b: u8| {
+        let t = u32::from(a) * u32::from(b) + 128;
+        ((t >> 8) + t) >> 8
+    };
+    let pixels = cmyk
+        .chunks_exact(4)
+        .flat_map(|p| {
+            let nk = 255 - p[3];
+            [p[0], p[1], p[2]].map(|c| (u32::from(nk) - muldiv255(c, nk)) as u8)
+        })
+        .collect();
+    Some(RgbImage {
+        width,
+        height,
+        pixels,
+    })
+}
+
+/// Any other decoded image as Pillow's `convert("RGB")` makes it (see the
+/// module doc for the 16-bit modes).
 fn into_rgb(image: DynamicImage) -> RgbImage {
-    let rgb = image.into_rgb8();
+    let (width, height) = (image.width(), image.height());
+    let high = |v: u16| (v >> 8) as u8;
+    let pixels = match image {
+        DynamicImage::ImageLuma16(gray) => gray
+            .into_raw()
+            .into_iter()
+            .flat_map(|v| [v.min(255) as u8; 3])
+            .collect(),
+        DynamicImage::ImageLumaA16(gray) => gray
+            .into_raw()
+            .chunks_exact(2)
+            .flat_map(|p| [high(p[0]); 3])
+            .collect(),
+        DynamicImage::ImageRgb16(rgb) => rgb.into_raw().into_iter().map(high).collect(),
+        DynamicImage::ImageRgba16(rgba) => rgba
+            .into_raw()
+            .chunks_exact(4)
+            .flat_map(|p| [high(p[0]), high(p[1]), high(p[2])])
+            .collect(),
+        other => other.into_rgb8().into_raw(),
+    };
     RgbImage {
-        width: rgb.width(),
-        height: rgb.height(),
-        pixels: rgb.into_raw(),
+        width,
+        height,
+        pixels,
     }
 }
 

@@ -32,6 +32,11 @@ start=$SECONDS
 PIPELINE_WEIGHTS_DIR=target/weights bash scripts/fetch-weights.sh
 # Pillow's test images (real broken files) for the loader's corpus test.
 bash scripts/fetch-pillow-images.sh
+# Pillow itself, the reference of the loader's property test
+# (loader/tests/pillow_exact.rs): the version whose pass order the
+# resampler follows.
+python3 -c 'import sys, PIL; sys.exit(PIL.__version__ != "13.0.0")' 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check pillow==13.0.0
 # NVIDIA's NVRTC (its PyPI wheel) for the CUDA engine's kernel compile test,
 # which must then compile (PIPELINE_REQUIRE_NVRTC): no GPU needed.
 PIPELINE_CUDA_LIB_PATH=$(bash scripts/fetch-nvrtc.sh)

@@ -27,6 +27,10 @@ pub(crate) enum Command {
     /// Embed lines of text with a CLIP checkpoint's text tower, comparable
     /// with its image embeddings.
     EmbedText(Box<EmbedTextArgs>),
+    /// Write what the model sees of each image, its exact input crop, as a
+    /// PNG: to check a crop, or to compare with another pipeline byte for
+    /// byte.
+    Preprocess(Box<PreprocessArgs>),
     /// One device's worker process (spawned by `infer`; speaks the protocol
     /// on stdin/stdout).
     #[command(hide = true)]
@@ -272,6 +276,38 @@ pub(crate) struct SourceArgs {
     /// keeps all but the image's.
     #[arg(long, value_name = "A,B|*", value_delimiter = ',')]
     pub(crate) keep_columns: Vec<String>,
+}
+
+/// `pipeline preprocess`.
+#[derive(Debug, Args)]
+pub(crate) struct PreprocessArgs {
+    /// The images, in any layout `infer --data` reads.
+    #[arg(long, value_name = "DIR|FILE|URL")]
+    pub(crate) data: String,
+    #[command(flatten)]
+    pub(crate) source: SourceArgs,
+    /// The model whose preprocessing to run (`pipeline models` lists each
+    /// one's resize, crop and filter).
+    #[arg(long, default_value = "efficientnet_lite0", value_name = "NAME")]
+    pub(crate) model: String,
+    /// The checkpoint `infer` would run: a Hugging Face layout crops as its
+    /// image processor does (an odd margin rounds down), any other as
+    /// torchvision does.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) weights: Option<PathBuf>,
+    /// A new or empty folder: one PNG per image, `index.jsonl` listing
+    /// each item in input order with its PNG or its error.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) out: PathBuf,
+    /// As `infer --jpeg-draft`.
+    #[arg(long)]
+    pub(crate) jpeg_draft: bool,
+    /// As `infer --fast-preprocess` (not Pillow's bytes).
+    #[arg(long)]
+    pub(crate) fast_preprocess: bool,
+    /// Decoder threads (default: every core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub(crate) loader_threads: Option<u32>,
 }
 
 /// `pipeline bench`.

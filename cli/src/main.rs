@@ -13,6 +13,7 @@ mod exit;
 mod infer;
 mod models;
 mod plan;
+mod preprocess;
 mod probe;
 mod progress;
 
@@ -43,6 +44,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => bench::run(&args),
         Command::Merge(args) => infer::merge(&args),
         Command::EmbedText(args) => embed_text::run(&args),
+        Command::Preprocess(args) => preprocess::run(&args),
         Command::Worker => return worker(),
         Command::ProbeDevices => probe::print(),
     };

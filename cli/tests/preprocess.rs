@@ -1,0 +1,126 @@
+//! `pipeline preprocess` (#39): each image's exact model input as a PNG,
+//! the same bytes `infer` feeds the model, every item once in input order
+//! in `index.jsonl`, a bad file as an error record as `infer` writes one,
+//! and the exit codes scripts rely on.
+
+use std::path::Path;
+
+use fixtures::{DatasetSpec, generate};
+use loader::{Loader, LoaderConfig};
+use pipeline_core::{DecodeLimits, ModelKind};
+
+mod common;
+
+/// The loader's crop of `path` for `model`, as interleaved RGB.
+fn loader_crop(model: ModelKind, path: &Path) -> Vec<u8> {
+    let loader = Loader::new(LoaderConfig {
+        threads: 1,
+        batch_size: 1,
+        spec: model.default_preprocess(),
+        limits: DecodeLimits::default(),
+        remote: Default::default(),
+    })
+    .expect("a loader");
+    let chw = loader.load_one(path).expect("a good image loads");
+    let plane = chw.len() / 3;
+    (0..plane)
+        .flat_map(|i| [chw[i], chw[plane + i], chw[2 * plane + i]])
+        .collect()
+}
+
+#[test]
+fn each_crop_is_a_png_of_the_models_input_in_input_order() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let data = generate(
+        &cwd.join("data"),
+        &DatasetSpec {
+            images: 14,
+            seed: 5,
+            broken: true,
+        },
+    )
+    .expect("dataset");
+    // A list, so that the missing file is an item too; its order is the
+    // input order.
+    let mut listed: Vec<&Path> = data.good.iter().map(|p| p.as_path()).collect();
+    listed.extend(data.broken.iter().map(|b| b.path.as_path()));
+    listed.sort_by_key(|p| std::cmp::Reverse(p.to_path_buf()));
+    let list = cwd.join("list.txt");
+    let text: Vec<String> = listed.iter().map(|p| p.display().to_string()).collect();
+    std::fs::write(&list, text.join("\n")).expect("list");
+    let out = cwd.join("crops");
+    let run = common::pipeline(cwd)
+        .args(["preprocess", "--model", "clip_vit_b_32", "--data"])
+        .arg(&list)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("pipeline runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(1), "broken files fail: {stderr}");
+
+    let lines = common::records(&out.join("index.jsonl"));
+    let indices: Vec<u64> = lines
+        .iter()
+        .map(|l| l["index"].as_u64().expect("index"))
+        .collect();
+    assert_eq!(indices, (0..listed.len() as u64).collect::<Vec<_>>());
+    let paths: Vec<&str> = lines
+        .iter()
+        .map(|l| l["path"].as_str().expect("path"))
+        .collect();
+    assert_eq!(paths, text, "every item once, in input order");
+    let line_of = |p: &Path| &lines[listed.iter().position(|l| *l == p).expect("listed")];
+    let mut pngs = 0;
+    for good in &data.good {
+        let line = line_of(good);
+        let png = line["png"].as_str().unwrap_or_else(|| panic!("{line}"));
+        let index = line["index"].as_u64().expect("index");
+        assert!(png.starts_with(&format!("{index:08}_")), "{png}");
+        let written = image::open(out.join(png))
+            .expect("the PNG decodes")
+            .into_rgb8();
+        assert_eq!(written.dimensions(), (224, 224), "{png}");
+        assert!(
+            written.as_raw() == &loader_crop(ModelKind::ClipVitB32, good),
+            "{png} is not the model's input"
+        );
+        pngs += 1;
+    }
+    let mut errors = 0;
+    for broken in data.broken.iter().filter(|b| !b.needs_unprivileged) {
+        let line = line_of(&broken.path);
+        assert_eq!(
+            line["error"]["kind"],
+            serde_json::to_value(broken.expected).expect("kind"),
+            "{line}"
+        );
+        assert!(line.get("png").is_none(), "{line}");
+        errors += 1;
+    }
+    assert_eq!(pngs, 14);
+    assert!(errors >= 3, "{errors} broken files");
+    let files = std::fs::read_dir(&out).expect("out").count();
+    let with_png = lines.iter().filter(|l| l.get("png").is_some()).count();
+    assert_eq!(
+        files,
+        with_png + 1,
+        "one PNG per loaded item, and index.jsonl"
+    );
+
+    // A folder that is not empty is refused in one line, exit 2.
+    let again = common::pipeline(cwd)
+        .args(["preprocess", "--data"])
+        .arg(&data.root)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("pipeline runs");
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("not empty") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}

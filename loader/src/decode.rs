@@ -4,12 +4,15 @@
 //! The format is sniffed from the bytes, not the extension (as Pillow does),
 //! and any colour type becomes RGB the way PIL's `Image.open` +
 //! `convert("RGB")` makes it, byte for byte: alpha is dropped, gray is
-//! replicated, palettes are expanded, CMYK TIFFs go through Pillow's
-//! `cmyk2rgb`. 16-bit samples are Pillow's too: RGB, RGBA and gray+alpha
-//! open as 8-bit from each sample's high byte (Pillow's `;16B` raw modes),
-//! and 16-bit gray opens as `I;16`, which `convert("RGB")` clips to 255
-//! (`I16_RGB`). That loses most of such an image, but it is what the
-//! model's upstream saw (#39); `pipeline preprocess` shows it.
+//! replicated, palettes are expanded, 8-bit chunky CMYK TIFFs go through
+//! Pillow's `cmyk2rgb`. 16-bit samples are Pillow's too: RGB, RGBA and
+//! gray+alpha open as 8-bit from each sample's high byte (Pillow's `;16B`
+//! raw modes), and 16-bit gray, with or without a `tRNS` chunk, opens as
+//! `I;16`, which `convert("RGB")` clips to 255 (`I16_RGB`). That loses
+//! most of such an image, but it is what the model's upstream saw (#39);
+//! `pipeline preprocess` shows it. Not yet Pillow's to the byte: CMYK
+//! JPEGs and 16-bit, planar or extra-sample CMYK TIFFs, whose conversion
+//! is the `image` crate's (within ±1 on the vectors).
 
 use std::fs;
 use std::io::{self, Cursor, Read};
@@ -133,7 +136,8 @@ pub(crate) fn decode_bytes_into(
     }
 
     let image = reader(bytes).decode().map_err(map_image_error)?;
-    Ok(into_rgb(image))
+    let gray16 = format == ImageFormat::Png && png_is_gray16(bytes);
+    Ok(into_rgb(image, gray16))
 }
 
 /// A still WebP through libwebp, the decoder Pillow links, as RGB: alpha
@@ -201,16 +205,30 @@ fn decode_tiff_cmyk(bytes: &[u8], limits: &DecodeLimits) -> Option<RgbImage> {
     })
 }
 
+/// Whether a PNG's header says 16-bit grayscale (colour type 0), which
+/// Pillow opens as `I;16` with or without a `tRNS` chunk, where the `image`
+/// crate expands one with `tRNS` to gray+alpha.
+fn png_is_gray16(bytes: &[u8]) -> bool {
+    bytes.get(12..16) == Some(b"IHDR") && bytes.get(24..26) == Some(&[16, 0])
+}
+
 /// Any other decoded image as Pillow's `convert("RGB")` makes it (see the
-/// module doc for the 16-bit modes).
-fn into_rgb(image: DynamicImage) -> RgbImage {
+/// module doc for the 16-bit modes); `gray16`: the file is 16-bit gray,
+/// so a gray+alpha image is its `tRNS` expanded, and clips as `I;16`.
+fn into_rgb(image: DynamicImage, gray16: bool) -> RgbImage {
     let (width, height) = (image.width(), image.height());
     let high = |v: u16| (v >> 8) as u8;
+    let clip = |v: u16| v.min(255) as u8;
     let pixels = match image {
         DynamicImage::ImageLuma16(gray) => gray
             .into_raw()
             .into_iter()
-            .flat_map(|v| [v.min(255) as u8; 3])
+            .flat_map(|v| [clip(v); 3])
+            .collect(),
+        DynamicImage::ImageLumaA16(gray) if gray16 => gray
+            .into_raw()
+            .chunks_exact(2)
+            .flat_map(|p| [clip(p[0]); 3])
             .collect(),
         DynamicImage::ImageLumaA16(gray) => gray
             .into_raw()
@@ -523,7 +541,10 @@ mod tests {
         for name in ["cat.webp", "cat_lossy.webp"] {
             let bytes = std::fs::read(vectors.join(name)).expect("a committed vector");
             let ours = decode_webp(&bytes).expect("libwebp decodes a still WebP");
-            let theirs = into_rgb(image::load_from_memory(&bytes).expect("image decodes it"));
+            let theirs = into_rgb(
+                image::load_from_memory(&bytes).expect("image decodes it"),
+                false,
+            );
             assert_eq!(
                 (ours.width, ours.height),
                 (theirs.width, theirs.height),

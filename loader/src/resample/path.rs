@@ -41,10 +41,13 @@ impl ResamplePath {
     pub fn best() -> Self {
         #[cfg(target_arch = "x86_64")]
         {
-            if std::arch::is_x86_feature_detected!("avx2") {
+            // The AVX2 path runs the SSSE3 kernel VEX-encoded: it needs
+            // both (a VM may mask one and not the other).
+            let ssse3 = std::arch::is_x86_feature_detected!("ssse3");
+            if ssse3 && std::arch::is_x86_feature_detected!("avx2") {
                 return Self::Avx2;
             }
-            if std::arch::is_x86_feature_detected!("ssse3") {
+            if ssse3 {
                 return Self::Ssse3;
             }
         }

@@ -5,7 +5,9 @@ From a seed, it makes `--count` images of random sizes, weighted toward the
 edges (portraits at least twice as tall as wide and wider than the target,
 aspect ratios up to 1:50 and 50:1, one-pixel sides, sizes near the target,
 upscales, sides up to 12,000 pixels), in the modes people's files have
-(RGB, L, LA, RGBA, P with transparency, CMYK, I;16), with content that
+(RGB, L, LA, RGBA, P with transparency, CMYK, I;16 with and without tRNS,
+and 16-bit RGB, RGBA and gray+alpha PNGs, which Pillow opens but cannot
+write, so they are written here), with content that
 stresses the filters (noise, gradients with noise, 0/255 combs that
 overshoot bicubic's and Lanczos's lobes). Each is written as Pillow writes
 it (PNG; CMYK as TIFF), then opened again and run through what a
@@ -13,8 +15,10 @@ torchvision or Hugging Face pipeline runs:
 
     Image.open(f).convert("RGB")  ->  Resize(n, filter)  ->  CenterCrop(m)
 
-for every Pillow filter (nearest, box, bilinear, bicubic, lanczos) and both
-crop roundings (torchvision's half-to-even, Hugging Face's floor).
+for the five Pillow filters models use (nearest, box, bilinear, bicubic,
+lanczos), both crop roundings (torchvision's half-to-even, Hugging Face's
+floor), and for some images a square resize (`Resize((n, n))`, SigLIP's),
+which also resizes one axis alone.
 `Resize` and `CenterCrop` are written out as torchvision computes them
 (`int(n * long / short)`, Python's `round`), so no torch is needed.
 
@@ -28,6 +32,8 @@ import argparse
 import json
 import os
 import random
+import struct
+import zlib
 
 from PIL import Image, ImageChops
 
@@ -38,12 +44,19 @@ FILTERS = {
     "bicubic": Image.Resampling.BICUBIC,
     "lanczos": Image.Resampling.LANCZOS,
 }
-MODES = ["RGB", "L", "LA", "RGBA", "P", "CMYK", "I;16"]
+# Pillow's modes, and 16-bit PNGs Pillow opens but cannot write (written
+# here): RGB, RGBA and gray+alpha at 16 bits, and I;16 with a tRNS chunk.
+MODES = ["RGB", "L", "LA", "RGBA", "P", "CMYK", "I;16", "I;16+tRNS", "RGB;16", "RGBA;16", "LA;16"]
+# (Pillow opens 16-bit gray+alpha as RGBA, the gray in R, G and B.)
+OPENS_AS = {"I;16+tRNS": "I;16", "RGB;16": "RGB", "RGBA;16": "RGBA", "LA;16": "RGBA"}
 # (resize of the shorter side, crop) of the built-in models.
 STANDARD = [(256, 224), (224, 224), (232, 224), (248, 224)]
-# Shapes every seed covers: the corners of the space, and #39's photos.
-EDGES = [(1, 1), (1, 2), (2, 1), (1, 50), (50, 1), (240, 12000), (12000, 240),
+# Shapes every seed covers, with the built-in models' targets: the
+# corners of the space, and #39's photos.
+EDGES = [(1, 1), (1, 2), (2, 1), (1, 50), (50, 1), (250, 12000), (12000, 250),
          (362, 725), (303, 732), (615, 1755), (294, 969), (159, 413), (145, 1500)]
+# Square resizes (SigLIP's) that change one axis only, or none.
+SQUARE_EDGES = [(224, 500), (500, 224), (224, 224), (224, 3), (3, 224)]
 
 
 def target(rng):
@@ -122,16 +135,45 @@ def in_mode(rng, mode, size):
         return im, "png"
     if mode == "CMYK":
         return Image.merge("CMYK", (*rgb.split(), band(rng, size))), "tiff"
+    if mode in ("RGB;16", "RGBA;16", "LA;16"):
+        bands = list(rgb.split()) if mode != "LA;16" else [rgb.convert("L")]
+        if mode != "RGB;16":
+            bands.append(band(rng, size))
+        return png16(rng, size, bands), "png"
     # I;16: mostly values below 256 (kept by convert("RGB")), some above
     # (clipped to 255), little-endian.
     low = noise(rng, w * h)
     high = noise(rng, w * h).translate(bytes(0 if v < 180 else v for v in range(256)))
     data = bytes(b for pair in zip(low, high) for b in pair)
-    return Image.frombytes("I;16", size, data), "png"
+    im = Image.frombytes("I;16", size, data)
+    if mode == "I;16+tRNS":
+        im.info["transparency"] = rng.randint(0, 300)
+    return im, "png"
 
 
-def resized_size(w, h, n):
-    """torchvision's `Resize(n)` output size: the shorter side to n."""
+def png16(rng, size, bands):
+    """A 16-bit PNG (gray+alpha, RGB or RGBA by the number of bands): each
+    sample's high byte from its band, the low byte noise."""
+    w, h = size
+    colour = {2: 4, 3: 2, 4: 6}[len(bands)]
+    samples = [zip(b.tobytes(), noise(rng, w * h)) for b in bands]
+    pixels = bytes(byte for px in zip(*samples) for pair in px for byte in pair)
+    stride = w * len(bands) * 2
+    raw = b"".join(b"\x00" + pixels[y * stride:(y + 1) * stride] for y in range(h))
+
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 16, colour, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(raw, 6))
+            + chunk(b"IEND", b""))
+
+
+def resized_size(w, h, n, square):
+    """torchvision's `Resize(n)` output size, the shorter side to n, or
+    `Resize((n, n))`'s with `square`."""
+    if square:
+        return n, n
     short, long = (w, h) if w <= h else (h, w)
     new_long = int(n * long / short)
     return (n, new_long) if w <= h else (new_long, n)
@@ -152,20 +194,36 @@ def main():
     cases = []
     with open(os.path.join(args.out, "expected.bin"), "wb") as expected:
         for i in range(args.count):
-            resize, crop = target(rng)
-            size = EDGES[i] if i < len(EDGES) else shape(rng, resize)
+            square = False
+            if i < len(EDGES):
+                size, (resize, crop) = EDGES[i], STANDARD[i % 2]
+            elif i < len(EDGES) + len(SQUARE_EDGES):
+                size, resize, crop, square = SQUARE_EDGES[i - len(EDGES)], 224, 224, True
+            else:
+                resize, crop = target(rng)
+                size = shape(rng, resize)
+                if rng.random() < 0.15:
+                    square = True
+                    # One side at the size now and then: one axis resized.
+                    if rng.random() < 0.5:
+                        size = (resize, size[1]) if rng.random() < 0.5 else (size[0], resize)
             mode = rng.choice(MODES)
             # Palettes and 16-bit values are made pixel by pixel in Python:
             # keep those images small.
-            if mode in ("P", "I;16") and size[0] * size[1] > 600_000:
+            if (mode == "P" or "16" in mode) and size[0] * size[1] > 600_000:
                 mode = "RGB"
             image, ext = in_mode(rng, mode, size)
-            name = f"{i:04d}_{mode.replace(';', '')}_{size[0]}x{size[1]}.{ext}"
-            image.save(os.path.join(args.out, name))
-            source = Image.open(os.path.join(args.out, name))
-            assert source.mode == mode, (name, source.mode)
+            name = f"{i:04d}_{mode.replace(';', '').replace('+', '_')}_{size[0]}x{size[1]}.{ext}"
+            path = os.path.join(args.out, name)
+            if isinstance(image, bytes):
+                with open(path, "wb") as f:
+                    f.write(image)
+            else:
+                image.save(path)
+            source = Image.open(path)
+            assert source.mode == OPENS_AS.get(mode, mode), (name, source.mode)
             source = source.convert("RGB")
-            nw, nh = resized_size(*size, resize)
+            nw, nh = resized_size(*size, resize, square)
             for filter_name, filt in FILTERS.items():
                 resized = source.resize((nw, nh), filt)
                 written = {}  # (left, top) -> offset: the roundings agree on even margins
@@ -184,6 +242,7 @@ def main():
                         "height": size[1],
                         "resize": resize,
                         "crop": crop,
+                        "square": square,
                         "filter": filter_name,
                         "rounding": rounding,
                         "offset": written[left, top],

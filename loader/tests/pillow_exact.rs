@@ -1,14 +1,15 @@
 //! What the model sees equals what Pillow makes, byte for byte, over the
 //! whole space (#39): Pillow itself (`scripts/make_pillow_cases.py`, run
 //! here) makes a few hundred images of random sizes from a fixed seed,
-//! weighted toward the edges, in every mode people's files have, and
-//! crops each with every filter and both crop roundings; the loader opens
+//! weighted toward the edges, in every mode people's files have (16-bit
+//! PNGs included), and crops each with the five filters models use, both
+//! crop roundings, shorter-side and square resizes; the loader opens
 //! the same files and must give the same bytes, on every resampler path
 //! this CPU runs (scalar, SSSE3, AVX2), each forced in turn.
 //!
 //! `PIPELINE_PILLOW_SEED=N` runs a fresh set (`PIPELINE_PILLOW_IMAGES=N`
 //! sets its size) for local hunting; a failure names the seed and the
-//! file, which is kept under `target/pillow-exact/`.
+//! file, which is kept under `target/pillow-exact/` (removed on success).
 //!
 //! Needs `python3` with Pillow 13 (`pip install pillow==13.0.0`;
 //! `scripts/test.sh` installs it): Pillow 13 orders its two passes by the
@@ -35,6 +36,8 @@ struct Case {
     height: u32,
     resize: u32,
     crop: u32,
+    /// Both sides to `resize` (SigLIP's processor), not the shorter one.
+    square: bool,
     filter: String,
     rounding: String,
     offset: usize,
@@ -44,6 +47,7 @@ impl Case {
     fn spec(&self) -> PreprocessSpec {
         PreprocessSpec {
             resize_shorter: self.resize,
+            square: self.square,
             crop: self.crop,
             filter: match self.filter.as_str() {
                 "nearest" => ResizeFilter::Nearest,
@@ -64,12 +68,13 @@ impl Case {
 
     fn describe(&self) -> String {
         format!(
-            "{} ({} {}x{}) Resize({}, {}) CenterCrop({}) {}",
+            "{} ({} {}x{}) Resize({}{}, {}) CenterCrop({}) {}",
             self.file,
             self.mode,
             self.width,
             self.height,
             self.resize,
+            if self.square { " square" } else { "" },
             self.filter,
             self.crop,
             self.rounding
@@ -130,6 +135,7 @@ fn every_crop_equals_pillows_on_every_resampler_path() {
         .into_iter()
         .filter(|&p| p <= ResamplePath::best())
         .collect();
+    #[cfg(target_arch = "x86_64")]
     assert!(
         paths.contains(&ResamplePath::Ssse3),
         "every x86-64 CPU since 2006 runs SSSE3: {paths:?}"
@@ -180,7 +186,19 @@ fn every_crop_equals_pillows_on_every_resampler_path() {
     );
     assert_eq!(checked, manifest.cases.len() * paths.len());
     // The space was covered: every mode and filter, and the shapes of #39.
-    for mode in ["RGB", "L", "LA", "RGBA", "P", "CMYK", "I;16"] {
+    for mode in [
+        "RGB",
+        "L",
+        "LA",
+        "RGBA",
+        "P",
+        "CMYK",
+        "I;16",
+        "I;16+tRNS",
+        "RGB;16",
+        "RGBA;16",
+        "LA;16",
+    ] {
         assert!(
             manifest.cases.iter().any(|c| c.mode == mode),
             "no {mode} image"
@@ -192,9 +210,18 @@ fn every_crop_equals_pillows_on_every_resampler_path() {
         .filter(|c| c.height >= 2 * c.width && c.width > c.resize)
         .count();
     assert!(tall >= 100, "{tall} crops of tall photos");
+    // One axis resized alone (a square resize of a side already at size).
+    let one_axis = manifest
+        .cases
+        .iter()
+        .filter(|c| c.square && (c.width == c.resize) != (c.height == c.resize))
+        .count();
+    assert!(one_axis >= 20, "{one_axis} crops with one axis resized");
     println!(
         "{} crops of {count} images (seed {seed}) equal Pillow {}'s on {paths:?}",
         manifest.cases.len(),
         manifest.pillow
     );
+    // Kept only when something failed (about 200 MB).
+    std::fs::remove_dir_all(&dir).expect("the cases' folder is removed");
 }

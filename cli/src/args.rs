@@ -231,6 +231,13 @@ pub(crate) struct RunArgs {
     /// allows).
     #[arg(long, default_value_t = 5, value_name = "N", value_parser = clap::value_parser!(u32).range(0..=100))]
     pub(crate) io_retries: u32,
+    #[command(flatten)]
+    pub(crate) limits: LimitArgs,
+}
+
+/// The decoder's limits, for every command that loads images.
+#[derive(Debug, Args)]
+pub(crate) struct LimitArgs {
     /// Largest image, in pixels, decoded (larger ones become `too_large`
     /// records; the default is Pillow's decompression-bomb limit).
     #[arg(long, default_value_t = 89_478_485, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -308,6 +315,8 @@ pub(crate) struct PreprocessArgs {
     /// Decoder threads (default: every core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) loader_threads: Option<u32>,
+    #[command(flatten)]
+    pub(crate) limits: LimitArgs,
 }
 
 /// `pipeline bench`.

@@ -12,7 +12,7 @@ use pipeline_core::{
     ZeroShotClasses,
 };
 
-use crate::args::{EngineArg, RunArgs, SourceArgs, TaskArg};
+use crate::args::{EngineArg, LimitArgs, RunArgs, SourceArgs, TaskArg};
 
 /// File name of each model's weights in the cache folder, as
 /// `scripts/fetch-weights.sh` writes them.
@@ -188,16 +188,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
                 crop_rounding,
                 ..model.default_preprocess()
             },
-            limits: DecodeLimits {
-                max_pixels: args.max_pixels,
-                // A decoded RGBA frame of the largest image, and never
-                // below the default.
-                max_alloc_bytes: args
-                    .max_pixels
-                    .saturating_mul(4)
-                    .max(DecodeLimits::default().max_alloc_bytes),
-                max_file_bytes: args.max_file_bytes,
-            },
+            limits: decode_limits(&args.limits),
             remote: remote_spec(args)?,
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],
@@ -337,6 +328,20 @@ pub(crate) fn per_worker(devices: &[DeviceSpec], workers: usize) -> Vec<DeviceSp
         .iter()
         .flat_map(|d| std::iter::repeat_n(d.clone(), workers))
         .collect()
+}
+
+/// `--max-pixels` and `--max-file-bytes`.
+pub(crate) fn decode_limits(args: &LimitArgs) -> DecodeLimits {
+    let max_pixels = args.max_pixels;
+    DecodeLimits {
+        max_pixels,
+        // A decoded RGBA frame of the largest image, and never below the
+        // default.
+        max_alloc_bytes: max_pixels
+            .saturating_mul(4)
+            .max(DecodeLimits::default().max_alloc_bytes),
+        max_file_bytes: args.max_file_bytes,
+    }
 }
 
 /// `--io-concurrency`, `--io-timeout`, `--io-retries`.

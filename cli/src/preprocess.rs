@@ -12,14 +12,13 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use image::ImageEncoder;
 use image::codecs::png::PngEncoder;
 use loader::{Batch, Loader, LoaderConfig, WorkItem};
 use pipeline_core::{
-    CropRounding, DecodeLimits, ItemError, ItemIndex, Manifest, ModelKind, PreprocessSpec,
-    RemoteSpec,
+    CropRounding, ItemError, ItemIndex, Manifest, ModelKind, PreprocessSpec, RemoteSpec,
 };
 use serde::Serialize;
 
@@ -85,7 +84,7 @@ fn preprocess(args: &PreprocessArgs) -> Result<usize, String> {
         threads,
         batch_size: BATCH,
         spec,
-        limits: DecodeLimits::default(),
+        limits: crate::plan::decode_limits(&args.limits),
         remote,
     })
     .map_err(|e| e.to_string())?;
@@ -141,16 +140,21 @@ fn write_batch(
             (None, Some(_)) => false,
             (None, None) => return Ok(batch.failures.len()),
         };
-        let (item, png, error) = if take_loaded {
-            let (row, &item) = loaded.next().expect("peeked");
-            let name = png_name(item, &manifest.entries.name(item as usize));
-            write_png(&out.join(&name), batch.image(row), side)?;
-            (item, Some(name), None)
+        let (item, error) = if take_loaded {
+            (*loaded.peek().expect("peeked").1, None)
         } else {
             let (item, error) = failures.next().expect("peeked");
-            (*item, None, Some(error))
+            (*item, Some(error))
         };
         let path = manifest.entries.name(item as usize);
+        let png = if take_loaded {
+            let (row, _) = loaded.next().expect("peeked");
+            let name = png_name(item, &path);
+            write_png(&out.join(&name), batch.image(row), side)?;
+            Some(name)
+        } else {
+            None
+        };
         let line = Line {
             index: item,
             path: &path.to_string_lossy(),
@@ -185,15 +189,17 @@ fn png_name(index: ItemIndex, path: &Path) -> String {
     format!("{index:08}_{safe}.png")
 }
 
-/// A CHW crop as an RGB PNG.
-fn write_png(path: &PathBuf, chw: &[u8], side: u32) -> Result<(), String> {
+/// A CHW crop as an RGB PNG, encoded in memory and written in one call,
+/// so that a write error (a full disk) is an error, not a cut file.
+fn write_png(path: &Path, chw: &[u8], side: u32) -> Result<(), String> {
     let plane = (side * side) as usize;
     let rgb: Vec<u8> = (0..plane)
         .flat_map(|i| [chw[i], chw[plane + i], chw[2 * plane + i]])
         .collect();
-    let file = File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    PngEncoder::new(BufWriter::new(file))
+    let mut png = Vec::new();
+    PngEncoder::new(&mut png)
         .write_image(&rgb, side, side, image::ExtendedColorType::Rgb8)
+        .and_then(|()| std::fs::write(path, &png).map_err(image::ImageError::IoError))
         .map_err(|e| format!("{}: {e}", path.display()))
 }
 

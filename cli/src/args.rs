@@ -204,15 +204,8 @@ pub(crate) struct RunArgs {
     /// Images per forward pass: `auto` or a number.
     #[arg(long, default_value = "auto", value_name = "auto|N")]
     pub(crate) batch_size: String,
-    /// Decode JPEGs at least twice the resize target at a reduced DCT scale
-    /// (1/2, 1/4, 1/8), as Pillow's `draft` does: much faster on big photos,
-    /// slightly different pixels.
-    #[arg(long)]
-    pub(crate) jpeg_draft: bool,
-    /// Faster decode and resize (zune-jpeg, SIMD resize) whose crops differ
-    /// from Pillow's by a few levels; the default matches Pillow to the byte.
-    #[arg(long)]
-    pub(crate) fast_preprocess: bool,
+    #[command(flatten)]
+    pub(crate) decode: DecodeArgs,
     /// Decoder threads per worker (default: with GPUs, the cores less one
     /// shared among the workers; on `cpu`/`software`, every core, the
     /// decoders at background priority beside the model).
@@ -233,6 +226,20 @@ pub(crate) struct RunArgs {
     pub(crate) io_retries: u32,
     #[command(flatten)]
     pub(crate) limits: LimitArgs,
+}
+
+/// How images are decoded and resized, for every command that loads them.
+#[derive(Debug, Args)]
+pub(crate) struct DecodeArgs {
+    /// Decode JPEGs at least twice the resize target at a reduced DCT scale
+    /// (1/2, 1/4, 1/8), as Pillow's `draft` does: much faster on big photos,
+    /// slightly different pixels.
+    #[arg(long)]
+    pub(crate) jpeg_draft: bool,
+    /// Faster decode and resize (zune-jpeg, SIMD resize) whose crops differ
+    /// from Pillow's by a few levels; the default matches Pillow to the byte.
+    #[arg(long)]
+    pub(crate) fast_preprocess: bool,
 }
 
 /// The decoder's limits, for every command that loads images.
@@ -306,12 +313,8 @@ pub(crate) struct PreprocessArgs {
     /// each item in input order with its PNG or its error.
     #[arg(long, value_name = "DIR")]
     pub(crate) out: PathBuf,
-    /// As `infer --jpeg-draft`.
-    #[arg(long)]
-    pub(crate) jpeg_draft: bool,
-    /// As `infer --fast-preprocess` (not Pillow's bytes).
-    #[arg(long)]
-    pub(crate) fast_preprocess: bool,
+    #[command(flatten)]
+    pub(crate) decode: DecodeArgs,
     /// Decoder threads (default: every core).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=1024))]
     pub(crate) loader_threads: Option<u32>,

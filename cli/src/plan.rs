@@ -12,7 +12,7 @@ use pipeline_core::{
     ZeroShotClasses,
 };
 
-use crate::args::{EngineArg, LimitArgs, RunArgs, SourceArgs, TaskArg};
+use crate::args::{DecodeArgs, EngineArg, LimitArgs, RunArgs, SourceArgs, TaskArg};
 
 /// File name of each model's weights in the cache folder, as
 /// `scripts/fetch-weights.sh` writes them.
@@ -47,13 +47,7 @@ fn weights(
     model: ModelKind,
 ) -> Result<(Option<PathBuf>, String, CropRounding), String> {
     if let Some(path) = &args.weights {
-        if !path.is_file() {
-            return Err(format!("--weights {}: no such file", path.display()));
-        }
-        // Names and shapes only, here, so that a checkpoint of another
-        // model is one line before any worker starts.
-        let rounding =
-            gpu_worker::Model::check_file(model, path).map_err(|e| format!("--weights: {e}"))?;
+        let rounding = checked_weights(model, path)?;
         return Ok((Some(path.clone()), String::new(), rounding));
     }
     // The cached files are torchvision's and EfficientNet-Lite0's; seeded
@@ -76,6 +70,31 @@ fn weights(
             CropRounding::HalfEven,
         ),
     })
+}
+
+/// `--weights FILE` checked for `model` by its names and shapes only, so
+/// that a checkpoint of another model is one line before any worker
+/// starts; how its upstream rounds the centre crop.
+pub(crate) fn checked_weights(model: ModelKind, path: &Path) -> Result<CropRounding, String> {
+    if !path.is_file() {
+        return Err(format!("--weights {}: no such file", path.display()));
+    }
+    gpu_worker::Model::check_file(model, path).map_err(|e| format!("--weights: {e}"))
+}
+
+/// `model`'s preprocessing with `--jpeg-draft`, `--fast-preprocess` and the
+/// crop rounding of its weights' upstream.
+pub(crate) fn preprocess_spec(
+    model: ModelKind,
+    decode: &DecodeArgs,
+    crop_rounding: CropRounding,
+) -> PreprocessSpec {
+    PreprocessSpec {
+        jpeg_draft: decode.jpeg_draft,
+        fast: decode.fast_preprocess,
+        crop_rounding,
+        ..model.default_preprocess()
+    }
 }
 
 /// What `infer` and `bench` plan alike from [`RunArgs`].
@@ -182,12 +201,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             engine,
             batch_size,
             loader_threads,
-            preprocess: PreprocessSpec {
-                jpeg_draft: args.jpeg_draft,
-                fast: args.fast_preprocess,
-                crop_rounding,
-                ..model.default_preprocess()
-            },
+            preprocess: preprocess_spec(model, &args.decode, crop_rounding),
             limits: decode_limits(&args.limits),
             remote: remote_spec(args)?,
         },

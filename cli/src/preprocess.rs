@@ -17,9 +17,7 @@ use std::path::Path;
 use image::ImageEncoder;
 use image::codecs::png::PngEncoder;
 use loader::{Batch, Loader, LoaderConfig, WorkItem};
-use pipeline_core::{
-    CropRounding, ItemError, ItemIndex, Manifest, ModelKind, PreprocessSpec, RemoteSpec,
-};
+use pipeline_core::{CropRounding, ItemError, ItemIndex, Manifest, ModelKind, RemoteSpec};
 use serde::Serialize;
 
 use crate::args::PreprocessArgs;
@@ -52,19 +50,9 @@ fn preprocess(args: &PreprocessArgs) -> Result<usize, String> {
     let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
     let crop_rounding = match &args.weights {
         None => CropRounding::HalfEven,
-        Some(path) if !path.is_file() => {
-            return Err(format!("--weights {}: no such file", path.display()));
-        }
-        Some(path) => {
-            gpu_worker::Model::check_file(model, path).map_err(|e| format!("--weights: {e}"))?
-        }
+        Some(path) => crate::plan::checked_weights(model, path)?,
     };
-    let spec = PreprocessSpec {
-        jpeg_draft: args.jpeg_draft,
-        fast: args.fast_preprocess,
-        crop_rounding,
-        ..model.default_preprocess()
-    };
+    let spec = crate::plan::preprocess_spec(model, &args.decode, crop_rounding);
     let data = crate::plan::data_spec(&args.data, &args.source)?;
     prepare_out(&args.out)?;
     let remote = RemoteSpec::default();

@@ -79,7 +79,7 @@ pub(crate) fn run(json: bool) -> Outcome {
         Ok(probe) => probe,
         Err(e) => return Outcome::Failed(e),
     };
-    let facts = crate::diagnose::Facts::of_this_machine(probe.nvidia.len(), probe.gpus.len());
+    let facts = crate::diagnose::Facts::of_this_machine(probe.nvidia.len(), probe.vulkan_gpus());
     let mut adapters = probe.gpus;
     adapters.extend(probe.others);
     let listing = Listing {
@@ -182,7 +182,7 @@ pub(crate) fn engine_devices(
         if let Some(missing) = gpu_worker::cuda::libs::cuda_libraries().missing_line() {
             return Err(format!("--engine cuda: {missing}"));
         }
-        let (devices, notice) = chosen_devices(gpus, false)?;
+        let (devices, notice) = chosen_devices(gpus, Runs::Cuda, false)?;
         if devices.iter().any(|d| !matches!(d, DeviceSpec::Gpu(_))) {
             return Err(format!(
                 "--engine cuda: no NVIDIA GPU to run on (--gpus {}); --engine cpu runs the CPU",
@@ -202,7 +202,7 @@ fn burn_devices(
     gpus: &str,
 ) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     match engine {
-        EngineArg::Auto => chosen_devices(gpus, true),
+        EngineArg::Auto => chosen_devices(gpus, Runs::Vulkan, true),
         EngineArg::Cpu => {
             let flag = gpus.trim();
             if flag.eq_ignore_ascii_case("all") || flag.eq_ignore_ascii_case("cpu") {
@@ -215,7 +215,7 @@ fn burn_devices(
             }
         }
         EngineArg::Vulkan => {
-            let (devices, notice) = chosen_devices(gpus, false)?;
+            let (devices, notice) = chosen_devices(gpus, Runs::Vulkan, false)?;
             if devices.contains(&DeviceSpec::Cpu) {
                 let why = notice
                     .as_deref()
@@ -243,11 +243,42 @@ fn nvidia_on_vulkan(nvidia: usize) -> Option<String> {
     })
 }
 
+/// What the chosen engine runs on: `--gpus all` takes the GPUs it can.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Runs {
+    /// burn's GPU engine: GPUs Vulkan sees.
+    Vulkan,
+    /// The CUDA engine: NVIDIA's GPUs, with or without Vulkan.
+    Cuda,
+}
+
+impl Runs {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Vulkan => "Vulkan",
+            Self::Cuda => "NVIDIA",
+        }
+    }
+}
+
+/// The NVIDIA GPUs' UUIDs by `--gpus` index where `devices` has a GPU
+/// (workers get theirs as `CUDA_VISIBLE_DEVICES`); empty otherwise, and
+/// when the machine's GPUs cannot be listed.
+pub(crate) fn cuda_uuids(devices: &[DeviceSpec]) -> std::collections::BTreeMap<usize, String> {
+    if !devices.iter().any(|d| matches!(d, DeviceSpec::Gpu(_))) {
+        return Default::default();
+    }
+    crate::probe::probe()
+        .map(|p| p.cuda_uuids())
+        .unwrap_or_default()
+}
+
 /// `--gpus` → the devices, each once (before `--workers-per-gpu`), and
 /// a notice saying how `all` chose (and, with `explain_vulkan`, why
 /// NVIDIA GPUs it found run on Vulkan).
 pub(crate) fn chosen_devices(
     flag: &str,
+    on: Runs,
     explain_vulkan: bool,
 ) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     let flag = flag.trim();
@@ -270,16 +301,22 @@ pub(crate) fn chosen_devices(
                     .as_ref()
                     .is_none_or(|(allowed, _)| allowed.contains(i))
             })
+            .filter(|i| match on {
+                Runs::Vulkan => gpus[*i].vulkan,
+                Runs::Cuda => gpus[*i].uuid.is_some(),
+            })
             .map(DeviceSpec::Gpu)
             .collect();
+        let vulkan_gpus = gpus.iter().filter(|g| g.vulkan).count();
         let names: Vec<String> = chosen.iter().map(ToString::to_string).collect();
         let notice = match (&given, chosen.is_empty()) {
             (Some((_, source)), true) => format!(
-                "pipeline: {source} names no Vulkan GPU of this machine; running on the CPU \
-                 (burn flex)"
+                "pipeline: {source} names no {} GPU of this machine; running on the CPU \
+                 (burn flex)",
+                on.name()
             ),
             (None, true) => {
-                let facts = crate::diagnose::Facts::of_this_machine(nvidia, 0);
+                let facts = crate::diagnose::Facts::of_this_machine(nvidia, vulkan_gpus);
                 match crate::diagnose::explain(&facts) {
                     Some(why) => format!("pipeline: {why}; running on the CPU (burn flex)"),
                     None => "pipeline: no GPU found; running on the CPU (burn flex)".to_owned(),

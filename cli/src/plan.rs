@@ -182,6 +182,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
                 .map_err(|e| format!("--pooling: {e}"))?,
         ),
     };
+    let cuda_uuids = crate::devices::cuda_uuids(&devices);
     Ok(Planned {
         devices,
         worker_devices,
@@ -204,6 +205,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             preprocess: preprocess_spec(model, &args.decode, crop_rounding),
             limits: decode_limits(&args.limits),
             remote: remote_spec(args)?,
+            cuda_uuids,
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],
         class_dir,

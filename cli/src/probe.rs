@@ -27,6 +27,17 @@ pub(crate) struct Adapter {
     pub(crate) memory: Option<(u64, u64)>,
     /// How `--gpus` selects it: `gpu:N` or `software`.
     pub(crate) spec: Option<String>,
+    /// An NVIDIA GPU's UUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) uuid: Option<String>,
+    /// Whether Vulkan sees it (burn's GPU engine runs on it); an NVIDIA GPU
+    /// without it runs the CUDA engine only.
+    #[serde(default = "yes")]
+    pub(crate) vulkan: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// What the child found: the GPUs in `--gpus` index order (PCI bus order),
@@ -44,6 +55,20 @@ impl Probe {
     /// Whether Mesa's lavapipe (`--gpus software`) is there.
     pub(crate) fn has_software(&self) -> bool {
         self.others.iter().any(|a| a.kind == "cpu")
+    }
+
+    /// How many GPUs Vulkan sees.
+    pub(crate) fn vulkan_gpus(&self) -> usize {
+        self.gpus.iter().filter(|g| g.vulkan).count()
+    }
+
+    /// The NVIDIA GPUs' UUIDs by `--gpus` index.
+    pub(crate) fn cuda_uuids(&self) -> std::collections::BTreeMap<usize, String> {
+        self.gpus
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| Some((i, g.uuid.clone()?)))
+            .collect()
     }
 
     /// The `--gpus` index of the GPU at PCI bus id `id`.
@@ -65,6 +90,8 @@ fn adapter(a: gpu_worker::AdapterSummary) -> Adapter {
         pci_bus_id: a.pci_bus_id,
         memory: a.memory,
         spec: a.spec,
+        uuid: a.uuid,
+        vulkan: a.vulkan,
     }
 }
 
@@ -85,17 +112,29 @@ pub(crate) fn print() -> Outcome {
     }
 }
 
-/// The parent's side: runs `pipeline probe-devices` and reads its answer.
+/// The parent's side: runs `pipeline probe-devices` (once per process: the
+/// machine's GPUs do not change during a command) and reads its answer.
 /// A child that crashed or said nothing useful is an error naming how it
 /// ended, as one line (`{:#}` of the error and its causes).
 pub(crate) fn probe() -> Result<Probe, String> {
-    run_probe().map_err(|e| format!("{e:#}"))
+    static PROBE: std::sync::OnceLock<Result<Probe, String>> = std::sync::OnceLock::new();
+    PROBE
+        .get_or_init(|| run_probe().map_err(|e| format!("{e:#}")))
+        .clone()
 }
 
 fn run_probe() -> anyhow::Result<Probe> {
     let exe = std::env::current_exe().context("cannot find the pipeline executable")?;
     let mut command = Command::new(exe);
-    command.arg("probe-devices").stdin(Stdio::null());
+    // Every GPU of the machine, whatever this process may use: `--gpus`
+    // and the scheduler's variables choose among them afterwards, by PCI
+    // bus order (the CUDA driver, where NVML is missing, would otherwise
+    // list only what CUDA_VISIBLE_DEVICES lets it see).
+    command
+        .arg("probe-devices")
+        .stdin(Stdio::null())
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
     if let Some(dir) = pipeline_core::runtime_dir_for_children() {
         command.env("XDG_RUNTIME_DIR", dir);
     }

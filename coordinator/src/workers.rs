@@ -39,11 +39,18 @@ pub(crate) struct WorkerHandle {
     threads: Vec<JoinHandle<()>>,
 }
 
-/// `CUDA_VISIBLE_DEVICES` for a worker: its own GPU only, or none at all,
-/// so no library in the child touches another worker's GPU.
-fn visible_devices(device: &DeviceSpec) -> String {
-    match device {
-        DeviceSpec::Gpu(i) => i.to_string(),
+/// `CUDA_VISIBLE_DEVICES` for a worker: its own GPU only, by its UUID
+/// where it is an NVIDIA GPU (CUDA numbers GPUs fastest first unless told
+/// `CUDA_DEVICE_ORDER=PCI_BUS_ID`, and `gpu:N` is PCI bus order), else by
+/// its index; or none at all, so no library in the child touches another
+/// worker's GPU.
+fn visible_devices(config: &WorkerConfig) -> String {
+    match config.device {
+        DeviceSpec::Gpu(i) => config
+            .cuda_uuids
+            .get(&i)
+            .cloned()
+            .unwrap_or_else(|| i.to_string()),
         DeviceSpec::Cpu | DeviceSpec::Software => String::new(),
     }
 }
@@ -69,7 +76,8 @@ impl WorkerHandle {
         let mut child = command
             .arg("worker")
             .process_group(0)
-            .env("CUDA_VISIBLE_DEVICES", visible_devices(&config.device))
+            .env("CUDA_VISIBLE_DEVICES", visible_devices(config))
+            .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
             .env("PIPELINE_WORKER_NAME", &config.name)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -195,4 +203,42 @@ pub(crate) fn peak_rss_bytes(status_file: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with("VmHWM:"))?;
     let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::visible_devices;
+    use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Task, WorkerConfig};
+
+    fn on(device: DeviceSpec) -> WorkerConfig {
+        WorkerConfig {
+            name: "w".into(),
+            device,
+            model: ModelKind::Tiny,
+            weights: None,
+            seed: 0,
+            task: Task::Embed,
+            pooling: None,
+            classes: None,
+            precision: Default::default(),
+            engine: Default::default(),
+            batch_size: None,
+            loader_threads: 1,
+            preprocess: ModelKind::Tiny.default_preprocess(),
+            limits: DecodeLimits::default(),
+            remote: Default::default(),
+            cuda_uuids: [(1, "GPU-1111".to_owned()), (3, "GPU-3333".to_owned())].into(),
+        }
+    }
+
+    /// A worker sees its own GPU only: an NVIDIA GPU by its UUID, another
+    /// by its index, the CPU and lavapipe none.
+    #[test]
+    fn workers_see_their_own_gpu_by_uuid() {
+        assert_eq!(visible_devices(&on(DeviceSpec::Gpu(3))), "GPU-3333");
+        assert_eq!(visible_devices(&on(DeviceSpec::Gpu(1))), "GPU-1111");
+        assert_eq!(visible_devices(&on(DeviceSpec::Gpu(2))), "2");
+        assert_eq!(visible_devices(&on(DeviceSpec::Cpu)), "");
+        assert_eq!(visible_devices(&on(DeviceSpec::Software)), "");
+    }
 }

@@ -16,6 +16,7 @@ mod engine;
 pub mod failpoints;
 mod model;
 mod model_only;
+pub mod nvidia;
 pub mod text;
 mod weights_error;
 mod worker;

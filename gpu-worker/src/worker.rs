@@ -525,6 +525,7 @@ mod tests {
             preprocess: ModelKind::Tiny.default_preprocess(),
             limits: DecodeLimits::default(),
             remote: Default::default(),
+            cuda_uuids: Default::default(),
         };
         let error = match open_engine(&config) {
             Ok(_) => panic!("tiny has no CUDA engine"),

@@ -229,6 +229,7 @@ fn an_images_bytes_do_not_depend_on_the_images_beside_it() {
             preprocess: model.default_preprocess(),
             limits: DecodeLimits::default(),
             remote: Default::default(),
+            cuda_uuids: Default::default(),
         };
         let engine = CudaEngine::open(&config).unwrap_or_else(|e| panic!("{model}: {e}"));
         let side = config.preprocess.crop as usize;

@@ -19,6 +19,7 @@
 //! Besides the messages, the worker's exit code speaks:
 //! [`WORKER_EXIT_DEVICE_LOST`] says its device ran out of memory or was lost.
 
+use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::path::PathBuf;
 
@@ -89,6 +90,12 @@ pub struct WorkerConfig {
     /// How remote items are read.
     #[serde(default)]
     pub remote: RemoteSpec,
+    /// The NVIDIA GPUs' UUIDs by `gpu:N` index: a worker on GPU N gets its
+    /// UUID as `CUDA_VISIBLE_DEVICES` (CUDA's own numbering is not PCI bus
+    /// order unless `CUDA_DEVICE_ORDER` says so), and the CUDA engine opens
+    /// the GPU by it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub cuda_uuids: BTreeMap<usize, String>,
 }
 
 /// One image to process: its stable index and where its bytes are.

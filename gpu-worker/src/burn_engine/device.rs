@@ -5,12 +5,13 @@
 //! turns a failure (a panic inside the runtime) into an error naming the
 //! adapter.
 //!
-//! GPU numbering: `gpu:N` is the N-th hardware Vulkan adapter in PCI bus
-//! order — the order of `nvidia-smi` and of `CUDA_DEVICE_ORDER=PCI_BUS_ID`.
-//! Vulkan's own enumeration order is not CUDA's, so [`gpus`] sorts by the PCI
-//! bus id the driver reports, and burn's per-type index is looked up from
-//! there. Where NVIDIA's NVML library is present, its memory figures are
-//! joined to the adapter by the same PCI bus id.
+//! GPU numbering: `gpu:N` is the N-th GPU in PCI bus order — the order of
+//! `nvidia-smi` and of `CUDA_DEVICE_ORDER=PCI_BUS_ID` — over the hardware
+//! Vulkan adapters and NVIDIA's GPUs as their driver lists them
+//! (`nvidia.rs`), joined by PCI bus id: an NVIDIA GPU that Vulkan cannot
+//! see (a CUDA container without the Vulkan loader) is still `gpu:N`, for
+//! the CUDA engine, and burn's engine says it has no Vulkan driver. burn's
+//! per-type index is looked up from the Vulkan adapter.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -32,7 +33,17 @@ pub fn device_for(spec: &DeviceSpec) -> Result<Device, DeviceError> {
                     burn_kind: Some(kind),
                     ..
                 }) => Device::vulkan(kind.clone()),
-                _ => {
+                Some(gpu) => {
+                    return Err(DeviceError {
+                        spec: spec.clone(),
+                        message: format!(
+                            "{} has no Vulkan driver here (no Vulkan loader, or NVIDIA's \
+                             driver without its graphics capability); use --engine cuda",
+                            gpu.name
+                        ),
+                    });
+                }
+                None => {
                     return Err(DeviceError {
                         spec: spec.clone(),
                         message: format!(
@@ -72,6 +83,11 @@ pub struct AdapterSummary {
     pub pci_bus_id: Option<String>,
     /// Total and free device memory in bytes, from NVML.
     pub memory: Option<(u64, u64)>,
+    /// An NVIDIA GPU's UUID (`GPU-…`), which workers get as
+    /// `CUDA_VISIBLE_DEVICES`.
+    pub uuid: Option<String>,
+    /// Whether Vulkan sees it (burn's GPU engine runs on it).
+    pub vulkan: bool,
     /// How to ask for it: `gpu:N` or `software`.
     pub spec: Option<String>,
     /// burn's name for it (adapters of type `other` have none).
@@ -90,7 +106,6 @@ pub fn adapters() -> Vec<AdapterSummary> {
             .iter()
             .map(wgpu::Adapter::get_info)
             .collect();
-    let memory = nvml_memory();
     let mut per_type = [0usize; 5];
     infos
         .into_iter()
@@ -120,7 +135,9 @@ pub fn adapters() -> Vec<AdapterSummary> {
                     .trim()
                     .to_owned(),
                 pci_bus_id: pci.map(|_| info.device_pci_bus_id.clone()),
-                memory: pci.and_then(|key| memory.get(&key).copied()),
+                memory: None,
+                uuid: None,
+                vulkan: true,
                 spec: (slot == 3).then(|| "software".to_owned()),
                 burn_kind,
             }
@@ -128,12 +145,48 @@ pub fn adapters() -> Vec<AdapterSummary> {
         .collect()
 }
 
-/// The hardware GPUs, in PCI bus order, each with its `gpu:N` spec set.
+/// The hardware GPUs, in PCI bus order, each with its `gpu:N` spec set:
+/// the Vulkan adapters and NVIDIA's GPUs (NVML's memory and UUID joined to
+/// the adapter at the same PCI bus id; an NVIDIA GPU Vulkan does not see
+/// listed on its own, `backend` `cuda`).
 pub fn gpus() -> Vec<AdapterSummary> {
-    let mut gpus: Vec<AdapterSummary> = adapters()
+    let vulkan = adapters()
         .into_iter()
         .filter(|a| matches!(a.kind, "discrete" | "integrated" | "virtual"))
         .collect();
+    joined_gpus(vulkan, crate::nvidia::nvidia_gpus())
+}
+
+/// `vulkan`'s hardware adapters and `nvidia`'s GPUs as one list in PCI bus
+/// order, one entry per PCI bus id.
+fn joined_gpus(
+    mut gpus: Vec<AdapterSummary>,
+    nvidia: Vec<crate::nvidia::NvidiaGpu>,
+) -> Vec<AdapterSummary> {
+    for gpu in nvidia {
+        let key = pci_key(&gpu.pci_bus_id);
+        let same = gpus
+            .iter_mut()
+            .find(|a| key.is_some() && a.pci_bus_id.as_deref().and_then(pci_key) == key);
+        match same {
+            Some(adapter) => {
+                adapter.memory = gpu.memory;
+                adapter.uuid = Some(gpu.uuid);
+            }
+            None => gpus.push(AdapterSummary {
+                name: gpu.name,
+                kind: "discrete",
+                backend: "cuda".to_owned(),
+                driver: gpu.driver,
+                pci_bus_id: Some(gpu.pci_bus_id),
+                memory: gpu.memory,
+                uuid: Some(gpu.uuid),
+                vulkan: false,
+                spec: None,
+                burn_kind: None,
+            }),
+        }
+    }
     // Stable: adapters without a bus id keep the driver's order, last.
     gpus.sort_by_key(|a| {
         a.pci_bus_id
@@ -176,39 +229,14 @@ fn pci_key(id: &str) -> Option<u64> {
     Some((domain << 24) | (bus << 16) | (device << 8) | function)
 }
 
-/// The NVIDIA GPUs NVML sees, by name; empty without NVML (no NVIDIA
-/// driver, or a container without it). Set beside the Vulkan adapters, a
-/// GPU here and none there means Vulkan cannot reach the driver.
+/// The NVIDIA GPUs their driver lists, by name (NVML, else the CUDA
+/// driver); empty without NVIDIA's driver. Set beside the Vulkan adapters,
+/// a GPU here and none there means Vulkan cannot reach the driver.
 pub fn nvml_gpu_names() -> Vec<String> {
-    let Ok(nvml) = nvml_wrapper::Nvml::init() else {
-        return Vec::new();
-    };
-    (0..nvml.device_count().unwrap_or(0))
-        .map(|i| {
-            nvml.device_by_index(i)
-                .and_then(|d| d.name())
-                .unwrap_or_else(|_| format!("NVIDIA GPU {i}"))
-        })
+    crate::nvidia::nvidia_gpus()
+        .into_iter()
+        .map(|g| g.name)
         .collect()
-}
-
-/// Total and free memory of each NVIDIA GPU by PCI key; empty without NVML.
-fn nvml_memory() -> std::collections::HashMap<u64, (u64, u64)> {
-    let mut found = std::collections::HashMap::new();
-    let Ok(nvml) = nvml_wrapper::Nvml::init() else {
-        return found;
-    };
-    for i in 0..nvml.device_count().unwrap_or(0) {
-        let Ok(device) = nvml.device_by_index(i) else {
-            continue;
-        };
-        if let (Ok(pci), Ok(memory)) = (device.pci_info(), device.memory_info())
-            && let Some(key) = pci_key(&pci.bus_id)
-        {
-            found.insert(key, (memory.total, memory.free));
-        }
-    }
-    found
 }
 
 /// Opens `spec` and checks that it computes: `[1, 2, 3] * 2` read back.
@@ -331,7 +359,93 @@ pub fn open_with(
 
 #[cfg(test)]
 mod tests {
-    use super::pci_key;
+    use super::{AdapterSummary, DeviceKind, joined_gpus, pci_key};
+    use crate::nvidia::NvidiaGpu;
+
+    fn vulkan(name: &str, pci: &str, n: usize) -> AdapterSummary {
+        AdapterSummary {
+            name: name.to_owned(),
+            kind: "discrete",
+            backend: "vulkan".to_owned(),
+            driver: "driver".to_owned(),
+            pci_bus_id: Some(pci.to_owned()),
+            memory: None,
+            uuid: None,
+            vulkan: true,
+            spec: None,
+            burn_kind: Some(DeviceKind::DiscreteGpu(n)),
+        }
+    }
+
+    fn nvidia(pci: &str, uuid: &str) -> NvidiaGpu {
+        NvidiaGpu {
+            name: format!("H100 at {pci}"),
+            uuid: uuid.to_owned(),
+            pci_bus_id: pci.to_owned(),
+            memory: Some((80, 79)),
+            driver: "NVIDIA 580".to_owned(),
+        }
+    }
+
+    /// One entry per PCI bus id in bus order: an NVIDIA GPU that Vulkan
+    /// also sees keeps Vulkan's adapter and gains NVML's UUID and memory;
+    /// one Vulkan does not see (no loader) is listed for CUDA alone; a GPU
+    /// of another vendor keeps its place.
+    #[test]
+    fn vulkan_adapters_and_nvidia_gpus_join_by_pci_bus_id() {
+        let joined = joined_gpus(
+            vec![
+                vulkan("NVIDIA H100", "0000:41:00.0", 0),
+                vulkan("AMD", "0000:01:00.0", 1),
+            ],
+            vec![
+                nvidia("00000000:81:00.0", "GPU-b"),
+                nvidia("00000000:41:00.0", "GPU-a"),
+            ],
+        );
+        let row = |a: &AdapterSummary| {
+            (
+                a.spec.clone().unwrap_or_default(),
+                a.backend.clone(),
+                a.uuid.clone(),
+                a.vulkan,
+                a.memory,
+            )
+        };
+        let rows: Vec<_> = joined.iter().map(row).collect();
+        assert_eq!(
+            rows,
+            vec![
+                ("gpu:0".into(), "vulkan".into(), None, true, None),
+                (
+                    "gpu:1".into(),
+                    "vulkan".into(),
+                    Some("GPU-a".into()),
+                    true,
+                    Some((80, 79))
+                ),
+                (
+                    "gpu:2".into(),
+                    "cuda".into(),
+                    Some("GPU-b".into()),
+                    false,
+                    Some((80, 79))
+                ),
+            ]
+        );
+        assert_eq!(joined[1].burn_kind, Some(DeviceKind::DiscreteGpu(0)));
+        assert_eq!(joined[2].burn_kind, None);
+        // Without Vulkan at all, the NVIDIA GPUs alone, in bus order.
+        let alone = joined_gpus(
+            Vec::new(),
+            vec![
+                nvidia("0000:c1:00.0", "GPU-c"),
+                nvidia("0000:01:00.0", "GPU-d"),
+            ],
+        );
+        let uuids: Vec<_> = alone.iter().map(|a| a.uuid.clone()).collect();
+        assert_eq!(uuids, [Some("GPU-d".into()), Some("GPU-c".into())]);
+    }
 
     #[test]
     fn vulkan_and_nvml_bus_ids_meet() {

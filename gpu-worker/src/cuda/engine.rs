@@ -154,20 +154,25 @@ fn device_error(spec: &DeviceSpec, e: GpuError) -> OpenError {
     })
 }
 
-/// The CUDA device of the run's GPU `index` (Vulkan's numbering, which
-/// `--gpus` speaks), found by its PCI bus id, opened.
-pub(crate) fn open_gpu(index: usize) -> Result<Gpu, GpuError> {
-    let pci = crate::gpus()
-        .get(index)
-        .and_then(|g| g.pci_bus_id.clone())
-        .ok_or_else(|| {
-            GpuError(
-                "its Vulkan driver gives no PCI bus id, so its CUDA device cannot be found; \
-                 use --engine vulkan"
-                    .to_owned(),
-            )
-        })?;
-    Gpu::ordinal_at(&pci).and_then(Gpu::open)
+/// The CUDA device of the run's GPU `index` (`gpu:N`, PCI bus order),
+/// opened: by `uuid` when the coordinator gave it (a worker, whose
+/// `CUDA_VISIBLE_DEVICES` holds that GPU alone), else by the UUID or PCI
+/// bus id the machine's GPU list has at `index`. No context is made on
+/// any other GPU, and Vulkan is not needed.
+pub(crate) fn open_gpu(index: usize, uuid: Option<&str>) -> Result<Gpu, GpuError> {
+    let ordinal = match uuid {
+        Some(uuid) => crate::nvidia::cuda_ordinal(Some(uuid), None),
+        None => match crate::gpus().into_iter().nth(index) {
+            Some(gpu) => {
+                crate::nvidia::cuda_ordinal(gpu.uuid.as_deref(), gpu.pci_bus_id.as_deref())
+            }
+            None => Err(format!(
+                "this machine has no gpu:{index} (see `pipeline devices`)"
+            )),
+        },
+    };
+    let ordinal = ordinal.map_err(|e| GpuError(format!("{e}; use --engine vulkan")))?;
+    Gpu::open(ordinal)
 }
 
 impl CudaEngine {
@@ -196,7 +201,8 @@ impl CudaEngine {
         {
             return Err(OpenError::NoClassifier(config.model));
         }
-        let gpu = open_gpu(*index).map_err(|e| device_error(spec, e))?;
+        let uuid = config.cuda_uuids.get(index).map(String::as_str);
+        let gpu = open_gpu(*index, uuid).map_err(|e| device_error(spec, e))?;
         let model = plan.upload(&gpu).map_err(|e| device_error(spec, e))?;
         let engine = Self {
             feature_dim: plan.feature_dim(),
@@ -458,6 +464,7 @@ mod tests {
             preprocess: model.default_preprocess(),
             limits: DecodeLimits::default(),
             remote: Default::default(),
+            cuda_uuids: Default::default(),
         }
     }
 

@@ -136,7 +136,7 @@ impl CudaTextTower {
             Some(path) => text_plan(config, name, path)?,
             None => text_plan_seeded(config, name, seed),
         };
-        let gpu = super::engine::open_gpu(index)?;
+        let gpu = super::engine::open_gpu(index, None)?;
         let text = CudaText::new(&gpu, &plan)?;
         let ids = [probe];
         let got = text.embed(&gpu, &ids)?;

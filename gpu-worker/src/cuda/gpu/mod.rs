@@ -204,34 +204,6 @@ impl Gpu {
         })
     }
 
-    /// The CUDA ordinal of the GPU at PCI bus id `pci` (`0000:01:00.0`,
-    /// as Vulkan and `nvidia-smi` write it), or why none.
-    pub fn ordinal_at(pci: &str) -> Result<usize, GpuError> {
-        use cudarc::driver::sys::CUdevice_attribute as A;
-        // Loaded by path first, so that cudarc's load by name finds them.
-        if let Some(missing) = cuda_libraries().missing_line() {
-            return Err(GpuError(missing));
-        }
-        let count = CudaContext::device_count().map_err(driver("counting CUDA GPUs"))?;
-        for ordinal in 0..count.max(0) as usize {
-            let ctx = CudaContext::new(ordinal).map_err(driver("opening a GPU"))?;
-            let get = |a| ctx.attribute(a).map_err(driver("its PCI bus id"));
-            let id = format!(
-                "{:04x}:{:02x}:{:02x}.0",
-                get(A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?,
-                get(A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?,
-                get(A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?
-            );
-            if crate::same_pci_bus(&id, pci) {
-                return Ok(ordinal);
-            }
-        }
-        Err(GpuError(format!(
-            "no CUDA GPU at PCI bus id {pci} ({count} CUDA GPUs: is CUDA_VISIBLE_DEVICES \
-             hiding it?); use --engine vulkan"
-        )))
-    }
-
     /// The GPU's name, as the driver gives it.
     pub fn name(&self) -> String {
         self.ctx.name().unwrap_or_else(|e| format!("? ({e})"))

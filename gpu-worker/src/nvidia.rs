@@ -1,0 +1,225 @@
+//! NVIDIA's GPUs as their driver sees them, without Vulkan (#40): a CUDA
+//! container without the Vulkan loader or the driver's graphics capability
+//! (the usual server setup) has no Vulkan GPU at all, yet its GPUs run the
+//! CUDA engine.
+//!
+//! NVML first (`libnvidia-ml`, the driver's management library, which
+//! ignores `CUDA_VISIBLE_DEVICES` and creates no CUDA context); where it is
+//! missing, the CUDA driver's device queries (`cuDeviceGet*`, which need no
+//! context either). Either way one busy or broken GPU is left out, never the
+//! search: its error costs that GPU only.
+
+use std::ffi::c_int;
+
+/// One NVIDIA GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvidiaGpu {
+    /// e.g. `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// `GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as `nvidia-smi -L` and
+    /// `CUDA_VISIBLE_DEVICES` write it.
+    pub uuid: String,
+    /// `domain:bus:device.function`, as the tool that found it writes it.
+    pub pci_bus_id: String,
+    /// Total and free memory in bytes, from NVML (the driver's query of
+    /// free memory needs a context).
+    pub memory: Option<(u64, u64)>,
+    /// e.g. `NVIDIA 580.95.05` (NVML) or `NVIDIA CUDA 13.0` (the driver).
+    pub driver: String,
+}
+
+/// Every NVIDIA GPU of this machine, in the order found; empty without
+/// NVIDIA's driver.
+pub fn nvidia_gpus() -> Vec<NvidiaGpu> {
+    nvml_gpus().unwrap_or_else(cuda_driver_gpus)
+}
+
+/// The GPUs NVML lists; `None` when NVML cannot start (no driver, or a
+/// container without the driver's utility capability).
+fn nvml_gpus() -> Option<Vec<NvidiaGpu>> {
+    let nvml = nvml_wrapper::Nvml::init().ok()?;
+    let driver = nvml
+        .sys_driver_version()
+        .map_or_else(|_| "NVIDIA".to_owned(), |v| format!("NVIDIA {v}"));
+    let count = nvml.device_count().ok()?;
+    Some(
+        (0..count)
+            .filter_map(|i| {
+                let device = nvml.device_by_index(i).ok()?;
+                Some(NvidiaGpu {
+                    name: device.name().unwrap_or_else(|_| format!("NVIDIA GPU {i}")),
+                    uuid: device.uuid().ok()?,
+                    pci_bus_id: device.pci_info().ok()?.bus_id,
+                    memory: device.memory_info().ok().map(|m| (m.total, m.free)),
+                    driver: driver.clone(),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// The GPUs the CUDA driver lists, read without creating a context; empty
+/// when the driver is missing or fails to start.
+fn cuda_driver_gpus() -> Vec<NvidiaGpu> {
+    use crate::cuda::libs::{CudaLib, cuda_libraries};
+    // cudarc panics on a driver library it cannot load: only called once
+    // it is known to be there.
+    if cuda_libraries().found(CudaLib::Driver).is_none() {
+        return Vec::new();
+    }
+    std::panic::catch_unwind(|| {
+        let version = driver::version().map_or_else(
+            || "NVIDIA".to_owned(),
+            |v| format!("NVIDIA CUDA {}.{}", v / 1000, (v % 1000) / 10),
+        );
+        (0..driver::count())
+            .filter_map(|ordinal| {
+                let found = driver::describe(ordinal)?;
+                Some(NvidiaGpu {
+                    name: found.name,
+                    uuid: found.uuid,
+                    pci_bus_id: found.pci_bus_id,
+                    memory: None,
+                    driver: version.clone(),
+                })
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// A CUDA device as the driver describes it, with no context made.
+pub(crate) struct DriverDevice {
+    pub(crate) name: String,
+    pub(crate) uuid: String,
+    pub(crate) pci_bus_id: String,
+}
+
+/// The CUDA ordinal of the GPU with this UUID or, without one, at this PCI
+/// bus id; `Err` says what the driver sees instead. Asks each device its
+/// attributes only: no context is created on any GPU, and a GPU whose
+/// queries fail is skipped.
+pub(crate) fn cuda_ordinal(uuid: Option<&str>, pci: Option<&str>) -> Result<usize, String> {
+    use crate::cuda::libs::cuda_libraries;
+    if let Some(missing) = cuda_libraries().missing_line() {
+        return Err(missing);
+    }
+    let count = driver::count();
+    for ordinal in 0..count {
+        let Some(found) = driver::describe(ordinal) else {
+            continue;
+        };
+        let hit = match (uuid, pci) {
+            (Some(uuid), _) => found.uuid.eq_ignore_ascii_case(uuid),
+            (None, Some(pci)) => crate::same_pci_bus(&found.pci_bus_id, pci),
+            (None, None) => false,
+        };
+        if hit {
+            return Ok(ordinal);
+        }
+    }
+    let which = match (uuid, pci) {
+        (Some(uuid), _) => format!("with UUID {uuid}"),
+        (None, Some(pci)) => format!("at PCI bus id {pci}"),
+        (None, None) => "(this GPU has neither a UUID nor a PCI bus id)".to_owned(),
+    };
+    Err(format!(
+        "no CUDA GPU {which} ({count} CUDA GPU(s) visible: is CUDA_VISIBLE_DEVICES hiding it?)"
+    ))
+}
+
+/// `GPU-` and the 16 bytes as `8-4-4-4-12` hex digits, as NVML and
+/// `CUDA_VISIBLE_DEVICES` write a UUID.
+pub(crate) fn uuid_string(bytes: &[u8; 16]) -> String {
+    let hex = |range: std::ops::Range<usize>| {
+        bytes[range]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        hex(0..4),
+        hex(4..6),
+        hex(6..8),
+        hex(8..10),
+        hex(10..16)
+    )
+}
+
+/// The CUDA driver's device queries, the one `unsafe` here.
+#[allow(unsafe_code)]
+mod driver {
+    use super::{DriverDevice, c_int, uuid_string};
+    use cudarc::driver::result::{self, device};
+    use cudarc::driver::sys::CUdevice_attribute as A;
+
+    /// How many devices the driver shows this process (0 when it fails to
+    /// start).
+    pub(super) fn count() -> usize {
+        if result::init().is_err() {
+            return 0;
+        }
+        device::get_count().map_or(0, |n| usize::try_from(n).unwrap_or(0))
+    }
+
+    /// The driver's CUDA version, e.g. 13000.
+    pub(super) fn version() -> Option<i32> {
+        let mut version: c_int = 0;
+        // SAFETY: writes one int; the driver is loaded (checked by callers).
+        unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) }
+            .result()
+            .ok()?;
+        Some(version)
+    }
+
+    /// Device `ordinal`'s name, UUID and PCI bus id; `None` when any query
+    /// fails (a broken or lost GPU).
+    pub(super) fn describe(ordinal: usize) -> Option<DriverDevice> {
+        let dev = device::get(c_int::try_from(ordinal).ok()?).ok()?;
+        // SAFETY: `dev` was returned by `cuDeviceGet`; attribute queries
+        // read plain values and need no context.
+        let (domain, bus, slot) = unsafe {
+            (
+                device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID).ok()?,
+                device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID).ok()?,
+                device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID).ok()?,
+            )
+        };
+        let raw = device::get_uuid(dev).ok()?;
+        let bytes: [u8; 16] = raw.bytes.map(|b| b as u8);
+        Some(DriverDevice {
+            name: device::get_name(dev).ok()?,
+            uuid: uuid_string(&bytes),
+            pci_bus_id: format!("{domain:04x}:{bus:02x}:{slot:02x}.0"),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A UUID reads as `nvidia-smi -L` prints it (and as
+    /// `CUDA_VISIBLE_DEVICES` takes it): the bytes in order, grouped
+    /// 8-4-4-4-12.
+    #[test]
+    fn uuids_are_written_as_nvidia_smi_writes_them() {
+        let bytes: [u8; 16] = std::array::from_fn(|i| (i as u8) * 17);
+        assert_eq!(
+            uuid_string(&bytes),
+            "GPU-00112233-4455-6677-8899-aabbccddeeff"
+        );
+    }
+
+    /// With no NVIDIA driver (this machine), nothing is found and nothing
+    /// panics, through either path.
+    #[test]
+    fn a_machine_without_nvidia_gpus_lists_none() {
+        if nvml_wrapper::Nvml::init().is_ok() {
+            return; // a machine with NVIDIA's driver: nothing to say here
+        }
+        assert_eq!(nvidia_gpus(), Vec::new());
+        assert!(cuda_ordinal(Some("GPU-0"), None).is_err());
+    }
+}

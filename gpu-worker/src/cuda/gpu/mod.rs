@@ -22,15 +22,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use cudarc::cublaslt::{CudaBlasLT, Matmul, MatmulConfig};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig,
+    CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr,
+    LaunchConfig,
 };
 use half::f16;
 
 use super::kernels::{SOURCES, compile_cached};
 use super::libs::cuda_libraries;
 
+mod blas;
 mod cnn;
 mod tower;
 mod transformer;
@@ -113,7 +114,7 @@ fn check_len<T>(buf: &CudaSlice<T>, needed: usize, what: &str) {
 pub struct Gpu {
     ctx: Arc<CudaContext>,
     stream: Arc<CudaStream>,
-    blas: CudaBlasLT,
+    blas: blas::Blas,
     kernels: HashMap<&'static str, CudaFunction>,
 }
 
@@ -194,8 +195,7 @@ impl Gpu {
                 kernels.insert(*entry, f);
             }
         }
-        let blas =
-            CudaBlasLT::new(stream.clone()).map_err(|e| GpuError(format!("cuBLASLt: {e:?}")))?;
+        let blas = blas::Blas::new(stream.clone(), capability.0)?;
         Ok(Self {
             ctx,
             stream,
@@ -284,40 +284,29 @@ impl Gpu {
         check_len(x, rows * g.k, "GEMM input");
         check_len(y, rows * g.n, "GEMM output");
         // Row-major `y = x·W` is column-major `yᵀ = Wᵀ·xᵀ`: A = W
-        // (`n × k`, ld n), B = x (`k × rows`, ld k), C = y (`n × rows`).
-        let cfg = MatmulConfig {
+        // (`n × k`, ld n), B = x (`k × rows`, ld k), D = y (`n × rows`).
+        let call = blas::Call {
             transa: false,
-            transb: false,
-            transc: false,
             m: g.n as u64,
             n: rows as u64,
             k: g.k as u64,
             alpha: 1.0,
+            beta: if accumulate { 1.0 } else { 0.0 },
             lda: g.n as i64,
             ldb: g.k as i64,
-            beta: if accumulate { 1.0 } else { 0.0 },
-            ldc: g.n as i64,
-            stride_a: None,
-            stride_b: None,
-            stride_c: None,
-            stride_bias: None,
-            batch_size: None,
+            ldd: g.n as i64,
+            batch: None,
         };
-        let bias = g.bias.as_ref().map(|b| b.slice(..));
-        let mut out = y.slice_mut(..);
+        let (w, _w) = g.w.device_ptr(&self.stream);
+        let (xp, _x) = x.device_ptr(&self.stream);
+        let bias = g.bias.as_ref().map(|b| b.device_ptr(&self.stream));
+        let (yp, _y) = y.device_ptr_mut(&self.stream);
         // SAFETY: the sizes were checked above; cuBLASLt reads `n × k`
         // weights, `k × rows` inputs and `n` biases, writes `n × rows`.
         unsafe {
-            self.blas.matmul(
-                cfg,
-                &g.w.slice(..),
-                &x.slice(..),
-                &mut out,
-                bias.as_ref(),
-                None,
-            )
+            self.blas
+                .matmul(&call, (w, xp, yp), bias.as_ref().map(|(b, _)| *b))
         }
-        .map_err(|e| GpuError(format!("cuBLASLt GEMM: {e:?}")))
     }
 
     /// Batched row-major `C[b] = alpha · A[b]·op(B[b])` over `batch`
@@ -344,34 +333,32 @@ impl Gpu {
         // Row-major `C = A·op(B)` is column-major `Cᵀ = op(B)ᵀ·Aᵀ`: the
         // column-major A operand is B (transposed where B is stored
         // `n × k`), the B operand is A.
-        let cfg = MatmulConfig {
+        let call = blas::Call {
             transa: b_transposed,
-            transb: false,
-            transc: false,
             m: n as u64,
             n: m as u64,
             k: k as u64,
             alpha,
+            beta: 0.0,
             lda: b.1.ld as i64,
             ldb: a.1.ld as i64,
-            beta: 0.0,
-            ldc: c.1.ld as i64,
-            stride_a: Some(b.1.stride as i64),
-            stride_b: Some(a.1.stride as i64),
-            stride_c: Some(c.1.stride as i64),
-            stride_bias: None,
-            batch_size: Some(int(batch)),
+            ldd: c.1.ld as i64,
+            batch: Some((
+                int(batch),
+                [b.1.stride as i64, a.1.stride as i64, c.1.stride as i64],
+            )),
         };
-        let lhs = b.0.slice(b.1.offset..);
-        let rhs = a.0.slice(a.1.offset..);
-        let mut out = c.0.slice_mut(c.1.offset..);
+        let at = |base: u64, s: &Strided| base + (s.offset * size_of::<f16>()) as u64;
+        let (bp, _b) = b.0.device_ptr(&self.stream);
+        let (ap, _a) = a.0.device_ptr(&self.stream);
+        let c_at = at(0, &c.1);
+        let (cp, _c) = c.0.device_ptr_mut(&self.stream);
         // SAFETY: every batch entry's last element was checked above to lie
         // inside its buffer.
         unsafe {
             self.blas
-                .matmul(cfg, &lhs, &rhs, &mut out, None::<&CudaView<'_, f16>>, None)
+                .matmul(&call, (at(bp, &b.1), at(ap, &a.1), cp + c_at), None)
         }
-        .map_err(|e| GpuError(format!("cuBLASLt batched GEMM: {e:?}")))
     }
 
     /// The engine's stream (cuDNN is bound to it).

@@ -133,23 +133,20 @@ impl Encoder {
             ld: tokens,
             stride: square,
         };
+        // `1/sqrt(dh)` in the GEMM's alpha, applied in f32 before the f16
+        // store: unscaled, |q·k| above 65504 would be inf and its whole
+        // softmax row NaN (CLIP-L, DINOv2-L, So400m can get there).
+        let scale = 1.0 / (dh as f32).sqrt();
         gpu.batched_gemm(
             (tokens, tokens, dh),
-            1.0,
+            scale,
             (&*split, of(0)),
             (&*split, of(part)),
             true,
             (scores, all),
             n * heads,
         )?;
-        gpu.softmax_rows(
-            scores,
-            n * heads * tokens,
-            tokens,
-            1.0 / (dh as f32).sqrt(),
-            self.causal,
-            tokens,
-        )?;
+        gpu.softmax_rows(scores, n * heads * tokens, tokens, self.causal, tokens)?;
         gpu.batched_gemm(
             (tokens, dh, tokens),
             1.0,

@@ -68,6 +68,9 @@ impl DeviceMap {
         let mut kv = gpu.zeros(n * tokens * 2 * d)?;
         gpu.gemm(t, n * tokens, &self.kv, &mut kv, false)?;
         let mut scores = gpu.zeros(n * heads * tokens)?;
+        // Scaled in the GEMM (f32), not in the softmax: see the encoder's
+        // attention.
+        let scale = 1.0 / (dh as f32).sqrt();
         for h in 0..heads {
             let q = Strided {
                 offset: h * dh,
@@ -86,7 +89,7 @@ impl DeviceMap {
             };
             gpu.batched_gemm(
                 (1, tokens, dh),
-                1.0,
+                scale,
                 (&self.query, q),
                 (&kv, k),
                 true,
@@ -94,8 +97,7 @@ impl DeviceMap {
                 n,
             )?;
         }
-        let scale = 1.0 / (dh as f32).sqrt();
-        gpu.softmax_rows(&mut scores, n * heads, tokens, scale, false, 1)?;
+        gpu.softmax_rows(&mut scores, n * heads, tokens, false, 1)?;
         let mut attended = gpu.zeros(n * d)?;
         for h in 0..heads {
             let p = Strided {

@@ -37,22 +37,22 @@ impl Gpu {
         Ok(())
     }
 
-    /// `softmax(scale · row)` in place over `rows` rows of `width`; with
-    /// `causal`, row r of each `queries`-row block sees keys `0..=r`.
+    /// `softmax(row)` in place over `rows` rows of `width` (the scores come
+    /// scaled from their GEMM); with `causal`, row r of each `queries`-row
+    /// block sees keys `0..=r`.
     pub fn softmax_rows(
         &self,
         scores: &mut Buf,
         rows: usize,
         width: usize,
-        scale: f32,
         causal: bool,
         queries: usize,
     ) -> Result<(), GpuError> {
         check_len(scores, rows * width, "softmax");
         let (w, c, q) = (int(width), i32::from(causal), int(queries));
         let mut launch = self.stream.launch_builder(self.kernel("softmax_rows_f16"));
-        launch.arg(scores).arg(&w).arg(&scale).arg(&c).arg(&q);
-        // SAFETY: `softmax_rows_f16(scores, width, scale, causal, queries)`,
+        launch.arg(scores).arg(&w).arg(&c).arg(&q);
+        // SAFETY: `softmax_rows_f16(scores, width, causal, queries)`,
         // one block per row; size checked above.
         unsafe { launch.launch(per_row(rows)) }.map_err(driver("softmax_rows_f16"))?;
         Ok(())

@@ -70,26 +70,26 @@ extern "C" __global__ void __launch_bounds__(ROW_THREADS)
     }
 }
 
-// softmax(scale · row) in place, one block per row of `width`; with
+// softmax(row) in place, one block per row of `width` (scaled by the
+// scores' GEMM, in f32 before the f16 store); with
 // `causal`, row r of each `queries`-row head sees keys 0..=r only and the
 // rest are written 0 (as under a -inf mask).
 extern "C" __global__ void __launch_bounds__(ROW_THREADS)
-    softmax_rows_f16(half_bits* __restrict__ scores, int width, float scale, int causal,
-                     int queries) {
+    softmax_rows_f16(half_bits* __restrict__ scores, int width, int causal, int queries) {
     half_bits* row = scores + static_cast<long long>(blockIdx.x) * width;
     const int seen = causal ? min(static_cast<int>(blockIdx.x % queries) + 1, width) : width;
     float best = negative_infinity();
     for (int i = threadIdx.x; i < seen; i += ROW_THREADS) {
-        best = fmaxf(best, scale * h2f(row[i]));
+        best = fmaxf(best, h2f(row[i]));
     }
     best = block_max(best);
     float sum = 0.0f;
     for (int i = threadIdx.x; i < seen; i += ROW_THREADS) {
-        sum += __expf(scale * h2f(row[i]) - best);
+        sum += __expf(h2f(row[i]) - best);
     }
     const float inv = 1.0f / block_sum(sum);
     for (int i = threadIdx.x; i < width; i += ROW_THREADS) {
-        const float p = i < seen ? __expf(scale * h2f(row[i]) - best) * inv : 0.0f;
+        const float p = i < seen ? __expf(h2f(row[i]) - best) * inv : 0.0f;
         row[i] = f2h(p);
     }
 }

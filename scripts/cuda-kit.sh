@@ -1,55 +1,76 @@
 #!/usr/bin/env bash
-# The CUDA engine's GPU kit (#28): what a session with a GPU machine
+# The CUDA engine's GPU kit (#28, #40): what a session with a GPU machine
 # carries there to verify the engine, built here (the GPU machine has no
 # network and no Rust toolchain).
 #
-#   bash scripts/cuda-kit.sh build    # here: target/cuda-kit/ (about 50 MB)
+#   bash scripts/cuda-kit.sh build    # here: target/cuda-kit/ (the stripped,
+#                                     # xz-packed `pipeline` and tests/cuda_gpu.rs
+#                                     # binaries, EfficientNet-Lite0's real
+#                                     # weights, MANIFEST)
 #
-# then, on the GPU machine, one device call each (carry target/cuda-kit,
-# and target/weights for EfficientNet-Lite0's real weights):
+# then, on the GPU machine, one device call (carry target/cuda-kit, and
+# nothing else: the weights travel inside it, and no Vulkan loader):
 #
-#   bash scripts/cuda-kit.sh test     # every family on the GPU against its
-#                                     # f32 reference (tests/cuda_gpu.rs)
-#   bash scripts/cuda-kit.sh unpack && . target/cuda-kit/env.sh &&
-#       MODELS=resnet50 bash scripts/gpu-bench.sh OUT
+#   bash scripts/cuda-kit.sh verify "$OUT"
 #
-# or both in one call (not yet timed: give it a whole 10-minute device
-# call): `bash scripts/cuda-kit.sh verify OUT` (MODELS as
-# gpu-bench.sh takes it, default resnet50; the tests' output goes to
-# OUT/cuda_gpu.txt, and a failing test does not stop the benchmark).
+# runs the parts below in order, each step in its own process under its
+# own `timeout`, writing under OUT as it goes (a call cut short still
+# brings back what it measured) and one line per step to OUT/summary.txt
+# as soon as the step ends (PASS, FAIL, TIMEOUT, CRASH or SKIP):
+#   1. the machine: OUT/machine.txt (nvidia-smi, the driver, nvcc, NVIDIA's
+#      libraries found with their versions, PyTorch's CUDA and cuDNN, what
+#      `pipeline devices` finds: OUT/devices.txt and devices.json);
+#   2. parity: each family of tests/cuda_gpu.rs in its own process
+#      (`cuda_gpu NAME --exact`), so that a sticky device fault in one
+#      leaves the next standing: OUT/parity-FAMILY.log, cuBLASLt's and
+#      cuDNN's logs in OUT/cublaslt-FAMILY.log and OUT/cudnn-FAMILY.log,
+#      every cosine and top-1 in OUT/parity-figures.txt;
+#   3. model only, --engine cuda against PyTorch (f16 eager and tuned):
+#      OUT/bench/, rows in OUT/rows.md;
+#   4. end to end on generated photos, then the loader's scaling with
+#      threads: OUT/bench/.
+# Parts alone: `machine OUT`, `parity OUT [FAMILY...]`, `models OUT`,
+# `e2e OUT`; `test [OUT]` is `parity` (OUT defaults to
+# target/cuda-kit-results). `unpack` sets up target/release/pipeline and
+# target/cuda-kit/env.sh for scripts/gpu-bench.sh as before.
 #
-# `test` and `unpack` find NVIDIA's libraries in the Python environment's
-# pip wheels (nvidia/*/lib) unless PIPELINE_CUDA_LIB_PATH is set.
+# Settings (environment): PARTS (default 1,2,3,4), FAMILIES (default all:
+# resnet,lite0,convnext,vit,clip,siglip,dinov2,text,engine), KIT_BUDGET_S
+# (default 570: a step that would end past it is shortened, and one with
+# under 15 s left is skipped, so that `verify` ends inside a 600 s device
+# call), MODELS (parts 3 and 4, default resnet50,vit_b_16,clip_vit_b_32;
+# part 4 runs the first), KIT_VENV (the Python environment with torch and
+# NVIDIA's wheels, default /opt/torch/.venv), KIT_SANITIZE=1 (reruns a
+# family that failed under compute-sanitizer's memcheck after part 2),
+# KIT_LD_LIBRARY_PATH=1 (also puts NVIDIA's folders on LD_LIBRARY_PATH from
+# the start; else that happens only after a family fails loading one of
+# cuDNN's or NVRTC's own sub-libraries, which the engine does not load
+# itself: that family is rerun and the summary says so).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kit=target/cuda-kit
+venv=${KIT_VENV:-/opt/torch/.venv}
+lite0=efficientnet-lite0-57934424.pth
 
-nvidia_libs() {
-    if [ -z "${PIPELINE_CUDA_LIB_PATH:-}" ]; then
-        PIPELINE_CUDA_LIB_PATH=$(python3 -c "import glob, os
-try:
-    import nvidia
-except ImportError:
-    raise SystemExit(0)
-dirs = sorted({os.path.dirname(p) for root in nvidia.__path__
-               for p in glob.glob(os.path.join(root, '*', 'lib', 'lib*.so*'))})
-print(':'.join(dirs))")
-        export PIPELINE_CUDA_LIB_PATH
-    fi
-    echo "NVIDIA libraries from: ${PIPELINE_CUDA_LIB_PATH:-the system search path}"
-    echo "export PIPELINE_CUDA_LIB_PATH='${PIPELINE_CUDA_LIB_PATH:-}'" >"$kit/env.sh"
-}
+# Each family of tests/cuda_gpu.rs: short name, test name (one process
+# each, `--exact`), timeout in seconds. Cheap first; CLIP holds ViT-L/14.
+families=(
+    "resnet:the_resnets_on_the_gpu_are_their_reference:90"
+    "lite0:efficientnet_lite0_on_the_gpu_is_its_reference:90"
+    "convnext:convnext_on_the_gpu_is_its_reference:90"
+    "vit:the_torchvision_vit_on_the_gpu_is_its_reference:90"
+    "clip:the_clip_image_towers_on_the_gpu_are_their_reference:150"
+    "siglip:the_siglip_image_tower_on_the_gpu_is_its_reference:90"
+    "dinov2:the_dinov2_towers_on_the_gpu_are_their_reference:90"
+    "text:the_text_towers_on_the_gpu_are_their_reference:90"
+    "engine:an_images_bytes_do_not_depend_on_the_images_beside_it:120"
+)
 
-unpack() {
-    python3 -c "import lzma, shutil, sys
-with lzma.open(sys.argv[1]) as src, open(sys.argv[2], 'wb') as dst:
-    shutil.copyfileobj(src, dst)" "$1" "$2"
-    chmod +x "$2"
-}
+# --- build side (here) -------------------------------------------------------
 
 # The path of tests/cuda_gpu.rs's binary, built.
 test_binary() {
-    cargo test --release -p gpu-worker --test cuda_gpu --no-run --message-format=json \
+    cargo test --release --workspace --test cuda_gpu --no-run --message-format=json \
         2>/dev/null | python3 -c "import json, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -58,44 +79,422 @@ for line in sys.stdin:
             print(m['executable'])"
 }
 
-case "${1:-}" in
-build)
-    mkdir -p "$kit"
+# Lite0's real weights, where tests/common's lite0_weights() and
+# scripts/fetch-weights.sh look (fetched into target/weights if none has
+# them).
+lite0_source() {
+    local dir
+    for dir in "${PIPELINE_WEIGHTS_DIR:-}" target/weights \
+        "${XDG_CACHE_HOME:-$HOME/.cache}/pipeline/weights"; do
+        if [[ -n $dir && -s $dir/$lite0 ]]; then
+            echo "$dir/$lite0"
+            return
+        fi
+    done
+    PIPELINE_WEIGHTS_DIR=target/weights bash scripts/fetch-weights.sh >&2
+    echo "target/weights/$lite0"
+}
+
+build() {
+    mkdir -p "$kit/weights"
     cargo build --release -p cli
+    local test_bin
     test_bin=$(test_binary)
+    [[ -n $test_bin ]] || { echo "cuda-kit.sh: tests/cuda_gpu.rs did not build" >&2; exit 1; }
     for pair in "target/release/pipeline:pipeline" "$test_bin:cuda_gpu"; do
         src=${pair%%:*}
         name=${pair##*:}
         strip -o "$kit/$name" "$src"
         xz -9 -T0 -f "$kit/$name"
     done
-    ls -la "$kit"
-    ;;
-test)
-    nvidia_libs
-    unpack "$kit/cuda_gpu.xz" "$kit/cuda_gpu"
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-    PIPELINE_REQUIRE_GPU=1 PIPELINE_WEIGHTS_DIR=${PIPELINE_WEIGHTS_DIR:-$PWD/target/weights} \
-        "$kit/cuda_gpu" --test-threads=1 --nocapture
-    ;;
-unpack)
+    cp "$(lite0_source)" "$kit/weights/$lite0"
+    {
+        echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
+        echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+        (cd "$kit" && sha256sum pipeline.xz cuda_gpu.xz "weights/$lite0")
+    } >"$kit/MANIFEST"
+    ls -la "$kit" "$kit/weights"
+    local mib
+    mib=$(du -sm "$kit" | cut -f1)
+    echo "cuda-kit.sh: $kit is $mib MiB"
+    if ((mib > 60)); then
+        echo "cuda-kit.sh: warning: over 60 MiB; a device call carries at most 64 MiB" >&2
+    fi
+}
+
+# --- run side (the GPU machine) ----------------------------------------------
+
+unpack_xz() {
+    "$python" -c "import lzma, shutil, sys
+with lzma.open(sys.argv[1]) as src, open(sys.argv[2], 'wb') as dst:
+    shutil.copyfileobj(src, dst)" "$1" "$2"
+    chmod +x "$2"
+}
+
+# NVIDIA's libraries: PIPELINE_CUDA_LIB_PATH as given, else every
+# nvidia/*/lib folder of KIT_VENV's wheels (CUDA 13's nvidia/cu13/lib
+# first), else those of the `nvidia` package python3 imports.
+nvidia_libs() {
+    if [[ -z ${PIPELINE_CUDA_LIB_PATH:-} ]]; then
+        local dirs=() d
+        for d in "$venv"/lib/python3*/site-packages/nvidia/cu13/lib \
+            "$venv"/lib/python3*/site-packages/nvidia/*/lib; do
+            [[ -d $d ]] || continue
+            [[ " ${dirs[*]-} " == *" $d "* ]] || dirs+=("$d")
+        done
+        if ((${#dirs[@]})); then
+            PIPELINE_CUDA_LIB_PATH=$(IFS=:; echo "${dirs[*]}")
+        else
+            PIPELINE_CUDA_LIB_PATH=$(python3 -c "import glob, os
+try:
+    import nvidia
+except ImportError:
+    raise SystemExit(0)
+dirs = sorted({os.path.dirname(p) for root in nvidia.__path__
+               for p in glob.glob(os.path.join(root, '*', 'lib', 'lib*.so*'))})
+print(':'.join(dirs))" 2>/dev/null || true)
+        fi
+    fi
+    export PIPELINE_CUDA_LIB_PATH
+    if [[ ${KIT_LD_LIBRARY_PATH:-0} == 1 ]]; then
+        use_ld_library_path
+    fi
+}
+
+use_ld_library_path() {
+    if [[ -n ${PIPELINE_CUDA_LIB_PATH:-} && ${LD_LIBRARY_PATH:-} != *"$PIPELINE_CUDA_LIB_PATH"* ]]; then
+        export LD_LIBRARY_PATH=$PIPELINE_CUDA_LIB_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    fi
+}
+
+# The binaries unpacked (once), NVIDIA's libraries found, the weights the
+# kit carries named for the tests.
+setup() {
+    python=python3
+    if [[ -x $venv/bin/python ]]; then python=$venv/bin/python; fi
     nvidia_libs
     mkdir -p target/release
-    unpack "$kit/pipeline.xz" target/release/pipeline
-    target/release/pipeline devices
+    if [[ ! -x $kit/cuda_gpu || $kit/cuda_gpu.xz -nt $kit/cuda_gpu ]]; then
+        unpack_xz "$kit/cuda_gpu.xz" "$kit/cuda_gpu"
+    fi
+    if [[ ! -x target/release/pipeline || $kit/pipeline.xz -nt target/release/pipeline ]]; then
+        unpack_xz "$kit/pipeline.xz" target/release/pipeline
+    fi
+    if [[ -s $kit/weights/$lite0 ]]; then
+        PIPELINE_WEIGHTS_DIR=$PWD/$kit/weights
+    fi
+    export PIPELINE_WEIGHTS_DIR=${PIPELINE_WEIGHTS_DIR:-$PWD/target/weights}
+    echo "export PIPELINE_CUDA_LIB_PATH='${PIPELINE_CUDA_LIB_PATH:-}'" >"$kit/env.sh"
+    echo "export PIPELINE_WEIGHTS_DIR='$PIPELINE_WEIGHTS_DIR'" >>"$kit/env.sh"
+    pipeline=$PWD/target/release/pipeline
+}
+
+started=$SECONDS
+budget=${KIT_BUDGET_S:-570}
+
+# The timeout for a step that wants $1 s: less where the budget ends
+# sooner; 0 when under 15 s are left.
+limit_for() {
+    local left=$((budget - (SECONDS - started) - 5))
+    if ((left < 15)); then
+        echo 0
+    elif (($1 < left)); then
+        echo "$1"
+    else
+        echo "$left"
+    fi
+}
+
+note() {
+    echo "$*" >>"$out/summary.txt"
+    echo "cuda-kit.sh: $*" >&2
+}
+
+# Keeps a log that grew past 4 MiB to its first and last MiB, so that it
+# comes back from the machine.
+cap_log() {
+    local f=$1
+    [[ -f $f ]] || return 0
+    if (($(stat -c %s "$f") > 4 * 1024 * 1024)); then
+        { head -c 1048576 "$f"; printf '\n[... cut by cuda-kit.sh ...]\n'; tail -c 1048576 "$f"; } >"$f.cut"
+        mv "$f.cut" "$f"
+    fi
+}
+
+# `step NAME SECONDS LOG COMMAND...`: COMMAND under `timeout`, its output
+# in LOG; sets `rc` and `verdict` (PASS, FAIL, TIMEOUT, CRASH, SKIP) and
+# `took`. The summary line is the caller's.
+step() {
+    local name=$1 want=$2 log=$3 limit begin
+    shift 3
+    limit=$(limit_for "$want")
+    rc=0 took=0
+    if ((limit == 0)); then
+        verdict=SKIP
+        echo "$name: skipped, the ${budget} s budget is spent" >"$log"
+        return 0
+    fi
+    echo "cuda-kit.sh: $name (timeout ${limit} s)" >&2
+    begin=$SECONDS
+    timeout --kill-after=10 "$limit" "$@" >"$log" 2>&1 || rc=$?
+    took=$((SECONDS - begin))
+    case $rc in
+        0) verdict=PASS ;;
+        124) verdict=TIMEOUT ;;
+        137) if ((took >= limit)); then verdict=TIMEOUT; else verdict="CRASH(signal=9)"; fi ;;
+        *) if ((rc > 128)); then verdict="CRASH(signal=$((rc - 128)))"; else verdict="FAIL(rc=$rc)"; fi ;;
+    esac
+}
+
+part_machine() {
+    local d f
+    note "== part 1: the machine ($(date -u +%H:%M:%S))"
+    {
+        echo "# date: $(date -u +%Y-%m-%dT%H:%M:%SZ), host $(hostname), $(nproc) cores"
+        cat "$kit/MANIFEST" 2>/dev/null || true
+        echo
+        echo "# nvidia-smi"
+        timeout 30 nvidia-smi 2>&1 || true
+        timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,pci.bus_id \
+            --format=csv 2>&1 || true
+        echo "# /proc/driver/nvidia/version"
+        cat /proc/driver/nvidia/version 2>&1 || true
+        echo
+        echo "# nvcc, compute-sanitizer"
+        command -v nvcc && timeout 20 nvcc --version 2>&1 | tail -2 || echo "nvcc: not found"
+        command -v compute-sanitizer && timeout 20 compute-sanitizer --version 2>&1 | tail -1 ||
+            echo "compute-sanitizer: not found"
+        echo
+        echo "# a Vulkan loader on this machine (none is carried or set up)"
+        ldconfig -p 2>/dev/null | grep -i 'libvulkan' || echo "no libvulkan in the ld.so cache"
+        echo
+        echo "# NVIDIA's libraries: PIPELINE_CUDA_LIB_PATH=${PIPELINE_CUDA_LIB_PATH:-}"
+        echo "# LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+        for d in ${PIPELINE_CUDA_LIB_PATH//:/ }; do
+            for f in "$d"/lib{cuda,nvrtc,nvrtc-builtins,cublas,cublasLt,cudnn,cudnn_graph}.so*; do
+                if [[ -e $f && ! -L $f ]]; then echo "$f"; fi
+            done
+            for f in "$d"/lib{nvrtc,cublas,cublasLt,cudnn}.so.[0-9]*; do
+                if [[ -L $f ]]; then echo "$f -> $(readlink -f "$f")"; fi
+            done
+        done
+        ls -d "$venv"/lib/python3*/site-packages/nvidia_*.dist-info 2>/dev/null | sed 's|.*/||' || true
+        echo
+        echo "# PyTorch ($python)"
+        timeout 60 "$python" -c "import torch
+print('torch', torch.__version__, 'CUDA', torch.version.cuda, 'cuDNN', torch.backends.cudnn.version())
+print('GPU', torch.cuda.get_device_name(0) if torch.cuda.is_available() else None)" 2>&1 | tail -3 || true
+        echo
+        echo "# Lite0's weights: PIPELINE_WEIGHTS_DIR=$PIPELINE_WEIGHTS_DIR"
+        ls -la "$PIPELINE_WEIGHTS_DIR/$lite0" 2>&1 || true
+        echo
+        echo "# pipeline devices"
+        timeout 60 "$pipeline" devices 2>&1 | tee "$out/devices.txt" || true
+        timeout 60 "$pipeline" devices --json >"$out/devices.json" || true
+    } 2>&1 | tee "$out/machine.txt"
+    note "machine: $(timeout 30 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo 'nvidia-smi failed'); details in machine.txt"
+}
+
+# A family's `cuda_gpu NAME --exact` with cuBLASLt's and cuDNN's logs.
+# cuBLASLt: CUBLASLT_LOG_MASK=13 is Error (1: a call that failed, e.g.
+# NOT_SUPPORTED), Hints (4) and Info (8: the heuristic's status, where a
+# refusal is explained); CUBLASLT_LOG_LEVEL is cumulative, so any level
+# that reaches Hints (3) also logs Trace (2: every kernel-launching call's
+# parameters, each GEMM of every pass), which would flood the file. The
+# mask is read where no level is set, so none is. cuDNN 9:
+# CUDNN_LOGLEVEL_DBG=2 is warnings and errors (a refused engine or fused
+# call is an error there); 3 adds every call's info.
+run_family() {
+    local family=$1 test=$2 seconds=$3 suffix=${4:-}
+    local name=$family$suffix
+    local log=$out/parity-$name.log
+    rm -f "$out/cublaslt-$name.log" "$out/cudnn-$name.log"
+    step "parity $name" "$seconds" "$log" env -u CUBLASLT_LOG_LEVEL \
+        PIPELINE_REQUIRE_GPU=1 \
+        CUBLASLT_LOG_MASK=13 CUBLASLT_LOG_FILE="$out/cublaslt-$name.log" \
+        CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/cudnn-$name.log" \
+        "$kit/cuda_gpu" "$test" --exact --nocapture --test-threads 1
+    cap_log "$out/cublaslt-$name.log"
+    cap_log "$out/cudnn-$name.log"
+    if [[ $verdict == PASS ]] && ! grep -q '^test result: ok. 1 passed' "$log"; then
+        verdict="FAIL(ran-no-test)"
+    fi
+    {
+        echo "## $name ($verdict)"
+        grep -E 'cosine|top-1|: ok \(|: FAILED \(|the same bytes|skipped' "$log" || true
+    } >>"$out/parity-figures.txt"
+    local failed
+    failed=$(sed -n 's/^[^:]*: \([^:]*\): FAILED (.*/\1/p' "$log" | paste -sd, - || true)
+    note "$verdict  parity $name  ${took}s${failed:+  failed: $failed}  ($test)"
+    if [[ $verdict != PASS && $verdict != SKIP ]]; then
+        tail -n 15 "$log" | sed 's/^/    /' >&2
+    fi
+}
+
+part_parity() {
+    note "== part 2: parity, one process per family ($(date -u +%H:%M:%S))"
+    local wanted=${FAMILIES:-}
+    if (($#)); then wanted=$(IFS=,; echo "$*"); fi
+    local known=" " entry family test seconds
+    local failed_families=()
+    for entry in "${families[@]}"; do
+        IFS=: read -r family test seconds <<<"$entry"
+        known+="$test "
+        [[ -z $wanted || ,$wanted, == *,"$family",* ]] || continue
+        run_family "$family" "$test" "$seconds"
+        if [[ $verdict != PASS && $verdict != SKIP && ${LD_LIBRARY_PATH:-} != *"${PIPELINE_CUDA_LIB_PATH:-none}"* ]] &&
+            grep -qiE 'SUBLIBRARY|nvrtc-builtins|cannot open shared object' \
+                "$out/parity-$family.log" "$out/cudnn-$family.log" 2>/dev/null; then
+            note "parity $family: a library failed to load one of its own; NVIDIA's folders on LD_LIBRARY_PATH from here on"
+            use_ld_library_path
+            run_family "$family" "$test" "$seconds" "+ld"
+        fi
+        [[ $verdict == PASS || $verdict == SKIP ]] || failed_families+=("$family:$test:$seconds")
+    done
+    # A test of cuda_gpu that no family above names runs too, as its own.
+    if [[ -z $wanted ]]; then
+        local listed
+        listed=$(timeout 30 "$kit/cuda_gpu" --list 2>/dev/null | sed -n 's/: test$//p' || true)
+        for test in $listed; do
+            [[ $known == *" $test "* ]] && continue
+            run_family "$test" "$test" 90
+        done
+    fi
+    if [[ ${KIT_SANITIZE:-0} == 1 ]] && command -v compute-sanitizer >/dev/null; then
+        for entry in ${failed_families[@]+"${failed_families[@]}"}; do
+            IFS=: read -r family test seconds <<<"$entry"
+            step "memcheck $family" 300 "$out/memcheck-$family.log" \
+                env PIPELINE_REQUIRE_GPU=1 compute-sanitizer --tool memcheck --print-limit 20 \
+                "$kit/cuda_gpu" "$test" --exact --nocapture --test-threads 1
+            note "$verdict  memcheck $family  ${took}s"
+        done
+    fi
+}
+
+# `bench NAME SECONDS ARGS...`: `pipeline bench ARGS` named as
+# scripts/gpu-bench.sh names its reports (OUT/bench/NAME.json and .md,
+# its log, and its last line in NAME.err where it failed).
+bench() {
+    local name=$1 seconds=$2
+    shift 2
+    mkdir -p "$out/bench"
+    rm -f "$out/bench/$name.cublaslt.log" "$out/bench/$name.cudnn.log"
+    step "bench $name" "$seconds" "$out/bench/$name.log" env -u CUBLASLT_LOG_LEVEL \
+        CUBLASLT_LOG_MASK=13 CUBLASLT_LOG_FILE="$out/bench/$name.cublaslt.log" \
+        CUDNN_LOGLEVEL_DBG=2 CUDNN_LOGDEST_DBG="$out/bench/$name.cudnn.log" \
+        "$pipeline" bench "$@" --json "$out/bench/$name.json"
+    cap_log "$out/bench/$name.cublaslt.log"
+    cap_log "$out/bench/$name.cudnn.log"
+    grep -E '^\|' "$out/bench/$name.log" >"$out/bench/$name.md" || true
+    local why=""
+    if [[ $verdict != PASS ]]; then
+        why=$(grep -v '^$' "$out/bench/$name.log" | tail -1 || true)
+        echo "$why" >"$out/bench/$name.err"
+        rm -f "$out/bench/$name.json"
+    fi
+    local rate=""
+    if [[ -s $out/bench/$name.json ]]; then
+        rate=$("$python" -c "import json, sys
+print(', '.join(f\"{p['images_per_s']:.1f} img/s\" for p in json.load(open(sys.argv[1]))['sweep']))" \
+            "$out/bench/$name.json" 2>/dev/null || true)
+    fi
+    note "$verdict  bench $name  ${took}s${rate:+  $rate}${why:+  $why}"
+}
+
+part_models() {
+    note "== part 3: model only, --engine cuda f16 vs PyTorch ($(date -u +%H:%M:%S))"
+    local models=${MODELS:-resnet50,vit_b_16,clip_vit_b_32} model
+    for model in ${models//,/ }; do
+        bench "$model-cuda-f16-model-only" 90 --model-only --engine cuda --gpus 0 \
+            --model "$model" --precision f16 --batches 20 --repeat 3 --sweep batch=128
+    done
+    mkdir -p "$out/bench"
+    step "PyTorch $models" 180 "$out/bench/pytorch.log" "$python" scripts/bench_pytorch_gpu.py \
+        --models "$models" --batches 128 --precisions f16,f16-tuned --seconds 3 \
+        --json "$out/bench/pytorch-${models//,/_}.json"
+    note "$verdict  PyTorch $models  ${took}s"
+    "$python" - "$out" <<'EOF' | tee "$out/rows.md" || true
+import glob, json, os, sys
+out = sys.argv[1]
+torch = {}
+for path in glob.glob(os.path.join(out, "bench", "pytorch-*.json")):
+    for row in json.load(open(path)):
+        torch[(row["model"], row["batch"], row["precision"])] = row["images_per_s"]
+print("| model | batch | --engine cuda f16 img/s (median, min–max) | PyTorch f16 eager | ratio "
+      "| PyTorch f16 tuned | ratio |")
+print("|---|---|---|---|---|---|---|")
+for path in sorted(glob.glob(os.path.join(out, "bench", "*-cuda-f16-model-only.*"))):
+    name, kind = os.path.basename(path).rsplit(".", 1)
+    model = name[: -len("-cuda-f16-model-only")]
+    if kind == "err":
+        print(f"| {model} | | not run: {open(path).read().strip().replace('|', '/')} | | | | |")
+    if kind != "json":
+        continue
+    for point in json.load(open(path))["sweep"]:
+        batch, ips, spread = point["batch"], point["images_per_s"], point["spread"]
+        cells = [f"{ips:.1f} ({spread['min']:.1f}–{spread['max']:.1f})"]
+        for way in ("f16", "f16-tuned"):
+            base = torch.get((model, batch, way))
+            cells += [f"{base:.1f}", f"**{ips / base:.2f}**"] if base else ["", ""]
+        print(f"| {model} | {batch} | " + " | ".join(cells) + " |")
+EOF
+}
+
+part_e2e() {
+    note "== part 4: end to end, loader scaling ($(date -u +%H:%M:%S))"
+    local models=${MODELS:-resnet50,vit_b_16,clip_vit_b_32}
+    local model=${models%%,*}
+    bench "$model-cuda-f16-end-to-end" 150 --synthetic 2048 --engine cuda --gpus 0 \
+        --model "$model" --precision f16 --repeat 2 --sweep batch=128
+    bench "loader-only-threads" 150 --loader-only --synthetic 1024 --gpus cpu \
+        --model "$model" --repeat 2 --sweep loader-threads=1,2,4,8,14
+}
+
+case "${1:-}" in
+build)
+    build
     ;;
-verify)
-    out=${2:?usage: scripts/cuda-kit.sh verify OUT}
+unpack)
+    setup
+    "$pipeline" devices
+    ;;
+machine | parity | test | models | e2e | verify)
+    part=$1
+    if [[ $part == test ]]; then
+        part=parity
+        out=${2:-target/cuda-kit-results}
+    else
+        out=${2:?usage: scripts/cuda-kit.sh $part OUT}
+    fi
+    shift $(($# < 2 ? $# : 2))
     mkdir -p "$out"
-    status=0
-    bash "$0" test 2>&1 | tee "$out/cuda_gpu.txt" || status=$?
-    bash "$0" unpack
-    . "$kit/env.sh"
-    MODELS=${MODELS:-resnet50} bash scripts/gpu-bench.sh "$out"
-    exit "$status"
+    out=$(cd "$out" && pwd)
+    # This run's lines of OUT/summary.txt start after these.
+    before=0
+    if [[ -f $out/summary.txt ]]; then before=$(wc -l <"$out/summary.txt"); fi
+    setup
+    note "cuda-kit.sh $part ($(date -u +%Y-%m-%dT%H:%M:%SZ)), budget ${budget} s"
+    case $part in
+        machine) part_machine ;;
+        parity) part_parity "$@" ;;
+        models) part_models ;;
+        e2e) part_e2e ;;
+        verify)
+            parts=${PARTS:-1,2,3,4}
+            if [[ ,$parts, == *,1,* ]]; then part_machine; fi
+            if [[ ,$parts, == *,2,* ]]; then part_parity; fi
+            if [[ ,$parts, == *,3,* ]]; then part_models; fi
+            if [[ ,$parts, == *,4,* ]]; then part_e2e; fi
+            ;;
+    esac
+    note "done in $((SECONDS - started)) s"
+    tail -n +$((before + 1)) "$out/summary.txt"
+    # Failing when a parity family did not pass.
+    ! tail -n +$((before + 1)) "$out/summary.txt" | grep -E '^(FAIL|TIMEOUT|CRASH)[^ ]*  parity ' >/dev/null
     ;;
 *)
-    echo "usage: scripts/cuda-kit.sh build|test|unpack|verify OUT" >&2
+    echo "usage: scripts/cuda-kit.sh build | verify OUT | machine OUT | parity OUT [FAMILY...] |" \
+        "models OUT | e2e OUT | test [OUT] | unpack" >&2
     exit 2
     ;;
 esac

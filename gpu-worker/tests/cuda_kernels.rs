@@ -8,7 +8,9 @@
 use std::path::PathBuf;
 
 use gpu_worker::cuda::kernels::{KernelSource, SOURCES, cache_path, compile, compile_cached_in};
-use gpu_worker::cuda::libs::{ALL, CudaLib, Found, cuda_libraries, load, pip_lib_dirs};
+use gpu_worker::cuda::libs::{
+    ALL, CudaLib, Found, cuda_libraries, cudnn_part_files, load, path_prefixes, pip_lib_dirs,
+};
 
 /// Whether NVRTC loaded; where it must (CI) and did not, a failure.
 fn nvrtc_or_skip(test: &str) -> bool {
@@ -122,6 +124,67 @@ fn nvidia_wheels_are_searched_where_pip_puts_them() {
         site.join("cudnn/lib"),
     ];
     assert_eq!(dirs, want);
+}
+
+/// The environment of a `python3` on `PATH` is searched though it is not
+/// activated (PyTorch's images put `/opt/torch/.venv/bin` on `PATH`): each
+/// `bin` folder holding a `python3` gives the folder above it, once, in
+/// `PATH` order; folders without one give nothing.
+#[test]
+fn the_environment_of_each_python3_on_path_is_searched() {
+    let root = tempfile::tempdir().expect("a temp dir");
+    let venv = root.path().join("opt/torch/.venv");
+    let system = root.path().join("usr");
+    let empty = root.path().join("empty/bin");
+    for dir in [venv.join("bin"), system.join("bin"), empty.clone()] {
+        std::fs::create_dir_all(&dir).expect("mkdir");
+    }
+    std::fs::write(venv.join("bin/python3"), "").expect("write");
+    std::fs::write(system.join("bin/python3"), "").expect("write");
+    let path = std::env::join_paths([
+        empty,
+        venv.join("bin"),
+        system.join("bin"),
+        venv.join("bin"),
+    ])
+    .expect("a PATH");
+    assert_eq!(path_prefixes(&path), vec![venv, system]);
+}
+
+/// cuDNN's sub-libraries beside its `libcudnn.so.9` are loaded from there,
+/// the graph library first (the others need it); what is not one of them
+/// (cuDNN 8's, the unversioned link, another library) is not.
+#[test]
+fn cudnns_sub_libraries_are_taken_from_its_own_folder_graph_first() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    for name in [
+        "libcudnn.so.9",
+        "libcudnn_ops.so.9",
+        "libcudnn_graph.so.9",
+        "libcudnn_engines_precompiled.so.9",
+        "libcudnn_cnn.so.8",
+        "libcudnn_adv.so",
+        "libcublas.so.13",
+    ] {
+        std::fs::write(dir.path().join(name), "").expect("write");
+    }
+    let names: Vec<String> = cudnn_part_files(dir.path())
+        .iter()
+        .map(|p| {
+            p.file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "libcudnn_graph.so.9",
+            "libcudnn_engines_precompiled.so.9",
+            "libcudnn_ops.so.9"
+        ]
+    );
 }
 
 /// The libraries in a folder given by `PIPELINE_CUDA_LIB_PATH` load from

@@ -188,12 +188,50 @@ pub fn load(given: &[PathBuf], pip: &[PathBuf]) -> CudaLibraries {
                 }
             }
         }
+        if lib == CudaLib::Cudnn
+            && let Some(Found::File(path)) = &found
+            && let Some(dir) = path.parent()
+        {
+            handles.extend(cudnn_parts(dir));
+        }
         libs.push((lib, found));
     }
     CudaLibraries {
         libs,
         _handles: handles,
     }
+}
+
+/// cuDNN 9's sub-libraries (`libcudnn_graph.so.9` first, then every other
+/// `libcudnn_*.so.9`) beside the `libcudnn.so.9` loaded from `dir`: cuDNN
+/// opens them by name when it first needs them, and the system's loader
+/// would take whatever copy its search finds first (another wheel's, an
+/// older system package's); loaded from here now, its later opens find
+/// these by their soname. One that does not load is left to cuDNN.
+fn cudnn_parts(dir: &Path) -> Vec<libloading::Library> {
+    cudnn_part_files(dir)
+        .iter()
+        .filter_map(|p| open_file(p))
+        .collect()
+}
+
+/// The files [`cudnn_parts`] loads from `dir`, in the order it loads them.
+pub fn cudnn_part_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut parts: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libcudnn_") && n.ends_with(".so.9"))
+        })
+        .collect();
+    // The graph library first: the others need it.
+    parts.sort_by_key(|p| (!p.ends_with("libcudnn_graph.so.9"), p.clone()));
+    parts
 }
 
 fn open_file(path: &Path) -> Option<libloading::Library> {
@@ -216,19 +254,40 @@ mod dl {
 }
 
 /// Python installations whose `site-packages` may hold NVIDIA's wheels:
-/// the active virtual environment and conda prefix, the user's, the
-/// system's.
+/// the active virtual environment and conda prefix, the environment of
+/// each `python3` on `PATH` (a virtual environment that is not activated
+/// but whose `bin` is on `PATH`, as PyTorch's images set it up), the
+/// user's, the system's.
 fn python_prefixes() -> Vec<PathBuf> {
     let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
         .iter()
         .filter_map(std::env::var_os)
         .map(PathBuf::from)
         .collect();
+    if let Some(path) = std::env::var_os("PATH") {
+        prefixes.extend(path_prefixes(&path));
+    }
     if let Some(home) = std::env::var_os("HOME") {
         prefixes.push(PathBuf::from(home).join(".local"));
     }
     prefixes.push(PathBuf::from("/usr/local"));
     prefixes.push(PathBuf::from("/usr"));
+    prefixes
+}
+
+/// The prefix (the folder above `bin`) of each `python3` in the folders
+/// of `path`, in `PATH` order, each once. The link a virtual environment's
+/// `python3` is is not followed: its prefix is the environment's.
+pub fn path_prefixes(path: &std::ffi::OsStr) -> Vec<PathBuf> {
+    let mut prefixes: Vec<PathBuf> = Vec::new();
+    for dir in std::env::split_paths(path) {
+        if let Some(prefix) = dir.parent()
+            && dir.join("python3").exists()
+            && !prefixes.iter().any(|p| p == prefix)
+        {
+            prefixes.push(prefix.to_owned());
+        }
+    }
     prefixes
 }
 

@@ -7,7 +7,10 @@
 
 use std::path::PathBuf;
 
-use gpu_worker::cuda::kernels::{KernelSource, SOURCES, cache_path, compile, compile_cached_in};
+use gpu_worker::cuda::kernels::{
+    Compiled, KernelSource, SOURCES, cache_path, compile, compile_cached_in, supported_archs,
+    target_for,
+};
 use gpu_worker::cuda::libs::{
     ALL, CudaLib, Found, cuda_libraries, cudnn_part_files, load, path_prefixes, pip_lib_dirs,
 };
@@ -33,21 +36,61 @@ fn every_kernel_compiles_with_nvrtc_for_ampere_and_hopper() {
         return;
     }
     for source in &SOURCES {
-        for (arch, target) in [("compute_80", "sm_80"), ("compute_90", "sm_90")] {
-            let ptx = compile(source, arch).unwrap_or_else(|e| panic!("{e}"));
+        // Cubins, as a GPU of exactly that architecture gets them: ELF
+        // files naming every kernel.
+        for arch in ["sm_80", "sm_90"] {
+            let Compiled::Cubin(cubin) = compile(source, arch).unwrap_or_else(|e| panic!("{e}"))
+            else {
+                panic!("{} for {arch}: not a cubin", source.file);
+            };
             assert!(
-                ptx.contains(&format!(".target {target}")),
-                "{} for {arch}: no .target {target}",
+                cubin.starts_with(b"\x7fELF"),
+                "{} for {arch}: not ELF",
                 source.file
             );
             for entry in source.entries {
                 assert!(
-                    ptx.contains(&format!(".entry {entry}(")),
+                    cubin.windows(entry.len()).any(|w| w == entry.as_bytes()),
                     "{} for {arch}: no kernel {entry}",
                     source.file
                 );
             }
         }
+        // PTX, for a GPU newer than NVRTC.
+        let Compiled::Ptx(ptx) = compile(source, "compute_90").unwrap_or_else(|e| panic!("{e}"))
+        else {
+            panic!("{} for compute_90: not PTX", source.file);
+        };
+        assert!(
+            ptx.contains(".target sm_90"),
+            "{}: no .target sm_90",
+            source.file
+        );
+        for entry in source.entries {
+            assert!(
+                ptx.contains(&format!(".entry {entry}(")),
+                "{} for compute_90: no kernel {entry}",
+                source.file
+            );
+        }
+    }
+}
+
+/// What a GPU gets: a cubin for exactly its architecture where NVRTC has
+/// it, PTX for NVRTC's newest below it where the GPU is newer than NVRTC
+/// (the driver compiles that), nothing below NVRTC's oldest; and the
+/// NVRTC loaded here has Ampere and Hopper.
+#[test]
+fn each_gpu_gets_a_cubin_for_its_own_architecture() {
+    let nvrtc = [75, 80, 86, 87, 89, 90];
+    assert_eq!(target_for((9, 0), &nvrtc).as_deref(), Some("sm_90"));
+    assert_eq!(target_for((8, 6), &nvrtc).as_deref(), Some("sm_86"));
+    assert_eq!(target_for((10, 0), &nvrtc).as_deref(), Some("compute_90"));
+    assert_eq!(target_for((8, 8), &nvrtc).as_deref(), Some("compute_87"));
+    assert_eq!(target_for((7, 0), &nvrtc), None);
+    if nvrtc_or_skip("each_gpu_gets_a_cubin_for_its_own_architecture") {
+        let here = supported_archs();
+        assert!(here.contains(&80) && here.contains(&90), "{here:?}");
     }
 }
 
@@ -70,9 +113,10 @@ fn a_kernel_that_does_not_compile_is_a_one_line_error_naming_it() {
     assert!(!error.contains('\n'), "{error}");
 }
 
-/// The PTX cache: a first start compiles and stores each source's PTX, a
-/// later one reads it back instead of compiling; a cached file that is not
-/// PTX for the architecture is compiled again and replaced.
+/// The kernel cache: a first start compiles and stores each source's
+/// cubin, a later one reads it back instead of compiling; a cached file
+/// that is not what the architecture needs is compiled again and replaced;
+/// PTX and cubins, and each architecture, have their own files.
 #[test]
 fn compiled_kernels_are_cached_and_read_back() {
     if !nvrtc_or_skip("compiled_kernels_are_cached_and_read_back") {
@@ -80,22 +124,35 @@ fn compiled_kernels_are_cached_and_read_back() {
     }
     let dir = tempfile::tempdir().expect("a temp dir");
     let source = &SOURCES[0];
-    let fresh = compile_cached_in(Some(dir.path()), source, "compute_90").expect("compiles");
-    assert_eq!(fresh, compile(source, "compute_90").expect("compiles"));
-    let path = cache_path(dir.path(), source, "compute_90");
-    assert_eq!(std::fs::read_to_string(&path).expect("cached"), fresh);
-    // Another architecture, another file.
-    assert_ne!(path, cache_path(dir.path(), source, "compute_80"));
+    let fresh = compile_cached_in(Some(dir.path()), source, "sm_90").expect("compiles");
+    assert_eq!(fresh, compile(source, "sm_90").expect("compiles"));
+    let path = cache_path(dir.path(), source, "sm_90");
+    assert!(path.to_string_lossy().ends_with(".cubin"), "{path:?}");
+    assert_eq!(std::fs::read(&path).expect("cached"), fresh.bytes());
+    // Another architecture, or PTX, another file.
+    assert_ne!(path, cache_path(dir.path(), source, "sm_80"));
+    assert_ne!(path, cache_path(dir.path(), source, "compute_90"));
     // A later start reads the file.
-    let marked = format!("{fresh}\n// read from the cache\n");
+    let mut marked = fresh.bytes().to_vec();
+    marked.extend_from_slice(b"read from the cache");
     std::fs::write(&path, &marked).expect("write");
-    let again = compile_cached_in(Some(dir.path()), source, "compute_90").expect("cached");
-    assert_eq!(again, marked);
-    // A file that is not PTX for compute_90 is compiled over.
+    let again = compile_cached_in(Some(dir.path()), source, "sm_90").expect("cached");
+    assert_eq!(again, Compiled::Cubin(marked));
+    // A file that is not a cubin is compiled over.
     std::fs::write(&path, "garbage").expect("write");
-    let repaired = compile_cached_in(Some(dir.path()), source, "compute_90").expect("compiles");
+    let repaired = compile_cached_in(Some(dir.path()), source, "sm_90").expect("compiles");
     assert_eq!(repaired, fresh);
-    assert_eq!(std::fs::read_to_string(&path).expect("cached"), fresh);
+    assert_eq!(std::fs::read(&path).expect("cached"), fresh.bytes());
+    // PTX is cached too, and PTX for another architecture is compiled over.
+    let ptx = compile_cached_in(Some(dir.path()), source, "compute_90").expect("compiles");
+    let ptx_path = cache_path(dir.path(), source, "compute_90");
+    assert_eq!(std::fs::read(&ptx_path).expect("cached"), ptx.bytes());
+    let Compiled::Ptx(text) = &ptx else {
+        panic!("compute_90 gave a cubin");
+    };
+    std::fs::write(&ptx_path, text.replace(".target sm_90", ".target sm_80")).expect("write");
+    let repaired = compile_cached_in(Some(dir.path()), source, "compute_90").expect("compiles");
+    assert_eq!(repaired, ptx);
 }
 
 /// NVIDIA's wheels as pip lays them out in a virtual environment: CUDA

@@ -1,6 +1,8 @@
-//! The CUDA engine's own kernels: CUDA C++ in `kernels/`, compiled to PTX
-//! by NVRTC at run time for the device's architecture (no CUDA toolkit at
-//! build time). CI compiles every one for Ampere and Hopper with the
+//! The CUDA engine's own kernels: CUDA C++ in `kernels/`, compiled by NVRTC
+//! at run time to a cubin for the device's exact architecture (no CUDA
+//! toolkit at build time; PTX, which a driver older than NVRTC refuses,
+//! only for a GPU newer than NVRTC knows). CI compiles every one for
+//! Ampere and Hopper with the
 //! `nvidia-cuda-nvrtc` wheel (`tests/cuda_kernels.rs`), so a kernel that
 //! does not compile fails there, not on a user's GPU.
 
@@ -57,14 +59,81 @@ pub const SOURCES: [KernelSource; 4] = [
     },
 ];
 
-/// `source` as PTX for `arch`, from the PTX cache when an earlier run
-/// compiled the same source for the same architecture (NVRTC takes about
+/// A source compiled: machine code for one GPU architecture, or PTX that
+/// the driver compiles on load.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Compiled {
+    /// A cubin (`sm_XY`): loads on exactly that architecture, with no JIT
+    /// and whatever the driver's version.
+    Cubin(Vec<u8>),
+    /// PTX (`compute_XY`): the driver compiles it, and refuses PTX from an
+    /// NVRTC newer than itself.
+    Ptx(String),
+}
+
+impl Compiled {
+    /// Its bytes, as cached.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Cubin(bytes) => bytes,
+            Self::Ptx(text) => text.as_bytes(),
+        }
+    }
+
+    /// What a cache file holds for `arch`, if it is that: an ELF file for
+    /// a cubin, PTX whose `.target` is `arch`'s for PTX.
+    fn read(arch: &str, bytes: Vec<u8>) -> Option<Self> {
+        if arch.starts_with("sm_") {
+            return bytes.starts_with(b"\x7fELF").then_some(Self::Cubin(bytes));
+        }
+        let text = String::from_utf8(bytes).ok()?;
+        let target = format!(".target {}", arch.replace("compute_", "sm_"));
+        text.contains(&target).then_some(Self::Ptx(text))
+    }
+
+    /// What `cudarc` loads a module from.
+    pub fn into_image(self) -> cudarc::nvrtc::Ptx {
+        match self {
+            Self::Cubin(bytes) => cudarc::nvrtc::Ptx::from_binary(bytes),
+            Self::Ptx(text) => cudarc::nvrtc::Ptx::from_src(text),
+        }
+    }
+}
+
+/// What to compile for a GPU of compute capability `capability`, given the
+/// real architectures NVRTC supports (`supported`, as 80, 86, 90, …): a
+/// cubin for exactly the GPU's where NVRTC has it; else PTX for the newest
+/// architecture NVRTC has below the GPU's (a GPU newer than NVRTC), for
+/// the driver to compile. `None` when NVRTC has nothing at or below it.
+pub fn target_for(capability: (i32, i32), supported: &[i32]) -> Option<String> {
+    let exact = capability.0 * 10 + capability.1;
+    if supported.contains(&exact) {
+        return Some(format!("sm_{exact}"));
+    }
+    supported
+        .iter()
+        .filter(|&&a| a <= exact)
+        .max()
+        .map(|a| format!("compute_{a}"))
+}
+
+/// The real architectures the loaded NVRTC compiles for (empty without
+/// NVRTC).
+pub fn supported_archs() -> Vec<i32> {
+    if cuda_libraries().found(CudaLib::Nvrtc).is_none() {
+        return Vec::new();
+    }
+    nvrtc::supported_archs()
+}
+
+/// `source` compiled for `arch` (`sm_90` a cubin, `compute_90` PTX), from
+/// the kernel cache when an earlier run compiled the same source for the
+/// same architecture with the same NVRTC and driver (NVRTC takes about
 /// 50 ms a source on the 2-core development machine, at every start
-/// otherwise; the five sources compile side by side):
-/// `$PIPELINE_AUTOTUNE_DIR/cuda-ptx/` (else the user's cache folder),
-/// named by a hash of the source, the architecture and NVRTC's version.
+/// otherwise; the sources compile side by side):
+/// `$PIPELINE_AUTOTUNE_DIR/cuda-ptx/` (else the user's cache folder).
 /// A cache that cannot be read or written is a compile, never an error.
-pub fn compile_cached(source: &KernelSource, arch: &'static str) -> Result<String, String> {
+pub fn compile_cached(source: &KernelSource, arch: &str) -> Result<Compiled, String> {
     let dir = pipeline_core::autotune_dir().map(|d| d.join("cuda-ptx"));
     compile_cached_in(dir.as_deref(), source, arch)
 }
@@ -73,8 +142,8 @@ pub fn compile_cached(source: &KernelSource, arch: &'static str) -> Result<Strin
 pub fn compile_cached_in(
     dir: Option<&std::path::Path>,
     source: &KernelSource,
-    arch: &'static str,
-) -> Result<String, String> {
+    arch: &str,
+) -> Result<Compiled, String> {
     // Without NVRTC, `compile` says so (its version is not asked for).
     if cuda_libraries().found(CudaLib::Nvrtc).is_none() {
         return compile(source, arch);
@@ -83,53 +152,69 @@ pub fn compile_cached_in(
         return compile(source, arch);
     };
     let path = cache_path(dir, source, arch);
-    if let Ok(ptx) = std::fs::read_to_string(&path)
-        && ptx.contains(&format!(".target {}", arch.replace("compute_", "sm_")))
+    if let Some(cached) = std::fs::read(&path)
+        .ok()
+        .and_then(|b| Compiled::read(arch, b))
     {
-        return Ok(ptx);
+        return Ok(cached);
     }
-    let ptx = compile(source, arch)?;
+    let compiled = compile(source, arch)?;
     // Written aside, then renamed: a reader never sees half a file.
     let aside = path.with_extension(format!("{}.part", std::process::id()));
     let stored = path
         .parent()
         .map_or(Ok(()), std::fs::create_dir_all)
-        .and_then(|()| std::fs::write(&aside, &ptx))
+        .and_then(|()| std::fs::write(&aside, compiled.bytes()))
         .and_then(|()| std::fs::rename(&aside, &path));
     if stored.is_err() {
         let _ = std::fs::remove_file(&aside);
     }
-    Ok(ptx)
+    Ok(compiled)
 }
 
-/// Where `source`'s PTX for `arch` is cached in `dir` (NVRTC must be
-/// loaded: its version is part of the name).
+/// Where `source` compiled for `arch` is cached in `dir`: named by a hash
+/// of the source, the architecture, NVRTC's version and the driver's
+/// (NVRTC must be loaded).
 pub fn cache_path(dir: &std::path::Path, source: &KernelSource, arch: &str) -> std::path::PathBuf {
     let mut key = pipeline_core::Fnv64::default();
-    for part in [HALF, source.source, arch, &nvrtc_version()] {
+    for part in [
+        HALF,
+        source.source,
+        arch,
+        &nvrtc::version(),
+        &driver_version(),
+    ] {
         key.write(part.as_bytes());
         key.write(&[0]);
     }
     let stem = source.file.trim_end_matches(".cu");
-    dir.join(format!("{stem}-{arch}-{:016x}.ptx", key.finish()))
+    let ext = if arch.starts_with("sm_") {
+        "cubin"
+    } else {
+        "ptx"
+    };
+    dir.join(format!("{stem}-{arch}-{:016x}.{ext}", key.finish()))
 }
 
-/// NVRTC's version, `major.minor`, or empty when it does not say.
-fn nvrtc_version() -> String {
-    let (mut major, mut minor) = (0, 0);
-    // SAFETY: NVRTC writes two ints through the pointers it is given.
+/// The driver's CUDA version (e.g. `13000`), or empty without a driver.
+fn driver_version() -> String {
+    if cuda_libraries().found(CudaLib::Driver).is_none() {
+        return String::new();
+    }
+    let mut version = 0;
+    // SAFETY: the driver (loaded, checked above) writes one int.
     #[allow(unsafe_code)]
-    let status = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
-    if status == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS {
-        format!("{major}.{minor}")
+    let status = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+    if status == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+        version.to_string()
     } else {
         String::new()
     }
 }
 
-/// `source` as PTX for `arch` (`compute_80`, `compute_90`, …), or why not
-/// in one line: NVRTC missing, or the compiler's log.
-pub fn compile(source: &KernelSource, arch: &'static str) -> Result<String, String> {
+/// `source` compiled for `arch` (`sm_80`, `sm_90`, … a cubin; `compute_80`,
+/// … PTX), or why not in one line: NVRTC missing, or the compiler's log.
+pub fn compile(source: &KernelSource, arch: &str) -> Result<Compiled, String> {
     let libs = cuda_libraries();
     if libs.found(CudaLib::Nvrtc).is_none() {
         return Err(format!(
@@ -137,26 +222,122 @@ pub fn compile(source: &KernelSource, arch: &'static str) -> Result<String, Stri
             CudaLib::Nvrtc.fix()
         ));
     }
-    let options = cudarc::nvrtc::CompileOptions {
-        arch: Some(arch),
-        name: Some(source.file.to_owned()),
-        // Row reductions stay in their written order (see transformer.cu).
-        fmad: Some(true),
-        ..Default::default()
-    };
-    cudarc::nvrtc::compile_ptx_with_opts(format!("{HALF}\n{}", source.source), options)
-        .map(|ptx| ptx.to_src())
-        .map_err(|e| {
-            let text = match &e {
-                cudarc::nvrtc::CompileError::CompileError { log, .. } => {
-                    log.to_string_lossy().into_owned()
-                }
-                other => format!("{other:?}"),
-            };
-            format!(
-                "{} does not compile for {arch}: {}",
-                source.file,
-                text.split_whitespace().collect::<Vec<_>>().join(" ")
-            )
-        })
+    // Row reductions stay in their written order (see transformer.cu).
+    let options = [
+        format!("--gpu-architecture={arch}"),
+        "--fmad=true".to_owned(),
+    ];
+    nvrtc::compile(
+        &format!("{HALF}\n{}", source.source),
+        source.file,
+        &options,
+        arch,
+    )
+    .map_err(|log| {
+        format!(
+            "{} does not compile for {arch}: {}",
+            source.file,
+            log.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
+    })
+}
+
+/// NVRTC's calls, the one `unsafe` here.
+#[allow(unsafe_code)]
+mod nvrtc {
+    use std::ffi::{CString, c_int};
+
+    use cudarc::nvrtc::{result, sys};
+
+    use super::Compiled;
+
+    /// NVRTC's version, `major.minor`, or empty when it does not say.
+    pub(super) fn version() -> String {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: NVRTC writes two ints through the pointers it is given.
+        let status = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
+        if status == sys::nvrtcResult::NVRTC_SUCCESS {
+            format!("{major}.{minor}")
+        } else {
+            String::new()
+        }
+    }
+
+    /// The real architectures NVRTC compiles for.
+    pub(super) fn supported_archs() -> Vec<i32> {
+        let mut count: c_int = 0;
+        // SAFETY: NVRTC writes the count, then that many ints into a
+        // buffer of that size.
+        unsafe {
+            if sys::nvrtcGetNumSupportedArchs(&mut count) != sys::nvrtcResult::NVRTC_SUCCESS {
+                return Vec::new();
+            }
+            let mut archs = vec![0 as c_int; usize::try_from(count).unwrap_or(0)];
+            if sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) != sys::nvrtcResult::NVRTC_SUCCESS {
+                return Vec::new();
+            }
+            archs
+        }
+    }
+
+    /// `source` compiled with `options`: a cubin for an `sm_` `arch`,
+    /// PTX for a `compute_` one; or the compiler's log.
+    pub(super) fn compile(
+        source: &str,
+        name: &str,
+        options: &[String],
+        arch: &str,
+    ) -> Result<Compiled, String> {
+        let source = CString::new(source).map_err(|_| "a NUL in the source".to_owned())?;
+        let name = CString::new(name).map_err(|_| "a NUL in the name".to_owned())?;
+        let prog = result::create_program(&source, Some(&name)).map_err(|e| format!("{e:?}"))?;
+        // SAFETY: `prog` was created above and is destroyed once, below;
+        // each output is read into a buffer of the size NVRTC gives.
+        let compiled = unsafe {
+            match result::compile_program(prog, options) {
+                Err(e) => Err(result::get_program_log(prog).map_or_else(
+                    |_| format!("{e:?}"),
+                    |log| {
+                        let bytes: Vec<u8> = log.iter().map(|&c| c as u8).collect();
+                        String::from_utf8_lossy(&bytes)
+                            .trim_end_matches('\0')
+                            .to_owned()
+                    },
+                )),
+                Ok(()) if arch.starts_with("sm_") => cubin(prog),
+                Ok(()) => result::get_ptx(prog)
+                    .map(|ptx| {
+                        let bytes: Vec<u8> = ptx.iter().map(|&c| c as u8).collect();
+                        Compiled::Ptx(
+                            String::from_utf8_lossy(&bytes)
+                                .trim_end_matches('\0')
+                                .to_owned(),
+                        )
+                    })
+                    .map_err(|e| format!("{e:?}")),
+            }
+        };
+        // SAFETY: created above, destroyed once.
+        let _ = unsafe { result::destroy_program(prog) };
+        compiled
+    }
+
+    /// The cubin of a compiled program.
+    ///
+    /// # Safety
+    /// `prog` must be a program NVRTC compiled for a real architecture.
+    unsafe fn cubin(prog: sys::nvrtcProgram) -> Result<Compiled, String> {
+        let mut size = 0usize;
+        // SAFETY: the caller's contract; NVRTC writes `size` bytes.
+        unsafe {
+            sys::nvrtcGetCUBINSize(prog, &mut size)
+                .result()
+                .map_err(|e| format!("{e:?}"))?;
+            let mut bytes = vec![0u8; size];
+            sys::nvrtcGetCUBIN(prog, bytes.as_mut_ptr().cast())
+                .result()
+                .map_err(|e| format!("{e:?}"))?;
+            Ok(Compiled::Cubin(bytes))
+        }
+    }
 }

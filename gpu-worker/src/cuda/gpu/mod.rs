@@ -1,6 +1,7 @@
 //! One NVIDIA GPU as the CUDA engine drives it (#28): its context and
-//! stream, the engine's kernels (`kernels/*.cu`) compiled by NVRTC for its
-//! architecture and loaded once, and f16 GEMMs through cuBLASLt (f32
+//! stream, the engine's kernels (`kernels/*.cu`) compiled by NVRTC to a
+//! cubin for its exact architecture (PTX only for a GPU newer than NVRTC)
+//! and loaded once, and f16 GEMMs through cuBLASLt (f32
 //! accumulation, bias in the epilogue). The kernels' launches are in
 //! `transformer.rs` and `cnn.rs`; how a family's pass is run, in
 //! `tower.rs`. The family code
@@ -28,7 +29,7 @@ use cudarc::driver::{
 };
 use half::f16;
 
-use super::kernels::{SOURCES, compile_cached};
+use super::kernels::{Compiled, SOURCES, compile_cached, supported_archs, target_for};
 use super::libs::cuda_libraries;
 
 mod blas;
@@ -118,17 +119,6 @@ pub struct Gpu {
     kernels: HashMap<&'static str, CudaFunction>,
 }
 
-/// The PTX architectures the kernels are compiled for, by compute
-/// capability; a newer GPU JIT-compiles the newest.
-const ARCHES: [((i32, i32), &str); 6] = [
-    ((8, 0), "compute_80"),
-    ((8, 6), "compute_86"),
-    ((8, 9), "compute_89"),
-    ((9, 0), "compute_90"),
-    ((10, 0), "compute_100"),
-    ((12, 0), "compute_120"),
-];
-
 const THREADS: u32 = 256;
 const ROW_THREADS: u32 = 256;
 
@@ -164,31 +154,34 @@ impl Gpu {
         let capability = ctx
             .compute_capability()
             .map_err(driver("its compute capability"))?;
-        let arch = ARCHES
-            .iter()
-            .rev()
-            .find(|(cc, _)| *cc <= capability)
-            .map(|(_, arch)| *arch)
-            .ok_or_else(|| {
-                GpuError(format!(
-                    "compute capability {}.{}: the CUDA engine needs 8.0 (Ampere) or newer; \
-                     use --engine vulkan",
-                    capability.0, capability.1
-                ))
-            })?;
+        if capability < (8, 0) {
+            return Err(GpuError(format!(
+                "compute capability {}.{}: the CUDA engine needs 8.0 (Ampere) or newer; \
+                 use --engine vulkan",
+                capability.0, capability.1
+            )));
+        }
+        let arch = target_for(capability, &supported_archs()).ok_or_else(|| {
+            GpuError(format!(
+                "NVRTC compiles for no architecture at or below this GPU's {}.{}; \
+                 use --engine vulkan",
+                capability.0, capability.1
+            ))
+        })?;
         let stream = ctx.default_stream();
-        // Compiled (or read from the PTX cache) side by side, loaded in turn.
-        let compiled: Vec<Result<String, String>> = {
+        // Compiled (or read from the kernel cache) side by side, loaded in
+        // turn.
+        let compiled: Vec<Result<Compiled, String>> = {
             use rayon::prelude::*;
             SOURCES
                 .par_iter()
-                .map(|source| compile_cached(source, arch))
+                .map(|source| compile_cached(source, &arch))
                 .collect()
         };
         let mut kernels = HashMap::new();
-        for (source, ptx) in SOURCES.iter().zip(compiled) {
+        for (source, image) in SOURCES.iter().zip(compiled) {
             let module = ctx
-                .load_module(cudarc::nvrtc::Ptx::from_src(ptx.map_err(GpuError)?))
+                .load_module(image.map_err(GpuError)?.into_image())
                 .map_err(driver(source.file))?;
             for entry in source.entries {
                 let f = module.load_function(entry).map_err(driver(entry))?;

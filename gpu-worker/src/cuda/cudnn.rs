@@ -7,10 +7,17 @@
 //! the latter with `IMPLICIT_PRECOMP_GEMM` only), or any layer whose fused
 //! call cuDNN refuses, found at its first call and remembered.
 //!
-//! **Algorithms are chosen once per layer**, at its first call, from
-//! cuDNN's heuristics (deterministic ones only), and kept for every batch
-//! size after it, so that an image's result does not change when the OOM
-//! backoff halves the batch.
+//! **Algorithms are chosen per layer and batch size** (#40), at the first
+//! call of that shape, from every deterministic candidate cuDNN's
+//! heuristics rank (as many as `cudnnGetConvolutionForwardAlgorithmMaxCount`
+//! says there are): the fused call first where the layer's epilogue fuses,
+//! then unfused; the layer's first choice first at every other batch size,
+//! so that an image's result stays the same when the OOM backoff halves
+//! the batch wherever cuDNN runs it there. A candidate cuDNN refuses at
+//! that shape (not supported, a bad parameter, a workspace that does not
+//! fit in memory) is passed over for the next; only when every one is
+//! refused is it an error, an out-of-memory one if a workspace did not
+//! fit (so the backoff halves the batch).
 //!
 //! **Not yet run on a GPU** (no GPU machine was lent while it was
 //! written); `tests/cuda_gpu.rs` holds it to the plan's reference wherever
@@ -34,9 +41,8 @@ fn cudnn(what: &str) -> impl FnOnce(result::CudnnError) -> GpuError + '_ {
     move |e| GpuError(format!("cuDNN {what}: {:?}", e.0))
 }
 
-/// What a refused fused call's error starts with.
+/// What a fused call's error names.
 const FUSED_CALL: &str = "fused convolution";
-const FUSED: &str = "cuDNN fused convolution";
 
 /// The largest workspace an algorithm may ask for: faster ones that need
 /// more (FFT's can take gigabytes) would take memory from the batch.
@@ -115,8 +121,8 @@ fn tensor(n: usize, c: usize, h: usize, w: usize) -> Result<TensorDesc, GpuError
     Ok(desc)
 }
 
-/// How a layer runs, chosen at its first call.
-#[derive(Debug, Clone, Copy)]
+/// How a layer runs at one batch size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Choice {
     algo: sys::cudnnConvolutionFwdAlgo_t,
     /// Through `cudnnConvolutionBiasActivationForward`.
@@ -143,7 +149,15 @@ pub(super) struct DeviceConv {
     conv_desc: ConvDesc,
     bias_desc: TensorDesc,
     act_desc: ActDesc,
-    choice: Mutex<Option<Choice>>,
+    /// What ran, by batch size, and the first choice of all.
+    choices: Mutex<Choices>,
+}
+
+/// A layer's choices.
+#[derive(Debug, Default)]
+struct Choices {
+    by_batch: std::collections::HashMap<usize, Choice>,
+    first: Option<Choice>,
 }
 
 impl DeviceConv {
@@ -234,7 +248,7 @@ impl DeviceConv {
             conv_desc,
             bias_desc: tensor(1, layer.cout, 1, 1)?,
             act_desc,
-            choice: Mutex::new(None),
+            choices: Mutex::new(Choices::default()),
         })
     }
 
@@ -298,31 +312,39 @@ impl Convolutions {
         let x_desc = tensor(n, conv.cin, side, side)?;
         let y_desc = tensor(n, conv.cout, out, out)?;
         let handle = self.handle.lock().unwrap_or_else(|p| p.into_inner());
-        let mut choice = conv.choice.lock().unwrap_or_else(|p| p.into_inner());
-        let chosen = match *choice {
+        let mut choices = conv.choices.lock().unwrap_or_else(|p| p.into_inner());
+        let known = choices.by_batch.get(&n).copied();
+        let mut launch =
+            |c: Choice| self.launch(&handle, conv, c, (x, &x_desc), (&mut *y, &y_desc), residual);
+        let ran = match known.map(&mut launch) {
+            Some(Ok(())) => known,
+            Some(Err(Launch::Failed(e))) => return Err(e),
+            // Refused now (a workspace that no longer fits): choose again.
+            Some(Err(Launch::Refused(_))) | None => None,
+        };
+        let used = match ran {
             Some(c) => c,
             None => {
-                let c = self.choose(&handle, conv, &x_desc, &y_desc)?;
-                *choice = Some(c);
-                c
+                let algos = self.algorithms(&handle, conv, &x_desc, &y_desc)?;
+                let candidates = candidates(&algos, conv.activation, choices.first);
+                let mut refusals = Vec::new();
+                let mut used = None;
+                for c in candidates {
+                    match launch(c) {
+                        Ok(()) => {
+                            used = Some(c);
+                            break;
+                        }
+                        Err(Launch::Refused(e)) => refusals.push(e),
+                        Err(Launch::Failed(e)) => return Err(e),
+                    }
+                }
+                used.ok_or_else(|| refused_all(conv, n, refusals))?
             }
         };
-        let used = match self.launch(&handle, conv, chosen, (x, &x_desc), (y, &y_desc), residual) {
-            Ok(()) => chosen,
-            // cuDNN refused to fuse this layer (not an allocation that
-            // failed): unfused from now on.
-            Err(e) if chosen.fused && e.0.starts_with(FUSED) => {
-                let unfused = Choice {
-                    algo: self.algorithms(&handle, conv, &x_desc, &y_desc)?[0],
-                    fused: false,
-                };
-                *choice = Some(unfused);
-                self.launch(&handle, conv, unfused, (x, &x_desc), (y, &y_desc), residual)?;
-                unfused
-            }
-            Err(e) => return Err(e),
-        };
-        drop(choice);
+        choices.by_batch.insert(n, used);
+        choices.first.get_or_insert(used);
+        drop(choices);
         drop(handle);
         if !used.fused {
             let act = match conv.activation {
@@ -344,11 +366,17 @@ impl Convolutions {
         x_desc: &TensorDesc,
         y_desc: &TensorDesc,
     ) -> Result<Vec<sys::cudnnConvolutionFwdAlgo_t>, GpuError> {
-        const COUNT: usize = 8;
+        let mut count: c_int = 0;
+        // SAFETY: cuDNN writes one int.
+        unsafe { sys::cudnnGetConvolutionForwardAlgorithmMaxCount(handle.0, &mut count) }
+            .result()
+            .map_err(cudnn("algorithm count"))?;
+        let count = usize::try_from(count).unwrap_or(0).max(1);
         let mut returned: c_int = 0;
-        // SAFETY: `COUNT` zeroed plain-data results for cuDNN to fill.
-        let mut perf: [sys::cudnnConvolutionFwdAlgoPerf_t; COUNT] = unsafe { std::mem::zeroed() };
-        // SAFETY: valid descriptors; cuDNN writes at most `COUNT` results.
+        // SAFETY: `count` zeroed plain-data results for cuDNN to fill.
+        let mut perf: Vec<sys::cudnnConvolutionFwdAlgoPerf_t> =
+            vec![unsafe { std::mem::zeroed() }; count];
+        // SAFETY: valid descriptors; cuDNN writes at most `count` results.
         unsafe {
             result::get_convolution_forward_algorithm(
                 handle.0,
@@ -356,13 +384,13 @@ impl Convolutions {
                 conv.filter_desc.0,
                 conv.conv_desc.0,
                 y_desc.0,
-                COUNT as c_int,
+                int(count),
                 &mut returned,
                 perf.as_mut_ptr(),
             )
         }
         .map_err(cudnn("algorithm heuristics"))?;
-        let algos: Vec<_> = perf[..usize::try_from(returned).unwrap_or(0).min(COUNT)]
+        let algos: Vec<_> = perf[..usize::try_from(returned).unwrap_or(0).min(count)]
             .iter()
             .filter(|p| {
                 p.status == sys::cudnnStatus_t::CUDNN_STATUS_SUCCESS
@@ -381,33 +409,6 @@ impl Convolutions {
         Ok(algos)
     }
 
-    /// The first call's choice: fused where cuDNN can (ReLU with its best
-    /// algorithm, identity with `IMPLICIT_PRECOMP_GEMM`), else unfused.
-    fn choose(
-        &self,
-        handle: &Handle,
-        conv: &DeviceConv,
-        x_desc: &TensorDesc,
-        y_desc: &TensorDesc,
-    ) -> Result<Choice, GpuError> {
-        use sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM as PRECOMP;
-        let algos = self.algorithms(handle, conv, x_desc, y_desc)?;
-        Ok(match conv.activation {
-            ConvActivation::Relu => Choice {
-                algo: algos[0],
-                fused: true,
-            },
-            ConvActivation::Identity if algos.contains(&PRECOMP) => Choice {
-                algo: PRECOMP,
-                fused: true,
-            },
-            ConvActivation::Identity | ConvActivation::Relu6 => Choice {
-                algo: algos[0],
-                fused: false,
-            },
-        })
-    }
-
     fn launch(
         &self,
         handle: &Handle,
@@ -416,7 +417,7 @@ impl Convolutions {
         (x, x_desc): (&Buf, &TensorDesc),
         (y, y_desc): (&mut Buf, &TensorDesc),
         residual: Option<&Buf>,
-    ) -> Result<(), GpuError> {
+    ) -> Result<(), Launch> {
         let s = &self.stream;
         // SAFETY: valid descriptors for this shape.
         let bytes = unsafe {
@@ -429,11 +430,14 @@ impl Convolutions {
                 choice.algo,
             )
         }
-        .map_err(cudnn("workspace size"))?;
+        .map_err(refusal("workspace size"))?;
         // SAFETY: scratch that cuDNN writes before it reads; never read
-        // here.
-        let mut workspace = unsafe { s.alloc::<u8>(bytes.max(1)) }
-            .map_err(|e| GpuError(format!("allocating cuDNN's workspace: {e}")))?;
+        // here. One that does not fit refuses this algorithm only.
+        let mut workspace = unsafe { s.alloc::<u8>(bytes.max(1)) }.map_err(|e| {
+            Launch::Refused(GpuError(format!(
+                "allocating cuDNN's {bytes}-byte workspace: {e}"
+            )))
+        })?;
         let (one, zero) = (1.0f32, 0.0f32);
         let (xp, _rx) = x.device_ptr(s);
         let (wp, _rw) = conv.filter.device_ptr(s);
@@ -474,7 +478,7 @@ impl Convolutions {
                     y_desc.0,
                     yp as *mut c_void,
                 )
-                .map_err(cudnn(FUSED_CALL))
+                .map_err(refusal(FUSED_CALL))
             } else {
                 result::convolution_forward(
                     handle.0,
@@ -491,8 +495,153 @@ impl Convolutions {
                     y_desc.0,
                     yp as *mut c_void,
                 )
-                .map_err(cudnn("convolution"))
+                .map_err(refusal("convolution"))
             }
         }
+    }
+}
+
+/// Why a launch did not run.
+enum Launch {
+    /// cuDNN refused this algorithm at this shape, or its workspace did
+    /// not fit: another candidate may run.
+    Refused(GpuError),
+    /// Anything else (a fault): no other candidate is tried.
+    Failed(GpuError),
+}
+
+/// Whether cuDNN's `status` refuses a configuration (not supported, a bad
+/// parameter for it) rather than reports a failure.
+fn is_refusal(status: sys::cudnnStatus_t) -> bool {
+    let code = status as u32;
+    // cuDNN 8's BAD_PARAM and NOT_SUPPORTED, cuDNN 9's families of them.
+    code == 3 || code == 9 || (2000..4000).contains(&code)
+}
+
+fn refusal(what: &str) -> impl FnOnce(result::CudnnError) -> Launch + '_ {
+    move |e| {
+        let error = GpuError(format!("cuDNN {what}: {:?}", e.0));
+        if is_refusal(e.0) {
+            Launch::Refused(error)
+        } else {
+            Launch::Failed(error)
+        }
+    }
+}
+
+/// The order a layer's candidates are tried in at a new batch size: the
+/// layer's first choice (if cuDNN offers its algorithm here), then fused
+/// calls where the epilogue fuses (ReLU with any algorithm, identity with
+/// `IMPLICIT_PRECOMP_GEMM` only; ReLU6 never), then every algorithm
+/// unfused; `algos` best first, each pair once.
+fn candidates(
+    algos: &[sys::cudnnConvolutionFwdAlgo_t],
+    activation: ConvActivation,
+    first: Option<Choice>,
+) -> Vec<Choice> {
+    use sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM as PRECOMP;
+    let fuses = |algo| match activation {
+        ConvActivation::Relu => true,
+        ConvActivation::Identity => algo == PRECOMP,
+        ConvActivation::Relu6 => false,
+    };
+    let mut order: Vec<Choice> = first
+        .filter(|c| algos.contains(&c.algo))
+        .into_iter()
+        .collect();
+    let fused = algos
+        .iter()
+        .filter(|&&a| fuses(a))
+        .map(|&algo| Choice { algo, fused: true });
+    let unfused = algos.iter().map(|&algo| Choice { algo, fused: false });
+    for c in fused.chain(unfused) {
+        if !order.contains(&c) {
+            order.push(c);
+        }
+    }
+    order
+}
+
+/// The error when every candidate was refused: out of memory when a
+/// workspace did not fit (the backoff then halves the batch), else
+/// cuDNN's refusals.
+fn refused_all(conv: &DeviceConv, n: usize, refusals: Vec<GpuError>) -> GpuError {
+    let what = format!(
+        "cuDNN runs no algorithm for a {}×{} convolution of {} → {} channels at batch {n}",
+        conv.kernel, conv.kernel, conv.cin, conv.cout
+    );
+    match refusals.iter().find(|e| e.0.contains("OUT_OF_MEMORY")) {
+        Some(oom) => GpuError(format!("{what}: {oom}")),
+        None => GpuError(format!(
+            "{what} ({}); use --engine vulkan",
+            refusals
+                .iter()
+                .map(|e| e.0.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::cudnnConvolutionFwdAlgo_t as Algo;
+
+    const GEMM: Algo = Algo::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+    const PRECOMP: Algo = Algo::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+    const WINOGRAD: Algo = Algo::CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
+
+    fn c(algo: Algo, fused: bool) -> Choice {
+        Choice { algo, fused }
+    }
+
+    /// Fused calls first where the epilogue fuses, then every algorithm
+    /// unfused, each once; the layer's first choice leads wherever cuDNN
+    /// offers it, and is dropped where it does not.
+    #[test]
+    fn candidates_run_fused_first_and_the_layers_first_choice_before_all() {
+        let algos = [WINOGRAD, PRECOMP, GEMM];
+        assert_eq!(
+            candidates(&algos, ConvActivation::Relu, None),
+            [
+                c(WINOGRAD, true),
+                c(PRECOMP, true),
+                c(GEMM, true),
+                c(WINOGRAD, false),
+                c(PRECOMP, false),
+                c(GEMM, false)
+            ]
+        );
+        assert_eq!(
+            candidates(&algos, ConvActivation::Identity, None),
+            [
+                c(PRECOMP, true),
+                c(WINOGRAD, false),
+                c(PRECOMP, false),
+                c(GEMM, false)
+            ]
+        );
+        assert_eq!(
+            candidates(&algos, ConvActivation::Relu6, Some(c(GEMM, false))),
+            [c(GEMM, false), c(WINOGRAD, false), c(PRECOMP, false)]
+        );
+        assert_eq!(
+            candidates(&[PRECOMP], ConvActivation::Relu, Some(c(GEMM, true))),
+            [c(PRECOMP, true), c(PRECOMP, false)]
+        );
+    }
+
+    /// Not supported and bad parameters, in cuDNN 8's codes and cuDNN 9's
+    /// families, are refusals; an execution failure or an internal error is
+    /// not.
+    #[test]
+    fn refusals_are_told_from_failures() {
+        use sys::cudnnStatus_t as S;
+        assert!(is_refusal(S::CUDNN_STATUS_NOT_SUPPORTED));
+        assert!(is_refusal(S::CUDNN_STATUS_BAD_PARAM));
+        assert!(!is_refusal(S::CUDNN_STATUS_EXECUTION_FAILED));
+        assert!(!is_refusal(S::CUDNN_STATUS_INTERNAL_ERROR));
+        assert!(!is_refusal(S::CUDNN_STATUS_SUCCESS));
     }
 }

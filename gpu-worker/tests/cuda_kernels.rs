@@ -209,13 +209,15 @@ fn the_environment_of_each_python3_on_path_is_searched() {
 }
 
 /// cuDNN's sub-libraries beside its `libcudnn.so.9` are loaded from there,
-/// the graph library first (the others need it); what is not one of them
+/// each after those it needs (graph, ops, cnn, adv); what is not one of them
 /// (cuDNN 8's, the unversioned link, another library) is not.
 #[test]
-fn cudnns_sub_libraries_are_taken_from_its_own_folder_graph_first() {
+fn cudnns_sub_libraries_are_taken_from_its_own_folder_in_dependency_order() {
     let dir = tempfile::tempdir().expect("a temp dir");
     for name in [
         "libcudnn.so.9",
+        "libcudnn_adv.so.9",
+        "libcudnn_cnn.so.9",
         "libcudnn_ops.so.9",
         "libcudnn_graph.so.9",
         "libcudnn_engines_precompiled.so.9",
@@ -238,8 +240,10 @@ fn cudnns_sub_libraries_are_taken_from_its_own_folder_graph_first() {
         names,
         [
             "libcudnn_graph.so.9",
-            "libcudnn_engines_precompiled.so.9",
-            "libcudnn_ops.so.9"
+            "libcudnn_ops.so.9",
+            "libcudnn_cnn.so.9",
+            "libcudnn_adv.so.9",
+            "libcudnn_engines_precompiled.so.9"
         ]
     );
 }

@@ -432,11 +432,15 @@ impl Convolutions {
         }
         .map_err(refusal("workspace size"))?;
         // SAFETY: scratch that cuDNN writes before it reads; never read
-        // here. One that does not fit refuses this algorithm only.
+        // here. One that does not fit refuses this algorithm only; any
+        // other error (a sticky fault of an earlier kernel) is a failure.
         let mut workspace = unsafe { s.alloc::<u8>(bytes.max(1)) }.map_err(|e| {
-            Launch::Refused(GpuError(format!(
-                "allocating cuDNN's {bytes}-byte workspace: {e}"
-            )))
+            let error = GpuError(format!("allocating cuDNN's {bytes}-byte workspace: {e}"));
+            if error.0.contains("OUT_OF_MEMORY") {
+                Launch::Refused(error)
+            } else {
+                Launch::Failed(error)
+            }
         })?;
         let (one, zero) = (1.0f32, 0.0f32);
         let (xp, _rx) = x.device_ptr(s);

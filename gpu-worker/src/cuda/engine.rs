@@ -400,7 +400,11 @@ impl ZeroShot {
 /// memory (the driver's or cuBLASLt's allocation failure) halves the batch.
 fn engine_error(e: GpuError, batch: usize) -> EngineError {
     let message = e.to_string();
-    if message.contains("OUT_OF_MEMORY") || message.contains("ALLOC_FAILED") {
+    // cuDNN 8 says ALLOC_FAILED, cuDNN 9 INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED.
+    if message.contains("OUT_OF_MEMORY")
+        || message.contains("ALLOC_FAILED")
+        || message.contains("ALLOCATION_FAILED")
+    {
         EngineError::OutOfMemory { batch, message }
     } else if message.contains("LAUNCH_FAILED") || message.contains("ILLEGAL_ADDRESS") {
         EngineError::DeviceLost(message)

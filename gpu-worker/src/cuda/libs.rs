@@ -202,8 +202,8 @@ pub fn load(given: &[PathBuf], pip: &[PathBuf]) -> CudaLibraries {
     }
 }
 
-/// cuDNN 9's sub-libraries (`libcudnn_graph.so.9` first, then every other
-/// `libcudnn_*.so.9`) beside the `libcudnn.so.9` loaded from `dir`: cuDNN
+/// cuDNN 9's sub-libraries (`libcudnn_graph`, `_ops`, `_cnn`, `_adv`, each
+/// after what it needs, then every other `libcudnn_*.so.9`) beside the `libcudnn.so.9` loaded from `dir`: cuDNN
 /// opens them by name when it first needs them, and the system's loader
 /// would take whatever copy its search finds first (another wheel's, an
 /// older system package's); loaded from here now, its later opens find
@@ -229,8 +229,15 @@ pub fn cudnn_part_files(dir: &Path) -> Vec<PathBuf> {
                 .is_some_and(|n| n.starts_with("libcudnn_") && n.ends_with(".so.9"))
         })
         .collect();
-    // The graph library first: the others need it.
-    parts.sort_by_key(|p| (!p.ends_with("libcudnn_graph.so.9"), p.clone()));
+    // Each after what it needs: graph, ops, cnn, adv, then the engines
+    // and heuristics.
+    let rank = |p: &PathBuf| {
+        ["graph", "ops", "cnn", "adv"]
+            .iter()
+            .position(|part| p.ends_with(format!("libcudnn_{part}.so.9")))
+            .unwrap_or(4)
+    };
+    parts.sort_by_key(|p| (rank(p), p.clone()));
     parts
 }
 

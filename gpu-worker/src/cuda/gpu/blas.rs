@@ -126,7 +126,7 @@ impl Drop for Setup {
         // SAFETY: made by cuBLASLt in `Blas::setup`, destroyed once here.
         unsafe {
             let _ = result::destroy_matmul_desc(self.desc);
-            for layout in self.layouts {
+            for layout in self.layouts.into_iter().filter(|l| !l.is_null()) {
                 let _ = result::destroy_matrix_layout(layout);
             }
         }
@@ -280,18 +280,20 @@ impl Blas {
             (call.k, call.n, call.ldb),
             (call.m, call.n, call.ldd),
         ];
-        let mut layouts = [std::ptr::null_mut(); 3];
-        for (i, (rows, cols, ld)) in shapes.into_iter().enumerate() {
-            layouts[i] = result::create_matrix_layout(cudaDataType_t::CUDA_R_16F, rows, cols, ld)
-                .map_err(lt("layout"))?;
-        }
-        // From here on, dropping `setup` frees what was made.
+        // Made empty, then filled: dropping `setup` on any error below
+        // frees what was made so far.
         let mut setup = Setup {
             desc,
-            layouts,
+            layouts: [std::ptr::null_mut(); 3],
             algos: Vec::new(),
             last: 0,
         };
+        for (i, (rows, cols, ld)) in shapes.into_iter().enumerate() {
+            setup.layouts[i] =
+                result::create_matrix_layout(cudaDataType_t::CUDA_R_16F, rows, cols, ld)
+                    .map_err(lt("layout"))?;
+        }
+        let layouts = setup.layouts;
         let transa = i32::from(call.transa);
         let epilogue = if key.bias {
             cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS

@@ -318,7 +318,14 @@ pub(crate) fn chosen_devices(
             (None, true) => {
                 let facts = crate::diagnose::Facts::of_this_machine(nvidia, vulkan_gpus);
                 match crate::diagnose::explain(&facts) {
-                    Some(why) => format!("pipeline: {why}; running on the CPU (burn flex)"),
+                    Some(why) => format!(
+                        "pipeline: {why}; running on the CPU (burn flex){}",
+                        if on == Runs::Vulkan && gpus.iter().any(|g| g.uuid.is_some()) {
+                            "; --engine cuda runs NVIDIA GPUs without Vulkan"
+                        } else {
+                            ""
+                        }
+                    ),
                     None => "pipeline: no GPU found; running on the CPU (burn flex)".to_owned(),
                 }
             }

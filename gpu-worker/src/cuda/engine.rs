@@ -440,7 +440,9 @@ impl Engine for CudaEngine {
         Ok(Box::new(self.queue(batch, times)?))
     }
 
-    fn release_cached_memory(&self) {}
+    fn release_cached_memory(&self) {
+        self.gpu.release_cached_memory();
+    }
 }
 
 #[cfg(test)]

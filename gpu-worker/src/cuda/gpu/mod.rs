@@ -168,7 +168,15 @@ impl Gpu {
                 capability.0, capability.1
             ))
         })?;
-        let stream = ctx.default_stream();
+        // A created stream, not the legacy NULL stream, which waits for
+        // (and holds up) all other work on the device.
+        let stream = ctx.new_stream().map_err(driver("creating a stream"))?;
+        // SAFETY: every buffer of this GPU is made, used and freed on this
+        // one stream, so cudarc's per-buffer events, which order work
+        // across streams, would order nothing and cost an event record per
+        // launch argument.
+        unsafe { ctx.disable_event_tracking() };
+        pool::keep(&ctx);
         // Compiled (or read from the kernel cache) side by side, loaded in
         // turn.
         let compiled: Vec<Result<Compiled, String>> = {
@@ -364,8 +372,51 @@ impl Gpu {
         self.stream.synchronize().map_err(driver("synchronising"))
     }
 
+    /// Returns the memory the stream-ordered pool keeps to the device
+    /// (after an out-of-memory error, before a smaller batch).
+    pub fn release_cached_memory(&self) {
+        if self.synchronize().is_ok() {
+            pool::trim(&self.ctx);
+        }
+    }
+
     /// Free and total device memory, in bytes.
     pub fn memory(&self) -> Result<(usize, usize), GpuError> {
         self.ctx.mem_get_info().map_err(driver("memory info"))
+    }
+}
+
+/// The device's stream-ordered memory pool (which cudarc's allocations
+/// come from), the one `unsafe` of its own here.
+mod pool {
+    use cudarc::driver::CudaContext;
+    use cudarc::driver::result::device;
+    use cudarc::driver::sys::{self, CUmemPool_attribute};
+
+    /// Keeps freed memory in the pool: by default it returns everything
+    /// above 0 bytes to the device at each synchronisation, so every pass
+    /// would allocate from the driver again. A failure costs speed only.
+    pub(super) fn keep(ctx: &CudaContext) {
+        // SAFETY: the device's own default pool; the attribute is a u64.
+        unsafe {
+            if let Ok(pool) = device::get_default_mem_pool(ctx.cu_device()) {
+                let mut threshold = u64::MAX;
+                let _ = sys::cuMemPoolSetAttribute(
+                    pool,
+                    CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                    (&raw mut threshold).cast(),
+                );
+            }
+        }
+    }
+
+    /// Returns what the pool keeps unused to the device.
+    pub(super) fn trim(ctx: &CudaContext) {
+        // SAFETY: the device's own default pool, after a synchronisation.
+        unsafe {
+            if let Ok(pool) = device::get_default_mem_pool(ctx.cu_device()) {
+                let _ = sys::cuMemPoolTrimTo(pool, 0);
+            }
+        }
     }
 }

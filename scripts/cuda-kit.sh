@@ -107,11 +107,18 @@ build() {
         strip -o "$kit/$name" "$src"
         xz -9 -T0 -f "$kit/$name"
     done
-    cp "$(lite0_source)" "$kit/weights/$lite0"
+    # The kit is about 60 MiB with them (a device call carries 64 MiB):
+    # KIT_WEIGHTS=0 leaves them out (Lite0's parity then runs its seeded
+    # weights only).
+    if [[ ${KIT_WEIGHTS:-1} == 1 ]]; then
+        cp "$(lite0_source)" "$kit/weights/$lite0"
+    else
+        rm -f "$kit/weights/$lite0"
+    fi
     {
         echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD 2>/dev/null || echo ' (with uncommitted changes)')"
         echo "built: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-        (cd "$kit" && sha256sum pipeline.xz cuda_gpu.xz "weights/$lite0")
+        (cd "$kit" && find pipeline.xz cuda_gpu.xz weights -type f -print0 | xargs -0 sha256sum)
     } >"$kit/MANIFEST"
     ls -la "$kit" "$kit/weights"
     local mib

@@ -8,6 +8,10 @@
 //!   and the model families written for it (`gpu-worker/src/model/`):
 //!   everything else talks to the engine seam, which another engine plugs
 //!   into.
+//! - An engine type is named only by the engine factory
+//!   (`gpu-worker/src/engine/factory.rs`), inside its own folder, and by
+//!   `lib.rs`'s re-export for tests and benchmarks: the worker and the
+//!   rest of the seam pick no engine themselves.
 //!
 //! Each crate's files are parsed with `syn`. An edge `a → b` is any path in
 //! `a` that starts at `crate`, `self` or `super` and names `b`'s module or
@@ -134,6 +138,91 @@ fn the_burn_check_finds_uses_types_and_calls_but_not_tests() {
     );
     assert!(burn_names("use crate::burn_engine::BurnEngine; // burn").is_empty());
     assert!(burn_names("#[cfg(test)] mod tests { use burn::tensor::Tensor; }").is_empty());
+}
+
+/// The engine types, by their module paths in `gpu-worker`.
+const ENGINE_TYPES: [&str; 2] = ["burn_engine::BurnEngine", "cuda::engine::CudaEngine"];
+
+/// Where an engine type may be named: the factory, the engines' own
+/// folders, and the crate root's re-export.
+const ENGINE_NAMERS: [&str; 4] = [
+    "gpu-worker/src/engine/factory.rs",
+    "gpu-worker/src/burn_engine/",
+    "gpu-worker/src/cuda/",
+    "gpu-worker/src/lib.rs",
+];
+
+#[test]
+fn only_the_engine_factory_picks_an_engine() {
+    let mut outside = Vec::new();
+    let mut in_factory = Vec::new();
+    for (module, rel, text) in crate_sources("gpu-worker") {
+        let named = engine_names(&module, &text);
+        if rel.ends_with("engine/factory.rs") {
+            in_factory.extend(named);
+        } else if !ENGINE_NAMERS.iter().any(|home| rel.starts_with(home))
+            && let Some(first) = named.first()
+        {
+            outside.push(format!("{rel}: {first}"));
+        }
+    }
+    for engine in ENGINE_TYPES {
+        assert!(
+            in_factory.iter().any(|p| p.starts_with(engine)),
+            "the factory opens {engine} (the check reads paths): {in_factory:?}"
+        );
+    }
+    assert!(
+        outside.is_empty(),
+        "an engine type named outside the engine factory:\n{}",
+        outside.join("\n")
+    );
+}
+
+#[test]
+fn the_engine_check_finds_engine_types_through_any_path() {
+    let worker = module("worker");
+    assert_eq!(
+        engine_names(&worker, "use crate::burn_engine::BurnEngine;"),
+        ["burn_engine::BurnEngine"]
+    );
+    assert_eq!(
+        engine_names(
+            &worker,
+            "fn f() { crate::cuda::engine::CudaEngine::open(c); }"
+        ),
+        ["cuda::engine::CudaEngine::open"]
+    );
+    assert_eq!(
+        engine_names(&module("cuda::vit_run"), "use super::engine::CudaEngine;"),
+        ["cuda::engine::CudaEngine"]
+    );
+    assert!(engine_names(&worker, "use crate::engine::Engine;").is_empty());
+    assert!(
+        engine_names(
+            &worker,
+            "#[cfg(test)] mod t { use crate::burn_engine::BurnEngine; }"
+        )
+        .is_empty()
+    );
+}
+
+/// Every crate path in `text`, a file of module `me`, that names one of
+/// [`ENGINE_TYPES`] (outside `#[cfg(test)]` items).
+fn engine_names(me: &Module, text: &str) -> Vec<String> {
+    let file = syn::parse_file(text).expect("a Rust file parses");
+    let mut paths = Paths {
+        me,
+        found: Vec::new(),
+        keep_external: false,
+    };
+    paths.visit_file(&file);
+    paths
+        .found
+        .into_iter()
+        .map(|p| p.join("::"))
+        .filter(|p| ENGINE_TYPES.iter().any(|t| p.starts_with(t)))
+        .collect()
 }
 
 /// Every path in `text` (outside `#[cfg(test)]` items) that starts at one

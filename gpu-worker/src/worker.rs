@@ -27,12 +27,11 @@ use loader::{
     Batch, BatchStream, DecoderPriority, Loader, LoaderConfig, Ready, WorkGroup, WorkItem,
 };
 use pipeline_core::{
-    EngineKind, FromWorker, ItemOutcome, PROTOCOL_VERSION, SpanTimes, ToWorker, WorkerConfig,
-    read_frame, write_frame,
+    FromWorker, ItemOutcome, PROTOCOL_VERSION, SpanTimes, ToWorker, WorkerConfig, read_frame,
+    write_frame,
 };
 
 use crate::backoff::{BatchSizeChange, ItemResult, OomBackoff};
-use crate::burn_engine::BurnEngine;
 use crate::engine::{Engine, EngineError, InFlight, OpenError, PixelBatch};
 
 /// Chunks a worker asks to have queued: one running, one being decoded.
@@ -431,10 +430,7 @@ pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Box<dyn Engine>, usi
             config.model
         )));
     }
-    let engine: Box<dyn Engine> = match config.engine {
-        EngineKind::Burn => Box::new(BurnEngine::open(config)?),
-        EngineKind::Cuda => Box::new(crate::cuda::engine::CudaEngine::open(config)?),
-    };
+    let engine = crate::engine::factory::open(config)?;
     let batch_size = config
         .batch_size
         .unwrap_or_else(|| engine.default_batch(config.model));
@@ -501,7 +497,7 @@ fn read_spans<R: Read>(
 
 #[cfg(test)]
 mod tests {
-    use pipeline_core::{DecodeLimits, DeviceSpec, ModelKind, Precision, Task};
+    use pipeline_core::{DecodeLimits, DeviceSpec, EngineKind, ModelKind, Precision, Task};
 
     use super::*;
 

@@ -5,9 +5,13 @@
 //! starts with. The worker, the backoff and `--model-only` talk to this
 //! trait alone.
 //!
-//! Engines: burn (`burn_engine/`: the CPU, Vulkan GPUs, Mesa's lavapipe).
-//! Which engine runs a model is the registry's (`ModelSpec::engines`); the
-//! worker opens it (`worker::open_engine`).
+//! Engines: burn (`burn_engine/`: the CPU, Vulkan GPUs, Mesa's lavapipe)
+//! and CUDA (`cuda/`: NVIDIA GPUs). Which engine runs a model is the
+//! registry's (`ModelSpec::engines`); the factory (`factory.rs`), the one
+//! place that names an engine type, opens it for the worker
+//! (`worker::open_engine`).
+
+pub(crate) mod factory;
 
 use pipeline_core::{
     ClassScore, ModelKind, Normalize, Prediction, SpanTimes, Task, ZeroShotClasses,

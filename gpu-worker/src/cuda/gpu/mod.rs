@@ -284,20 +284,7 @@ impl Gpu {
     ) -> Result<(), GpuError> {
         check_len(x, rows * g.k, "GEMM input");
         check_len(y, rows * g.n, "GEMM output");
-        // Row-major `y = x·W` is column-major `yᵀ = Wᵀ·xᵀ`: A = W
-        // (`n × k`, ld n), B = x (`k × rows`, ld k), D = y (`n × rows`).
-        let call = blas::Call {
-            transa: false,
-            m: g.n as u64,
-            n: rows as u64,
-            k: g.k as u64,
-            alpha: 1.0,
-            beta: if accumulate { 1.0 } else { 0.0 },
-            lda: g.n as i64,
-            ldb: g.k as i64,
-            ldd: g.n as i64,
-            batch: None,
-        };
+        let call = blas::Call::row_major(rows, g.k, g.n, accumulate);
         let (w, _w) = g.w.device_ptr(&self.stream);
         let (xp, _x) = x.device_ptr(&self.stream);
         let bias = g.bias.as_ref().map(|b| b.device_ptr(&self.stream));
@@ -331,24 +318,10 @@ impl Gpu {
         let (b_rows, b_cols) = if b_transposed { (n, k) } else { (k, n) };
         check_len(b.0, extent(&b.1, b_rows, b_cols), "batched GEMM B");
         check_len(c.0, extent(&c.1, m, n), "batched GEMM C");
-        // Row-major `C = A·op(B)` is column-major `Cᵀ = op(B)ᵀ·Aᵀ`: the
-        // column-major A operand is B (transposed where B is stored
-        // `n × k`), the B operand is A.
-        let call = blas::Call {
-            transa: b_transposed,
-            m: n as u64,
-            n: m as u64,
-            k: k as u64,
-            alpha,
-            beta: 0.0,
-            lda: b.1.ld as i64,
-            ldb: a.1.ld as i64,
-            ldd: c.1.ld as i64,
-            batch: Some((
-                int(batch),
-                [b.1.stride as i64, a.1.stride as i64, c.1.stride as i64],
-            )),
-        };
+        let call =
+            blas::Call::row_major_batched((m, n, k), alpha, (a.1, b.1, c.1), b_transposed, batch);
+        // cuBLASLt's A operand is row-major B, its B operand row-major A
+        // (`Call::row_major_batched`), each from its offset.
         let at = |base: u64, s: &Strided| base + (s.offset * size_of::<f16>()) as u64;
         let (bp, _b) = b.0.device_ptr(&self.stream);
         let (ap, _a) = a.0.device_ptr(&self.stream);

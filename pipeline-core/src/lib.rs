@@ -17,6 +17,7 @@ mod manifest;
 mod model;
 mod panic;
 mod preprocess;
+mod preprocess_config;
 mod protocol;
 mod registry;
 mod source;
@@ -42,6 +43,7 @@ pub use panic::panic_message;
 pub use preprocess::{
     CropRounding, DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError,
 };
+pub use preprocess_config::{ConfigSource, spec_from_config};
 pub use protocol::{
     Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker,
     WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,

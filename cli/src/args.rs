@@ -309,6 +309,12 @@ pub(crate) struct PreprocessArgs {
     /// torchvision does.
     #[arg(long, value_name = "FILE")]
     pub(crate) weights: Option<PathBuf>,
+    /// A model's own preprocessing, run instead of `--model`'s: a Hugging
+    /// Face image processor's `preprocessor_config.json` or a timm
+    /// `config.json` (its `pretrained_cfg`), byte-identical to the
+    /// upstream's PIL preprocessing.
+    #[arg(long, value_name = "FILE", conflicts_with = "weights")]
+    pub(crate) config: Option<PathBuf>,
     /// A new or empty folder: one PNG per image, `index.jsonl` listing
     /// each item in input order with its PNG or its error.
     #[arg(long, value_name = "DIR")]

@@ -1,8 +1,10 @@
 //! `pipeline preprocess`: what the model sees of each image, written out.
 //!
 //! Each item of `--data` goes through the same loader `infer` runs (the
-//! model's resize, crop, filter and crop rounding; `--jpeg-draft` and
-//! `--fast-preprocess` as `infer` takes them) and its crop, the model's
+//! model's resize, crop, filter and crop rounding, or those a `--config`
+//! file describes: a Hugging Face `preprocessor_config.json` or a timm
+//! `config.json`; `--jpeg-draft` and `--fast-preprocess` as `infer` takes
+//! them) and its crop, the model's
 //! exact `u8` input before normalisation, is written as an RGB PNG named
 //! after the item: `NNNNNNNN_<file name>.png`, the index first so that a
 //! listing is input order. `index.jsonl` lists every item in input order:
@@ -17,7 +19,10 @@ use std::path::Path;
 use image::ImageEncoder;
 use image::codecs::png::PngEncoder;
 use loader::{Batch, Loader, LoaderConfig, WorkItem};
-use pipeline_core::{CropRounding, ItemError, ItemIndex, Manifest, ModelKind, RemoteSpec};
+use pipeline_core::{
+    CropRounding, ItemError, ItemIndex, Manifest, ModelKind, PreprocessSpec, RemoteSpec,
+    spec_from_config,
+};
 use serde::Serialize;
 
 use crate::args::PreprocessArgs;
@@ -47,12 +52,24 @@ pub(crate) fn run(args: &PreprocessArgs) -> Outcome {
 
 /// Writes every item's crop; returns how many items failed.
 fn preprocess(args: &PreprocessArgs) -> Result<usize, String> {
-    let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
-    let crop_rounding = match &args.weights {
-        None => CropRounding::HalfEven,
-        Some(path) => crate::plan::checked_weights(model, path)?,
+    let spec = match &args.config {
+        Some(path) => {
+            let spec = config_spec(path)?;
+            PreprocessSpec {
+                jpeg_draft: args.decode.jpeg_draft,
+                fast: args.decode.fast_preprocess,
+                ..spec
+            }
+        }
+        None => {
+            let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
+            let crop_rounding = match &args.weights {
+                None => CropRounding::HalfEven,
+                Some(path) => crate::plan::checked_weights(model, path)?,
+            };
+            crate::plan::preprocess_spec(model, &args.decode, crop_rounding)
+        }
     };
-    let spec = crate::plan::preprocess_spec(model, &args.decode, crop_rounding);
     let data = crate::plan::data_spec(&args.data, &args.source)?;
     prepare_out(&args.out)?;
     let remote = RemoteSpec::default();
@@ -93,6 +110,15 @@ fn preprocess(args: &PreprocessArgs) -> Result<usize, String> {
     }
     index.flush().map_err(written)?;
     Ok(failed)
+}
+
+/// The preprocessing a `--config` file describes, or why not in one line.
+fn config_spec(path: &Path) -> Result<PreprocessSpec, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("--config {}: cannot read it: {e}", path.display()))?;
+    spec_from_config(&text)
+        .map(|(spec, _)| spec)
+        .map_err(|e| format!("--config {}: {e}", path.display()))
 }
 
 /// `--out` is a new or empty folder, so that its listing is this run's.

@@ -7,16 +7,21 @@ use std::path::Path;
 
 use fixtures::{DatasetSpec, generate};
 use loader::{Loader, LoaderConfig};
-use pipeline_core::{DecodeLimits, ModelKind};
+use pipeline_core::{DecodeLimits, ModelKind, PreprocessSpec, spec_from_config};
 
 mod common;
 
 /// The loader's crop of `path` for `model`, as interleaved RGB.
 fn loader_crop(model: ModelKind, path: &Path) -> Vec<u8> {
+    spec_crop(model.default_preprocess(), path)
+}
+
+/// The loader's crop of `path` under `spec`, as interleaved RGB.
+fn spec_crop(spec: PreprocessSpec, path: &Path) -> Vec<u8> {
     let loader = Loader::new(LoaderConfig {
         threads: 1,
         batch_size: 1,
-        spec: model.default_preprocess(),
+        spec,
         limits: DecodeLimits::default(),
         remote: Default::default(),
     })
@@ -123,4 +128,88 @@ fn each_crop_is_a_png_of_the_models_input_in_input_order() {
         stderr.contains("not empty") && stderr.lines().count() == 1,
         "{stderr}"
     );
+}
+
+/// `--config`: a Hugging Face image processor's config runs instead of
+/// `--model`'s preprocessing (SigLIP's 384 px square resize here, where
+/// `--model` is a 224 px crop), each PNG the loader's crop under the spec
+/// the file describes; a file that is not one, or that describes what the
+/// loader cannot run, is one line, exit 2.
+#[test]
+fn a_preprocessing_config_file_runs_instead_of_the_models() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let data = generate(
+        &cwd.join("data"),
+        &DatasetSpec {
+            images: 3,
+            seed: 9,
+            broken: false,
+        },
+    )
+    .expect("dataset");
+    let config = cwd.join("preprocessor_config.json");
+    let text = r#"{"image_processor_type": "SiglipImageProcessor", "do_resize": true,
+        "size": {"height": 384, "width": 384}, "resample": 3, "do_rescale": true,
+        "rescale_factor": 0.00392156862745098, "do_normalize": true,
+        "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}"#;
+    std::fs::write(&config, text).expect("config");
+    let out = cwd.join("crops");
+    let run = common::pipeline(cwd)
+        .args(["preprocess", "--model", "clip_vit_b_32", "--config"])
+        .arg(&config)
+        .arg("--data")
+        .arg(&data.root)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("pipeline runs");
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let spec = spec_from_config(text).expect("a config").0;
+    let lines = common::records(&out.join("index.jsonl"));
+    assert_eq!(lines.len(), 3);
+    for line in &lines {
+        let png = line["png"].as_str().unwrap_or_else(|| panic!("{line}"));
+        // Paths are relative to the --data folder.
+        let source = data.root.join(line["path"].as_str().expect("path"));
+        let written = image::open(out.join(png)).expect("a PNG").into_rgb8();
+        assert_eq!(written.dimensions(), (384, 384), "{png}");
+        assert!(
+            written.as_raw() == &spec_crop(spec.clone(), &source),
+            "{png} is not the config's crop"
+        );
+    }
+    for (bad, says) in [
+        ("not json", "not JSON"),
+        (
+            r#"{"size": {"height": 224, "width": 320}, "resample": 2}"#,
+            "not square",
+        ),
+        (
+            r#"{"pretrained_cfg": {"input_size": [3, 224, 224], "crop_mode": "border"}}"#,
+            "border",
+        ),
+    ] {
+        std::fs::write(&config, bad).expect("config");
+        let run = common::pipeline(cwd)
+            .args(["preprocess", "--config"])
+            .arg(&config)
+            .arg("--data")
+            .arg(&data.root)
+            .arg("--out")
+            .arg(cwd.join("bad"))
+            .output()
+            .expect("pipeline runs");
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{bad}: {stderr}");
+        assert!(
+            stderr.contains("--config") && stderr.contains(says) && stderr.lines().count() == 1,
+            "{bad}: {stderr}"
+        );
+    }
 }

@@ -37,6 +37,11 @@ bash scripts/fetch-pillow-images.sh
 # resampler follows.
 python3 -c 'import sys, PIL; sys.exit(PIL.__version__ != "13.0.0")' 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check pillow==13.0.0
+# ONNX Runtime (its PyPI wheel), which the tool finds in pip's folders and
+# loads at run time (#41): its tests then must find it.
+python3 -c 'import onnxruntime' 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check onnxruntime
+export PIPELINE_REQUIRE_ORT=1
 # NVIDIA's NVRTC (its PyPI wheel) for the CUDA engine's kernel compile test,
 # which must then compile (PIPELINE_REQUIRE_NVRTC): no GPU needed.
 PIPELINE_CUDA_LIB_PATH=$(bash scripts/fetch-nvrtc.sh)

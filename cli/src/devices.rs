@@ -1,8 +1,9 @@
 //! `pipeline devices`: every Vulkan adapter (name, type, backend, driver, PCI
 //! bus id, memory where NVML knows it), which `--gpus` value selects it, the
 //! CPU with its load, the JPEG decoder the loader runs (whether its SIMD
-//! code was built), and NVIDIA's libraries the CUDA engine would load
-//! (where each was found, or its fix). Also how `--engine` and `--gpus`
+//! code was built), NVIDIA's libraries the CUDA engine would load
+//! (where each was found, or its fix), and ONNX Runtime (where, its
+//! version and execution providers, or its fix). Also how `--engine` and `--gpus`
 //! choose devices (`engine_devices`, `chosen_devices`), for every command
 //! that runs a model.
 
@@ -24,6 +25,42 @@ struct Listing {
     jpeg_decoder: loader::JpegDecoder,
     /// The CUDA engine: what it is, and NVIDIA's libraries it loads.
     cuda: Cuda,
+    /// ONNX Runtime, for users' own models.
+    onnx_runtime: OnnxRuntime,
+}
+
+#[derive(Serialize)]
+struct OnnxRuntime {
+    /// What the ONNX engine does today.
+    engine: &'static str,
+    /// Where ONNX Runtime loaded from.
+    library: Option<String>,
+    version: Option<String>,
+    /// Its execution providers.
+    providers: Vec<String>,
+    /// Why it did not load, with the fix.
+    error: Option<String>,
+}
+
+fn onnx_runtime() -> OnnxRuntime {
+    let engine = "not built yet (#41): --model FILE.onnx is refused; ONNX Runtime is found and \
+                  loaded, as listed here";
+    match gpu_worker::onnx::runtime::onnx_runtime() {
+        Ok(rt) => OnnxRuntime {
+            engine,
+            library: Some(rt.library.clone()),
+            version: Some(rt.version.clone()),
+            providers: rt.providers.clone(),
+            error: None,
+        },
+        Err(e) => OnnxRuntime {
+            engine,
+            library: None,
+            version: None,
+            providers: Vec::new(),
+            error: Some(e.clone()),
+        },
+    }
 }
 
 #[derive(Serialize)]
@@ -88,6 +125,7 @@ pub(crate) fn run(json: bool) -> Outcome {
         unusable_gpus: crate::diagnose::explain(&facts),
         jpeg_decoder: loader::jpeg_decoder(),
         cuda: cuda(),
+        onnx_runtime: onnx_runtime(),
         cpu: Cpu {
             spec: "cpu",
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -160,6 +198,21 @@ fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
             Some(path) => writeln!(text, "  {:<9} {path}", lib.name)?,
             None => writeln!(text, "  {:<9} missing: {}", lib.name, lib.fix)?,
         }
+    }
+    let ort = &listing.onnx_runtime;
+    match (&ort.library, &ort.error) {
+        (Some(library), _) => writeln!(
+            text,
+            "ONNX Runtime: {} at {library}, providers {} (the ONNX engine is {})",
+            ort.version.as_deref().unwrap_or("?"),
+            ort.providers.join(", "),
+            ort.engine
+        )?,
+        (None, error) => writeln!(
+            text,
+            "ONNX Runtime: {}",
+            error.as_deref().unwrap_or("not loaded")
+        )?,
     }
 
     Ok(text)

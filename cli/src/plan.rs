@@ -72,6 +72,19 @@ fn weights(
     })
 }
 
+/// Why `--model NAME` names no model: an ONNX file says that engine is
+/// not built yet (#41), anything else the parse error (the names there
+/// are).
+fn model_error(name: &str, e: impl std::fmt::Display) -> String {
+    if name.to_ascii_lowercase().ends_with(".onnx") {
+        return format!(
+            "--model {name}: ONNX models are not supported yet (#41: the ONNX Runtime engine is \
+             not built; `pipeline devices` shows the ONNX Runtime it will use)"
+        );
+    }
+    format!("--model: {e}")
+}
+
 /// `--weights FILE` checked for `model` by its names and shapes only, so
 /// that a checkpoint of another model is one line before any worker
 /// starts; how its upstream rounds the centre crop.
@@ -115,7 +128,10 @@ pub(crate) struct Planned {
 /// Checks the shared flags and turns them into devices and a worker
 /// configuration.
 pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
-    let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
+    let model: ModelKind = args
+        .model
+        .parse()
+        .map_err(|e| model_error(&args.model, e))?;
     let batch_size = match args.batch_size.trim() {
         "auto" => None,
         n => match n.parse::<usize>() {

@@ -70,3 +70,60 @@ fn an_unknown_subcommand_is_a_usage_error_with_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("infre"));
 }
+
+/// `pipeline devices` reports ONNX Runtime (#41): its version and
+/// providers where it loads (CI installs the wheel and requires it), and
+/// a library named by `ORT_DYLIB_PATH` that is not ONNX Runtime as one
+/// line naming the variable. `--model FILE.onnx` is refused in one line,
+/// exit 2, until the engine is built.
+#[test]
+fn devices_report_onnx_runtime_and_onnx_models_are_refused_until_built() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let listing = |extra: &[(&str, &std::path::Path)]| {
+        let mut cmd = common::pipeline(dir.path());
+        cmd.args(["devices", "--json"]);
+        for (name, value) in extra {
+            cmd.env(name, value);
+        }
+        let out = cmd.output().expect("pipeline runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        json["onnx_runtime"].clone()
+    };
+    let ort = listing(&[]);
+    if std::env::var_os("PIPELINE_REQUIRE_ORT").is_some() {
+        assert!(
+            ort["version"].as_str().is_some_and(|v| v.starts_with("1.")),
+            "{ort}"
+        );
+        let providers = ort["providers"].as_array().expect("providers");
+        assert!(
+            providers.iter().any(|p| p == "CPUExecutionProvider"),
+            "{ort}"
+        );
+    } else if ort["error"].is_string() {
+        eprintln!("no ONNX Runtime here: {}", ort["error"]);
+    }
+    let bogus = dir.path().join("libonnxruntime.so");
+    std::fs::write(&bogus, "not a library").expect("write");
+    let named = listing(&[("ORT_DYLIB_PATH", &bogus)]);
+    let error = named["error"].as_str().unwrap_or_else(|| panic!("{named}"));
+    assert!(error.starts_with("ORT_DYLIB_PATH: "), "{error}");
+    assert!(!error.contains('\n'), "{error}");
+    assert!(named["version"].is_null(), "{named}");
+
+    let out = common::pipeline(dir.path())
+        .args(["infer", "--model", "mine.onnx", "--data", "."])
+        .output()
+        .expect("pipeline runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("mine.onnx") && stderr.contains("#41") && stderr.lines().count() == 1,
+        "{stderr}"
+    );
+}

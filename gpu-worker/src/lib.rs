@@ -17,6 +17,8 @@ pub mod failpoints;
 mod model;
 mod model_only;
 pub mod nvidia;
+pub mod onnx;
+pub mod python_env;
 pub mod text;
 mod weights_error;
 mod worker;

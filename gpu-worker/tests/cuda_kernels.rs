@@ -12,8 +12,9 @@ use gpu_worker::cuda::kernels::{
     target_for,
 };
 use gpu_worker::cuda::libs::{
-    ALL, CudaLib, Found, cuda_libraries, cudnn_part_files, load, path_prefixes, pip_lib_dirs,
+    ALL, CudaLib, Found, cuda_libraries, cudnn_part_files, load, pip_lib_dirs,
 };
+use gpu_worker::python_env::path_prefixes;
 
 /// Whether NVRTC loaded; where it must (CI) and did not, a failure.
 fn nvrtc_or_skip(test: &str) -> bool {

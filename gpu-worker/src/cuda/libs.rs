@@ -9,8 +9,9 @@
 //!    `ld.so` cache: the driver's and Debian's or NVIDIA's packages);
 //! 3. in the `nvidia/…/lib` folders of pip-installed wheels
 //!    (`nvidia-cublas`, `nvidia-cudnn-cu13`, `nvidia-cuda-nvrtc`, … as
-//!    PyTorch installs them) under the active virtual environment or conda
-//!    prefix, the user's site-packages and the system's.
+//!    PyTorch installs them) in the Python installations `python_env.rs`
+//!    lists (the active environment, each `python3` on `PATH`'s, the
+//!    user's, the system's; then what the `python3` on `PATH` reports).
 //!
 //! A library found by path is loaded from there and kept loaded, so that
 //! `cudarc`'s own load by name later finds that copy (the system loader
@@ -156,7 +157,13 @@ pub fn cuda_libraries() -> &'static CudaLibraries {
         let given = std::env::var_os("PIPELINE_CUDA_LIB_PATH")
             .map(|v| std::env::split_paths(&v).collect::<Vec<_>>())
             .unwrap_or_default();
-        load(&given, &pip_lib_dirs(&python_prefixes()))
+        let mut pip = pip_lib_dirs(&crate::python_env::python_prefixes());
+        for dir in nvidia_wheel_dirs(crate::python_env::interpreter_site_packages()) {
+            if !pip.contains(&dir) {
+                pip.push(dir);
+            }
+        }
+        load(&given, &pip)
     })
 }
 
@@ -260,44 +267,6 @@ mod dl {
     }
 }
 
-/// Python installations whose `site-packages` may hold NVIDIA's wheels:
-/// the active virtual environment and conda prefix, the environment of
-/// each `python3` on `PATH` (a virtual environment that is not activated
-/// but whose `bin` is on `PATH`, as PyTorch's images set it up), the
-/// user's, the system's.
-fn python_prefixes() -> Vec<PathBuf> {
-    let mut prefixes: Vec<PathBuf> = ["VIRTUAL_ENV", "CONDA_PREFIX"]
-        .iter()
-        .filter_map(std::env::var_os)
-        .map(PathBuf::from)
-        .collect();
-    if let Some(path) = std::env::var_os("PATH") {
-        prefixes.extend(path_prefixes(&path));
-    }
-    if let Some(home) = std::env::var_os("HOME") {
-        prefixes.push(PathBuf::from(home).join(".local"));
-    }
-    prefixes.push(PathBuf::from("/usr/local"));
-    prefixes.push(PathBuf::from("/usr"));
-    prefixes
-}
-
-/// The prefix (the folder above `bin`) of each `python3` in the folders
-/// of `path`, in `PATH` order, each once. The link a virtual environment's
-/// `python3` is is not followed: its prefix is the environment's.
-pub fn path_prefixes(path: &std::ffi::OsStr) -> Vec<PathBuf> {
-    let mut prefixes: Vec<PathBuf> = Vec::new();
-    for dir in std::env::split_paths(path) {
-        if let Some(prefix) = dir.parent()
-            && dir.join("python3").exists()
-            && !prefixes.iter().any(|p| p == prefix)
-        {
-            prefixes.push(prefix.to_owned());
-        }
-    }
-    prefixes
-}
-
 /// The `lib` folders of NVIDIA's wheels under `prefixes`:
 /// `lib/python3*/{site,dist}-packages/nvidia/*/lib` and, for CUDA 13's
 /// wheels, `nvidia/cu13/lib`; and a conda prefix's own `lib`.
@@ -305,34 +274,27 @@ pub fn pip_lib_dirs(prefixes: &[PathBuf]) -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     for prefix in prefixes {
         dirs.push(prefix.join("lib"));
-        let Ok(entries) = std::fs::read_dir(prefix.join("lib")) else {
+        let packages = crate::python_env::site_packages(std::slice::from_ref(prefix));
+        dirs.extend(nvidia_wheel_dirs(&packages));
+    }
+    dirs
+}
+
+/// The `nvidia/*/lib` folders of NVIDIA's wheels in each of
+/// `site_packages`, sorted within one.
+fn nvidia_wheel_dirs(site_packages: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    for packages in site_packages {
+        let Ok(wheels) = std::fs::read_dir(packages.join("nvidia")) else {
             continue;
         };
-        let mut pythons: Vec<PathBuf> = entries
+        let mut wheels: Vec<PathBuf> = wheels
             .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("python3"))
-            })
+            .map(|e| e.path().join("lib"))
+            .filter(|lib| lib.is_dir())
             .collect();
-        pythons.sort();
-        for python in pythons {
-            for packages in ["site-packages", "dist-packages"] {
-                let nvidia = python.join(packages).join("nvidia");
-                let Ok(wheels) = std::fs::read_dir(&nvidia) else {
-                    continue;
-                };
-                let mut wheels: Vec<PathBuf> = wheels
-                    .filter_map(Result::ok)
-                    .map(|e| e.path().join("lib"))
-                    .filter(|lib| lib.is_dir())
-                    .collect();
-                wheels.sort();
-                dirs.extend(wheels);
-            }
-        }
+        wheels.sort();
+        dirs.extend(wheels);
     }
     dirs
 }

@@ -61,10 +61,10 @@ fn nvml_gpus() -> Option<Vec<NvidiaGpu>> {
 /// The GPUs the CUDA driver lists, read without creating a context; empty
 /// when the driver is missing or fails to start.
 fn cuda_driver_gpus() -> Vec<NvidiaGpu> {
-    use crate::cuda::libs::{CudaLib, cuda_libraries};
     // cudarc panics on a driver library it cannot load: only called once
-    // it is known to be there.
-    if cuda_libraries().found(CudaLib::Driver).is_none() {
+    // it is known to be there (and without loading cuBLAS or cuDNN, which
+    // listing GPUs does not need).
+    if !crate::cuda::libs::driver_loads() {
         return Vec::new();
     }
     std::panic::catch_unwind(|| {

@@ -150,6 +150,21 @@ impl CudaLibraries {
     }
 }
 
+/// Whether NVIDIA's driver library loads by its name (where the driver
+/// installs it), kept loaded; without searching for, or loading, the other
+/// libraries: enough for the driver's device queries.
+pub fn driver_loads() -> bool {
+    static DRIVER: OnceLock<Option<libloading::Library>> = OnceLock::new();
+    DRIVER
+        .get_or_init(|| {
+            CudaLib::Driver
+                .sonames()
+                .iter()
+                .find_map(|name| dl::open(*name))
+        })
+        .is_some()
+}
+
 /// The libraries, searched for and loaded once per process.
 pub fn cuda_libraries() -> &'static CudaLibraries {
     static LIBS: OnceLock<CudaLibraries> = OnceLock::new();

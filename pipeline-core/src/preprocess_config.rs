@@ -9,10 +9,14 @@
 //! never an approximation.
 //!
 //! Hugging Face, as transformers' processors read their configs:
+//! - the processor classes whose preprocessing is the plain one below
+//!   (ViT, DeiT, BEiT, CLIP, BiT (DINOv2's), ConvNeXt, SigLIP, MobileNet
+//!   v1 and v2), or a config that names none; another class, a
+//!   `longest_edge` cap, padding, BGR or a rescale offset is refused;
 //! - `do_resize` (default true) with `size`: `{"shortest_edge": S}` the
 //!   shorter side to S, `{"height": S, "width": S}` both sides to S; a bare
-//!   number is either, by the processor class (ViT's, DeiT's, BEiT's,
-//!   SigLIP's square, CLIP's, BiT's and ConvNeXt's shortest edge);
+//!   number is either, by the class (ViT's, DeiT's and BEiT's square, the
+//!   others' shortest edge);
 //! - `resample` as PIL's numbers (0 nearest, 1 Lanczos, 2 bilinear,
 //!   3 bicubic, 4 box);
 //! - `do_center_crop` with `crop_size` (`{"height", "width"}` or a
@@ -110,11 +114,57 @@ fn floats3(v: &Value, what: &str) -> Result<[f32; 3], String> {
     <[f32; 3]>::try_from(values).map_err(|_| format!("{what}: {v} is not three numbers"))
 }
 
-/// The processor classes whose bare-number `size` means both sides
-/// (transformers' `default_to_square`), and those for which it means the
-/// shorter side.
-const SQUARE_CLASSES: [&str; 5] = ["ViT", "DeiT", "BeiT", "Siglip", "Swin"];
-const SHORTER_CLASSES: [&str; 4] = ["CLIP", "Bit", "ConvNext", "Dinov2"];
+/// The image processor classes whose resize is the plain one (or
+/// ConvNeXt's `crop_pct`, modelled here), by their name before
+/// `ImageProcessor` (or the old `FeatureExtractor`), each with what a
+/// bare-number `size` means (transformers' `default_to_square`: both
+/// sides, else the shorter side) and whether it centre-crops when the
+/// config does not say. Another class (LeViT's and PoolFormer's own resize
+/// rules, EfficientNet's second division, MobileViT's BGR, SigLIP 2's
+/// patches, …) is refused, not approximated.
+const CLASSES: [(&str, bool, bool); 9] = [
+    ("ViT", true, false),
+    ("DeiT", true, true),
+    ("Beit", true, true),
+    ("CLIP", false, true),
+    ("Bit", false, true),
+    ("ConvNext", false, false),
+    ("Siglip", false, false),
+    ("MobileNetV1", false, true),
+    ("MobileNetV2", false, true),
+];
+
+/// Keys whose value changes pixels in ways the loader does not: refused
+/// when set to anything but false.
+const REFUSED_KEYS: [&str; 4] = [
+    "do_pad",
+    "do_flip_channel_order",
+    "rescale_offset",
+    "include_top",
+];
+
+/// `class`'s row of [`CLASSES`]: (bare size is square, centre-crops by
+/// default); `(None, false)` for a config that names no class (the
+/// generic rules, and it must say what it does).
+fn class_rules(class: &str) -> Result<(Option<bool>, bool), String> {
+    if class.is_empty() {
+        return Ok((None, false));
+    }
+    CLASSES
+        .iter()
+        .find(|(name, _, _)| {
+            class.strip_prefix(name).is_some_and(|rest| {
+                rest.starts_with("ImageProcessor") || rest.starts_with("FeatureExtractor")
+            })
+        })
+        .map(|&(_, square, crops)| (Some(square), crops))
+        .ok_or_else(|| {
+            format!(
+                "{class}: its own preprocessing is not built (the loader runs ViT's, DeiT's, \
+                 BEiT's, CLIP's, BiT's, ConvNeXt's, SigLIP's and MobileNet's)"
+            )
+        })
+}
 
 fn hugging_face(c: &Value) -> Result<PreprocessSpec, String> {
     let flag = |key: &str, default: bool| c.get(key).and_then(Value::as_bool).unwrap_or(default);
@@ -144,18 +194,28 @@ fn hugging_face(c: &Value) -> Result<PreprocessSpec, String> {
         .or_else(|| c.get("feature_extractor_type"))
         .and_then(Value::as_str)
         .unwrap_or("");
+    let (square_size, crops_by_default) = class_rules(class)?;
+    for key in REFUSED_KEYS {
+        if c.get(key)
+            .is_some_and(|v| !v.is_null() && *v != Value::Bool(false))
+        {
+            return Err(format!("{key} {}: the loader does not do it", c[key]));
+        }
+    }
     let size = c.get("size").ok_or("no size")?;
+    if size.get("longest_edge").is_some() {
+        return Err(format!(
+            "size {size}: a longest_edge cap is not built (the loader resizes the shorter \
+             side, or both)"
+        ));
+    }
     let resize = match size {
         Value::Object(o) if o.contains_key("shortest_edge") => {
             Resize::Shorter(side(&size["shortest_edge"], "size.shortest_edge")?)
         }
         Value::Object(o) if o.contains_key("height") => Resize::Square(square_side(size, "size")?),
-        Value::Number(_) if SQUARE_CLASSES.iter().any(|p| class.starts_with(p)) => {
-            Resize::Square(side(size, "size")?)
-        }
-        Value::Number(_) if SHORTER_CLASSES.iter().any(|p| class.starts_with(p)) => {
-            Resize::Shorter(side(size, "size")?)
-        }
+        Value::Number(_) if square_size == Some(true) => Resize::Square(side(size, "size")?),
+        Value::Number(_) if square_size == Some(false) => Resize::Shorter(side(size, "size")?),
         _ => {
             return Err(format!(
                 "size {size}{}: give {{\"shortest_edge\": S}} or {{\"height\": S, \"width\": S}}",
@@ -170,7 +230,8 @@ fn hugging_face(c: &Value) -> Result<PreprocessSpec, String> {
     let (resize_shorter, square, crop) = match (c.get("crop_pct").and_then(Value::as_f64), resize) {
         // ConvNeXt's processor: its own crop inside the resize.
         (Some(pct), Resize::Shorter(s))
-            if class.starts_with("ConvNext") || !flag("do_center_crop", false) =>
+            if class.starts_with("ConvNext")
+                || class.is_empty() && !flag("do_center_crop", false) =>
         {
             if !(pct > 0.0 && pct <= 1.0) {
                 return Err(format!("crop_pct {pct} is not in (0, 1]"));
@@ -186,7 +247,7 @@ fn hugging_face(c: &Value) -> Result<PreprocessSpec, String> {
                 Resize::Shorter(s) => (s, false),
                 Resize::Square(s) => (s, true),
             };
-            let crop = if flag("do_center_crop", false) {
+            let crop = if flag("do_center_crop", crops_by_default) {
                 match c
                     .get("crop_size")
                     .ok_or("do_center_crop without crop_size")?
@@ -390,6 +451,17 @@ mod tests {
             (old_clip.resize_shorter, old_clip.square, old_clip.crop),
             (224, false, 224)
         );
+        // DeiT centre-crops when its config does not say (transformers'
+        // default), ViT does not.
+        let deit = spec(
+            r#"{"image_processor_type": "DeiTImageProcessor", "size": {"height": 256, "width": 256},
+                "crop_size": {"height": 224, "width": 224}, "resample": 3,
+                "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}"#,
+        );
+        assert_eq!(
+            (deit.resize_shorter, deit.square, deit.crop),
+            (256, true, 224)
+        );
         let raw = spec(
             r#"{"size": {"height": 32, "width": 32}, "resample": 0, "do_rescale": false,
                 "do_normalize": false}"#,
@@ -485,6 +557,26 @@ mod tests {
             (
                 r#"{"pretrained_cfg": {"input_size": [3, 224, 224], "crop_pct": 0}}"#,
                 "crop_pct",
+            ),
+            (
+                r#"{"image_processor_type": "LevitImageProcessor", "size": {"shortest_edge": 224}, "resample": 3}"#,
+                "LevitImageProcessor",
+            ),
+            (
+                r#"{"image_processor_type": "Siglip2ImageProcessor", "size": {"height": 224, "width": 224}, "resample": 2}"#,
+                "Siglip2ImageProcessor",
+            ),
+            (
+                r#"{"size": {"height": 224, "width": 224}, "resample": 2, "do_flip_channel_order": true}"#,
+                "do_flip_channel_order",
+            ),
+            (
+                r#"{"size": {"height": 224, "width": 224}, "resample": 2, "do_pad": true}"#,
+                "do_pad",
+            ),
+            (
+                r#"{"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 224, "longest_edge": 1333}, "crop_size": 224, "resample": 3}"#,
+                "longest_edge",
             ),
         ] {
             let e = error(text);

@@ -314,6 +314,22 @@ impl Runs {
     }
 }
 
+/// Whether the engine runs on `gpu`: burn's needs Vulkan to see it, the
+/// CUDA engine an NVIDIA GPU; else why not, with the engine that does.
+fn engine_runs_on(on: Runs, gpu: &crate::probe::Adapter) -> Result<(), String> {
+    match on {
+        Runs::Vulkan if !gpu.vulkan => Err(format!(
+            "{} has no Vulkan driver here; --engine cuda runs it",
+            gpu.name
+        )),
+        Runs::Cuda if gpu.uuid.is_none() => Err(format!(
+            "{} is not an NVIDIA GPU the driver lists; --engine cuda runs NVIDIA GPUs only",
+            gpu.name
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The NVIDIA GPUs' UUIDs by `--gpus` index where `devices` has a GPU
 /// (workers get theirs as `CUDA_VISIBLE_DEVICES`); empty otherwise, and
 /// when the machine's GPUs cannot be listed.
@@ -417,7 +433,7 @@ pub(crate) fn chosen_devices(
         let spec = if part.contains(':') && part.contains('.') {
             // A PCI bus id, as nvidia-smi and lspci print it.
             let index = probe(part)?.gpu_by_pci(part).ok_or_else(|| {
-                format!("--gpus {part}: no Vulkan GPU at that PCI bus id (see `pipeline devices`)")
+                format!("--gpus {part}: no GPU at that PCI bus id (see `pipeline devices`)")
             })?;
             DeviceSpec::Gpu(index)
         } else {
@@ -430,13 +446,15 @@ pub(crate) fn chosen_devices(
             ));
         }
         if let DeviceSpec::Gpu(i) = spec {
-            let count = probe(part)?.gpus.len();
-            if i >= count {
+            let gpus = probe(part)?.gpus;
+            let Some(gpu) = gpus.get(i) else {
                 return Err(format!(
-                    "--gpus {part}: this machine has {count} GPU(s) (see `pipeline devices`); \
-                     use cpu or software to run without one"
+                    "--gpus {part}: this machine has {} GPU(s) (see `pipeline devices`); \
+                     use cpu or software to run without one",
+                    gpus.len()
                 ));
-            }
+            };
+            engine_runs_on(on, gpu).map_err(|why| format!("--gpus {part}: {why}"))?;
         }
         if chosen.contains(&spec) {
             return Err(format!("--gpus lists {spec} twice"));
@@ -448,7 +466,40 @@ pub(crate) fn chosen_devices(
 
 #[cfg(test)]
 mod tests {
-    use super::nvidia_on_vulkan;
+    use super::{Runs, engine_runs_on, nvidia_on_vulkan};
+    use crate::probe::Adapter;
+
+    fn gpu(name: &str, uuid: Option<&str>, vulkan: bool) -> Adapter {
+        Adapter {
+            name: name.to_owned(),
+            kind: "discrete".to_owned(),
+            backend: if vulkan { "vulkan" } else { "cuda" }.to_owned(),
+            driver: String::new(),
+            pci_bus_id: None,
+            memory: None,
+            spec: Some("gpu:0".to_owned()),
+            uuid: uuid.map(str::to_owned),
+            vulkan,
+        }
+    }
+
+    /// An explicit `--gpus N` names a GPU the engine can run: Vulkan's for
+    /// burn, NVIDIA's for CUDA; another is one line naming the engine that
+    /// runs it.
+    #[test]
+    fn an_explicit_gpu_must_be_one_the_engine_runs_on() {
+        let both = gpu("H100", Some("GPU-1"), true);
+        let cuda_only = gpu("H200", Some("GPU-2"), false);
+        let amd = gpu("Radeon", None, true);
+        assert_eq!(engine_runs_on(Runs::Vulkan, &both), Ok(()));
+        assert_eq!(engine_runs_on(Runs::Cuda, &both), Ok(()));
+        assert_eq!(engine_runs_on(Runs::Cuda, &cuda_only), Ok(()));
+        assert_eq!(engine_runs_on(Runs::Vulkan, &amd), Ok(()));
+        let e = engine_runs_on(Runs::Vulkan, &cuda_only).expect_err("no Vulkan");
+        assert!(e.contains("H200") && e.contains("--engine cuda"), "{e}");
+        let e = engine_runs_on(Runs::Cuda, &amd).expect_err("not NVIDIA");
+        assert!(e.contains("Radeon") && e.contains("NVIDIA"), "{e}");
+    }
 
     /// `--gpus all` says why NVIDIA GPUs it found run on Vulkan, in one
     /// line, and says nothing of CUDA on other machines.

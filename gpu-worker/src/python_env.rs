@@ -84,15 +84,10 @@ pub fn interpreter_site_packages() -> &'static [PathBuf] {
         let script = "import site\n\
                       dirs = site.getsitepackages() if hasattr(site, 'getsitepackages') else []\n\
                       print('\\n'.join(dirs + [site.getusersitepackages()]))";
-        let Ok(out) = std::process::Command::new("python3")
-            .args(["-c", script])
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-        else {
+        let Some(stdout) = run_briefly("python3", &["-c", script]) else {
             return Vec::new();
         };
-        String::from_utf8_lossy(&out.stdout)
+        String::from_utf8_lossy(&stdout)
             .lines()
             .map(PathBuf::from)
             .filter(|p| p.is_absolute() && p.is_dir())
@@ -110,4 +105,57 @@ pub fn all_site_packages() -> Vec<PathBuf> {
         }
     }
     dirs
+}
+
+/// What `program args` prints, if it exits successfully within
+/// [`ASK_TIMEOUT`] (a Python that starts slowly, on a network home or
+/// with heavy `.pth` files, is killed and not asked again).
+fn run_briefly(program: &str, args: &[&str]) -> Option<Vec<u8>> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(program)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()?;
+    let started = std::time::Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) if status.success() => break,
+            Ok(Some(_)) | Err(_) => return None,
+            Ok(None) if started.elapsed() > ASK_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+            Ok(None) => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    }
+    let mut out = Vec::new();
+    child.stdout.take()?.read_to_end(&mut out).ok()?;
+    Some(out)
+}
+
+/// How long `python3` may take to say where its packages are.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A program that answers is read; one that fails, is missing, or
+    /// outlasts the timeout gives nothing (and is not waited for).
+    #[test]
+    fn asking_a_program_is_bounded_in_time() {
+        assert_eq!(
+            run_briefly("sh", &["-c", "echo here"]),
+            Some(b"here\n".to_vec())
+        );
+        assert_eq!(run_briefly("sh", &["-c", "exit 3"]), None);
+        assert_eq!(run_briefly("no-such-program-here", &[]), None);
+        let started = std::time::Instant::now();
+        assert_eq!(run_briefly("sleep", &["30"]), None);
+        assert!(started.elapsed() < ASK_TIMEOUT + std::time::Duration::from_secs(5));
+    }
 }

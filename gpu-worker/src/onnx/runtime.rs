@@ -24,6 +24,9 @@ pub const MIN_MINOR: u32 = ort::MINOR_VERSION;
 pub const FIX: &str = "pip install onnxruntime (or onnxruntime-gpu for NVIDIA GPUs), or set \
                        ORT_DYLIB_PATH to its libonnxruntime.so";
 
+/// What a library that does not load is said to do.
+const NOT_LOADED: &str = "does not load";
+
 /// ONNX Runtime, loaded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OnnxRuntime {
@@ -51,9 +54,10 @@ pub fn onnx_runtime() -> &'static Result<OnnxRuntime, String> {
         for candidate in candidates(&pip) {
             match load(&candidate) {
                 Ok(runtime) => return Ok(runtime),
-                // Not found by name is the common case, not worth saying.
-                Err(e) if candidate.is_absolute() => last = Some(e),
-                Err(_) => {}
+                // Not found by name is the common case, not worth saying;
+                // one found there that is too old, or not ONNX Runtime, is.
+                Err(e) if !candidate.is_absolute() && e.contains(NOT_LOADED) => {}
+                Err(e) => last = Some(e),
             }
         }
         Err(match last {
@@ -101,17 +105,21 @@ fn version_of(path: &Path) -> Vec<u32> {
 /// loader), its version and execution providers; or why not, in one line.
 fn load(path: &Path) -> Result<OnnxRuntime, String> {
     let shown = path.display();
-    let version = dl::version(path).map_err(|e| format!("{shown}: {e}"))?;
+    let (version, library) = dl::version(path).map_err(|e| format!("{shown}: {e}"))?;
     let minor = version
         .split('.')
         .nth(1)
         .and_then(|m| m.parse::<u32>().ok());
     if minor.is_none_or(|m| m < MIN_MINOR) {
+        // Unloaded again (dropped): only the runtime that is used stays.
+        drop(library);
         return Err(format!(
             "ONNX Runtime {version} at {shown} is older than 1.{MIN_MINOR}, which the tool \
              needs: pip install -U onnxruntime"
         ));
     }
+    // Kept loaded for the process's life: `ort` opens the same file next.
+    std::mem::forget(library);
     // Loads the library for `ort` (its environment is made with the first
     // session, by the engine).
     let environment = ort::init_from(path).map_err(|e| format!("{shown}: {e}"))?;
@@ -133,11 +141,11 @@ mod dl {
 
     /// The version string of the ONNX Runtime at `path`, read through its
     /// `OrtGetApiBase` (the one symbol every version has).
-    pub(super) fn version(path: &Path) -> Result<String, String> {
+    pub(super) fn version(path: &Path) -> Result<(String, libloading::Library), String> {
         // SAFETY: loading runs the library's initialisers; ONNX Runtime's
         // are made to run on `dlopen` in any process (Python loads it so).
         let lib = unsafe { libloading::Library::new(path.as_os_str()) }
-            .map_err(|e| format!("does not load ({e})"))?;
+            .map_err(|e| format!("{} ({e})", super::NOT_LOADED))?;
         // SAFETY: `OrtGetApiBase` takes nothing and returns a pointer to a
         // static struct; `GetVersionString` returns a static C string.
         unsafe {
@@ -150,10 +158,7 @@ mod dl {
             }
             let version = ((*base).GetVersionString)();
             let version = CStr::from_ptr(version).to_string_lossy().into_owned();
-            // Kept loaded: `ort` opens the same file next, and the handle
-            // stays valid for the process's life either way.
-            std::mem::forget(lib);
-            Ok(version)
+            Ok((version, lib))
         }
     }
 

@@ -12,7 +12,7 @@ use gpu_worker::cuda::kernels::{
     target_for,
 };
 use gpu_worker::cuda::libs::{
-    ALL, CudaLib, Found, cuda_libraries, cudnn_part_files, load, pip_lib_dirs,
+    ALL, CudaLib, Found, cuda_libraries, cudnn_part_files, load, pip_lib_dirs, sonames_for,
 };
 use gpu_worker::python_env::path_prefixes;
 
@@ -207,6 +207,28 @@ fn the_environment_of_each_python3_on_path_is_searched() {
     ])
     .expect("a PATH");
     assert_eq!(path_prefixes(&path), vec![venv, system]);
+}
+
+/// CUDA 13's libraries first, except under a CUDA 12 driver, which cannot
+/// run them: there CUDA 12's NVRTC and cuBLAS come first; cuDNN 9 and the
+/// driver go by one name either way.
+#[test]
+fn a_cuda_12_driver_takes_cuda_12s_libraries_first() {
+    for lib in [CudaLib::Nvrtc, CudaLib::CublasLt, CudaLib::Cublas] {
+        let newest = sonames_for(lib, Some(13000));
+        assert!(newest[0].ends_with(".13"), "{newest:?}");
+        assert_eq!(sonames_for(lib, None), newest);
+        let older = sonames_for(lib, Some(12080));
+        assert!(
+            older[0].ends_with(".12") && older[1].ends_with(".13"),
+            "{older:?}"
+        );
+    }
+    assert_eq!(sonames_for(CudaLib::Cudnn, Some(12080)), ["libcudnn.so.9"]);
+    assert_eq!(
+        sonames_for(CudaLib::Driver, Some(12080)),
+        CudaLib::Driver.sonames()
+    );
 }
 
 /// cuDNN's sub-libraries beside its `libcudnn.so.9` are loaded from there,

@@ -186,10 +186,11 @@ pub fn cuda_libraries() -> &'static CudaLibraries {
 /// for every library, loading what it finds.
 pub fn load(given: &[PathBuf], pip: &[PathBuf]) -> CudaLibraries {
     let mut libs = Vec::new();
-    let mut handles = Vec::new();
+    let mut handles: Vec<libloading::Library> = Vec::new();
+    let mut driver_version = None;
     for lib in ALL {
         let mut found = None;
-        'search: for soname in lib.sonames() {
+        'search: for soname in sonames_for(lib, driver_version) {
             for dir in given {
                 if let Some(handle) = open_file(&dir.join(soname)) {
                     handles.push(handle);
@@ -197,7 +198,7 @@ pub fn load(given: &[PathBuf], pip: &[PathBuf]) -> CudaLibraries {
                     break 'search;
                 }
             }
-            if let Some(handle) = dl::open(*soname) {
+            if let Some(handle) = dl::open(soname) {
                 handles.push(handle);
                 found = Some(Found::System(soname));
                 break 'search;
@@ -209,6 +210,9 @@ pub fn load(given: &[PathBuf], pip: &[PathBuf]) -> CudaLibraries {
                     break 'search;
                 }
             }
+        }
+        if lib == CudaLib::Driver && found.is_some() {
+            driver_version = handles.last().and_then(dl::driver_version);
         }
         if lib == CudaLib::Cudnn
             && let Some(Found::File(path)) = &found
@@ -222,6 +226,18 @@ pub fn load(given: &[PathBuf], pip: &[PathBuf]) -> CudaLibraries {
         libs,
         _handles: handles,
     }
+}
+
+/// `lib`'s names in the order to try them under a driver of CUDA version
+/// `driver` (e.g. 12080): CUDA 13's first, except under a CUDA 12 driver,
+/// which cannot run CUDA 13's libraries (nor cubins from its NVRTC), where
+/// CUDA 12's come first.
+pub fn sonames_for(lib: CudaLib, driver: Option<i32>) -> Vec<&'static str> {
+    let mut names = lib.sonames().to_vec();
+    if driver.is_some_and(|v| v < 13000) {
+        names.sort_by_key(|n| n.ends_with(".13"));
+    }
+    names
 }
 
 /// cuDNN 9's sub-libraries (`libcudnn_graph`, `_ops`, `_cnn`, `_adv`, each
@@ -270,9 +286,25 @@ fn open_file(path: &Path) -> Option<libloading::Library> {
     dl::open(path)
 }
 
-/// The one `unsafe` here: loading a shared library runs its initialisers.
+/// The `unsafe` here: loading a shared library runs its initialisers, and
+/// the driver's version is asked of the loaded driver.
 #[allow(unsafe_code)]
 mod dl {
+    /// The CUDA version of the driver `lib` is (`cuDriverGetVersion`,
+    /// which needs no `cuInit`), e.g. 12080.
+    pub(super) fn driver_version(lib: &libloading::Library) -> Option<i32> {
+        let mut version: std::ffi::c_int = 0;
+        // SAFETY: the driver's `cuDriverGetVersion(int*)` writes one int
+        // and returns 0 on success.
+        unsafe {
+            let get: libloading::Symbol<
+                '_,
+                unsafe extern "C" fn(*mut std::ffi::c_int) -> std::ffi::c_int,
+            > = lib.get(b"cuDriverGetVersion").ok()?;
+            (get(&mut version) == 0).then_some(version)
+        }
+    }
+
     /// `dlopen` of a name (the system's search) or a path.
     pub(super) fn open(name: impl libloading::AsFilename) -> Option<libloading::Library> {
         // SAFETY: the libraries loaded are NVIDIA's, whose initialisers are

@@ -76,13 +76,25 @@ fn weights(
 /// not built yet (#41), anything else the parse error (the names there
 /// are).
 fn model_error(name: &str, e: impl std::fmt::Display) -> String {
-    if name.to_ascii_lowercase().ends_with(".onnx") {
-        return format!(
-            "--model {name}: ONNX models are not supported yet (#41: the ONNX Runtime engine is \
-             not built; `pipeline devices` shows the ONNX Runtime it will use)"
-        );
+    if !name.to_ascii_lowercase().ends_with(".onnx") {
+        return format!("--model: {e}");
     }
-    format!("--model: {e}")
+    let path = Path::new(name);
+    if !path.is_file() {
+        return format!("--model {name}: no such file");
+    }
+    // The model is read, so that one the tool could never feed says why.
+    match gpu_worker::onnx::graph::describe(path) {
+        Err(e) => format!("--model: {e}"),
+        Ok(graph) => {
+            let input = &graph.input;
+            format!(
+                "--model {name}: ONNX models do not run yet (#41: the ONNX Runtime engine is not \
+                 built); its input {} ({:?}, {:?}) is one the tool will feed",
+                input.name, input.layout, input.pixels
+            )
+        }
+    }
 }
 
 /// `--weights FILE` checked for `model` by its names and shapes only, so

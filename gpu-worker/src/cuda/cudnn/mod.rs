@@ -17,7 +17,8 @@
 //! that shape (not supported, a bad parameter, a workspace that does not
 //! fit in memory) is passed over for the next; only when every one is
 //! refused is it an error, an out-of-memory one if a workspace did not
-//! fit (so the backoff halves the batch).
+//! fit (so the backoff halves the batch). That order and what counts as
+//! a refusal are `choice.rs`, which needs no GPU.
 //!
 //! **Not yet run on a GPU** (no GPU machine was lent while it was
 //! written); `tests/cuda_gpu.rs` holds it to the plan's reference wherever
@@ -36,6 +37,10 @@ use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use super::gpu::{Buf, Gpu, GpuError};
 use super::plan::{ConvActivation, ConvLayer};
+
+mod choice;
+
+use choice::{Choice, Choices, Launch, candidates, refusal, refused_all};
 
 fn cudnn(what: &str) -> impl FnOnce(result::CudnnError) -> GpuError + '_ {
     move |e| GpuError(format!("cuDNN {what}: {:?}", e.0))
@@ -121,14 +126,6 @@ fn tensor(n: usize, c: usize, h: usize, w: usize) -> Result<TensorDesc, GpuError
     Ok(desc)
 }
 
-/// How a layer runs at one batch size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Choice {
-    algo: sys::cudnnConvolutionFwdAlgo_t,
-    /// Through `cudnnConvolutionBiasActivationForward`.
-    fused: bool,
-}
-
 /// One convolution's filter, bias and descriptors on the device.
 pub(super) struct DeviceConv {
     /// Output channels.
@@ -151,13 +148,6 @@ pub(super) struct DeviceConv {
     act_desc: ActDesc,
     /// What ran, by batch size, and the first choice of all.
     choices: Mutex<Choices>,
-}
-
-/// A layer's choices.
-#[derive(Debug, Default)]
-struct Choices {
-    by_batch: std::collections::HashMap<usize, Choice>,
-    first: Option<Choice>,
 }
 
 impl DeviceConv {
@@ -339,7 +329,16 @@ impl Convolutions {
                         Err(Launch::Failed(e)) => return Err(e),
                     }
                 }
-                used.ok_or_else(|| refused_all(conv, n, refusals))?
+                used.ok_or_else(|| {
+                    let what = format!(
+                        "cuDNN runs no algorithm for a {k}×{k} convolution of {} → {} channels \
+                         at batch {n}",
+                        conv.cin,
+                        conv.cout,
+                        k = conv.kernel
+                    );
+                    refused_all(&what, refusals)
+                })?
             }
         };
         choices.by_batch.insert(n, used);
@@ -502,150 +501,5 @@ impl Convolutions {
                 .map_err(refusal("convolution"))
             }
         }
-    }
-}
-
-/// Why a launch did not run.
-enum Launch {
-    /// cuDNN refused this algorithm at this shape, or its workspace did
-    /// not fit: another candidate may run.
-    Refused(GpuError),
-    /// Anything else (a fault): no other candidate is tried.
-    Failed(GpuError),
-}
-
-/// Whether cuDNN's `status` refuses a configuration (not supported, a bad
-/// parameter for it) rather than reports a failure.
-fn is_refusal(status: sys::cudnnStatus_t) -> bool {
-    let code = status as u32;
-    // cuDNN 8's BAD_PARAM and NOT_SUPPORTED, cuDNN 9's families of them.
-    code == 3 || code == 9 || (2000..4000).contains(&code)
-}
-
-fn refusal(what: &str) -> impl FnOnce(result::CudnnError) -> Launch + '_ {
-    move |e| {
-        let error = GpuError(format!("cuDNN {what}: {:?}", e.0));
-        if is_refusal(e.0) {
-            Launch::Refused(error)
-        } else {
-            Launch::Failed(error)
-        }
-    }
-}
-
-/// The order a layer's candidates are tried in at a new batch size: the
-/// layer's first choice (if cuDNN offers its algorithm here), then fused
-/// calls where the epilogue fuses (ReLU with any algorithm, identity with
-/// `IMPLICIT_PRECOMP_GEMM` only; ReLU6 never), then every algorithm
-/// unfused; `algos` best first, each pair once.
-fn candidates(
-    algos: &[sys::cudnnConvolutionFwdAlgo_t],
-    activation: ConvActivation,
-    first: Option<Choice>,
-) -> Vec<Choice> {
-    use sys::cudnnConvolutionFwdAlgo_t::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM as PRECOMP;
-    let fuses = |algo| match activation {
-        ConvActivation::Relu => true,
-        ConvActivation::Identity => algo == PRECOMP,
-        ConvActivation::Relu6 => false,
-    };
-    let mut order: Vec<Choice> = first
-        .filter(|c| algos.contains(&c.algo))
-        .into_iter()
-        .collect();
-    let fused = algos
-        .iter()
-        .filter(|&&a| fuses(a))
-        .map(|&algo| Choice { algo, fused: true });
-    let unfused = algos.iter().map(|&algo| Choice { algo, fused: false });
-    for c in fused.chain(unfused) {
-        if !order.contains(&c) {
-            order.push(c);
-        }
-    }
-    order
-}
-
-/// The error when every candidate was refused: out of memory when a
-/// workspace did not fit (the backoff then halves the batch), else
-/// cuDNN's refusals.
-fn refused_all(conv: &DeviceConv, n: usize, refusals: Vec<GpuError>) -> GpuError {
-    let what = format!(
-        "cuDNN runs no algorithm for a {}×{} convolution of {} → {} channels at batch {n}",
-        conv.kernel, conv.kernel, conv.cin, conv.cout
-    );
-    match refusals.iter().find(|e| e.0.contains("OUT_OF_MEMORY")) {
-        Some(oom) => GpuError(format!("{what}: {oom}")),
-        None => GpuError(format!(
-            "{what} ({}); use --engine vulkan",
-            refusals
-                .iter()
-                .map(|e| e.0.as_str())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use sys::cudnnConvolutionFwdAlgo_t as Algo;
-
-    const GEMM: Algo = Algo::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    const PRECOMP: Algo = Algo::CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
-    const WINOGRAD: Algo = Algo::CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED;
-
-    fn c(algo: Algo, fused: bool) -> Choice {
-        Choice { algo, fused }
-    }
-
-    /// Fused calls first where the epilogue fuses, then every algorithm
-    /// unfused, each once; the layer's first choice leads wherever cuDNN
-    /// offers it, and is dropped where it does not.
-    #[test]
-    fn candidates_run_fused_first_and_the_layers_first_choice_before_all() {
-        let algos = [WINOGRAD, PRECOMP, GEMM];
-        assert_eq!(
-            candidates(&algos, ConvActivation::Relu, None),
-            [
-                c(WINOGRAD, true),
-                c(PRECOMP, true),
-                c(GEMM, true),
-                c(WINOGRAD, false),
-                c(PRECOMP, false),
-                c(GEMM, false)
-            ]
-        );
-        assert_eq!(
-            candidates(&algos, ConvActivation::Identity, None),
-            [
-                c(PRECOMP, true),
-                c(WINOGRAD, false),
-                c(PRECOMP, false),
-                c(GEMM, false)
-            ]
-        );
-        assert_eq!(
-            candidates(&algos, ConvActivation::Relu6, Some(c(GEMM, false))),
-            [c(GEMM, false), c(WINOGRAD, false), c(PRECOMP, false)]
-        );
-        assert_eq!(
-            candidates(&[PRECOMP], ConvActivation::Relu, Some(c(GEMM, true))),
-            [c(PRECOMP, true), c(PRECOMP, false)]
-        );
-    }
-
-    /// Not supported and bad parameters, in cuDNN 8's codes and cuDNN 9's
-    /// families, are refusals; an execution failure or an internal error is
-    /// not.
-    #[test]
-    fn refusals_are_told_from_failures() {
-        use sys::cudnnStatus_t as S;
-        assert!(is_refusal(S::CUDNN_STATUS_NOT_SUPPORTED));
-        assert!(is_refusal(S::CUDNN_STATUS_BAD_PARAM));
-        assert!(!is_refusal(S::CUDNN_STATUS_EXECUTION_FAILED));
-        assert!(!is_refusal(S::CUDNN_STATUS_INTERNAL_ERROR));
-        assert!(!is_refusal(S::CUDNN_STATUS_SUCCESS));
     }
 }

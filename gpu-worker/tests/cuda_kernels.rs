@@ -307,3 +307,70 @@ fn libraries_load_from_a_given_folder_and_the_missing_are_named_with_their_fix()
         }
     }
 }
+
+/// The file that holds the code at `addr` in this process, from
+/// `/proc/self/maps`.
+fn mapped_file(addr: usize) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        let mut fields = line.split_whitespace();
+        let (start, end) = fields.next()?.split_once('-')?;
+        let (start, end) = (
+            usize::from_str_radix(start, 16).ok()?,
+            usize::from_str_radix(end, 16).ok()?,
+        );
+        let path = fields.nth(4)?;
+        (start <= addr && addr < end).then(|| PathBuf::from(path))
+    })
+}
+
+/// #40: the engine's calls go to the very file the search found, even
+/// where another copy of the library, by the same name, is loaded or on
+/// the system's search path (cudarc's own load by bare names took a
+/// system cuDNN over the wheel's that was found, on the first GPU
+/// machine). Here: NVRTC's wheel is loaded (by `cuda_libraries`), and a
+/// byte copy of it in another folder is found; its functions come from
+/// the copy.
+#[test]
+#[allow(unsafe_code)]
+fn calls_go_to_the_very_file_found_not_another_copy_by_its_name() {
+    let test = "calls_go_to_the_very_file_found_not_another_copy_by_its_name";
+    if !nvrtc_or_skip(test) {
+        return;
+    }
+    let Some(Found::File(wheel)) = cuda_libraries().found(CudaLib::Nvrtc) else {
+        eprintln!("{test}: skipped, NVRTC came from the system's search path");
+        return;
+    };
+    let copy_dir = tempfile::tempdir().expect("a temp dir");
+    let copy = copy_dir
+        .path()
+        .join(wheel.file_name().expect("a file name"));
+    std::fs::copy(wheel, &copy).expect("a copy of NVRTC");
+    let copied = load(&[copy_dir.path().to_path_buf()], &[]);
+    assert_eq!(
+        copied.found(CudaLib::Nvrtc),
+        Some(&Found::File(copy.clone()))
+    );
+    type Version = unsafe extern "C" fn(*mut std::ffi::c_int, *mut std::ffi::c_int) -> i32;
+    let bound = |libs: &gpu_worker::cuda::libs::CudaLibraries| {
+        // SAFETY: nvrtcVersion(int*, int*) -> nvrtcResult (an int).
+        unsafe { libs.function::<Version>(CudaLib::Nvrtc, "nvrtcVersion") }.expect("nvrtcVersion")
+    };
+    let (from_copy, from_wheel) = (bound(&copied), bound(cuda_libraries()));
+    let canonical = |p: &std::path::Path| std::fs::canonicalize(p).expect("a real path");
+    assert_eq!(
+        mapped_file(from_copy as usize).map(|p| canonical(&p)),
+        Some(canonical(&copy)),
+        "bound from another file than the one found"
+    );
+    assert_eq!(
+        mapped_file(from_wheel as usize).map(|p| canonical(&p)),
+        Some(canonical(wheel))
+    );
+    // And it runs: NVRTC says its version.
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: as typed above; the copy stays loaded while `copied` lives.
+    assert_eq!(unsafe { from_copy(&mut major, &mut minor) }, 0);
+    assert!(major >= 12, "NVRTC {major}.{minor}");
+}

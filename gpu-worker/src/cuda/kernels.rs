@@ -242,21 +242,60 @@ pub fn compile(source: &KernelSource, arch: &str) -> Result<Compiled, String> {
     })
 }
 
-/// NVRTC's calls, the one `unsafe` here.
+/// NVRTC's calls, the one `unsafe` here, through the NVRTC `libs.rs`
+/// found (`bind.rs`: cudarc's own load by `libnvrtc.so` may take another
+/// copy, e.g. a toolkit's, whose `libnvrtc-builtins` differs).
 #[allow(unsafe_code)]
 mod nvrtc {
-    use std::ffi::{CString, c_int};
+    use std::ffi::{CString, c_char, c_int};
 
-    use cudarc::nvrtc::{result, sys};
+    use cudarc::nvrtc::sys::{nvrtcProgram, nvrtcResult};
 
     use super::Compiled;
+    use crate::cuda::bind::c_functions;
+    use crate::cuda::libs::CudaLib;
+
+    c_functions! {
+        /// The NVRTC functions the engine calls.
+        struct Nvrtc from CudaLib::Nvrtc;
+        fn nvrtcVersion(major: *mut c_int, minor: *mut c_int) -> nvrtcResult;
+        fn nvrtcGetNumSupportedArchs(count: *mut c_int) -> nvrtcResult;
+        fn nvrtcGetSupportedArchs(archs: *mut c_int) -> nvrtcResult;
+        fn nvrtcCreateProgram(
+            prog: *mut nvrtcProgram,
+            src: *const c_char,
+            name: *const c_char,
+            headers: c_int,
+            header_sources: *const *const c_char,
+            include_names: *const *const c_char,
+        ) -> nvrtcResult;
+        fn nvrtcCompileProgram(
+            prog: nvrtcProgram,
+            options: c_int,
+            option_strings: *const *const c_char,
+        ) -> nvrtcResult;
+        fn nvrtcGetProgramLogSize(prog: nvrtcProgram, size: *mut usize) -> nvrtcResult;
+        fn nvrtcGetProgramLog(prog: nvrtcProgram, log: *mut c_char) -> nvrtcResult;
+        fn nvrtcGetPTXSize(prog: nvrtcProgram, size: *mut usize) -> nvrtcResult;
+        fn nvrtcGetPTX(prog: nvrtcProgram, ptx: *mut c_char) -> nvrtcResult;
+        fn nvrtcGetCUBINSize(prog: nvrtcProgram, size: *mut usize) -> nvrtcResult;
+        fn nvrtcGetCUBIN(prog: nvrtcProgram, cubin: *mut c_char) -> nvrtcResult;
+        fn nvrtcDestroyProgram(prog: *mut nvrtcProgram) -> nvrtcResult;
+    }
+
+    fn ok(status: nvrtcResult) -> Result<(), String> {
+        status.result().map_err(|e| format!("{:?}", e.0))
+    }
 
     /// NVRTC's version, `major.minor`, or empty when it does not say.
     pub(super) fn version() -> String {
+        let Ok(api) = Nvrtc::get() else {
+            return String::new();
+        };
         let (mut major, mut minor) = (0, 0);
         // SAFETY: NVRTC writes two ints through the pointers it is given.
-        let status = unsafe { sys::nvrtcVersion(&mut major, &mut minor) };
-        if status == sys::nvrtcResult::NVRTC_SUCCESS {
+        let status = unsafe { (api.nvrtcVersion)(&mut major, &mut minor) };
+        if status == nvrtcResult::NVRTC_SUCCESS {
             format!("{major}.{minor}")
         } else {
             String::new()
@@ -265,19 +304,46 @@ mod nvrtc {
 
     /// The real architectures NVRTC compiles for.
     pub(super) fn supported_archs() -> Vec<i32> {
+        let Ok(api) = Nvrtc::get() else {
+            return Vec::new();
+        };
         let mut count: c_int = 0;
         // SAFETY: NVRTC writes the count, then that many ints into a
         // buffer of that size.
         unsafe {
-            if sys::nvrtcGetNumSupportedArchs(&mut count) != sys::nvrtcResult::NVRTC_SUCCESS {
+            if (api.nvrtcGetNumSupportedArchs)(&mut count) != nvrtcResult::NVRTC_SUCCESS {
                 return Vec::new();
             }
             let mut archs = vec![0 as c_int; usize::try_from(count).unwrap_or(0)];
-            if sys::nvrtcGetSupportedArchs(archs.as_mut_ptr()) != sys::nvrtcResult::NVRTC_SUCCESS {
+            if (api.nvrtcGetSupportedArchs)(archs.as_mut_ptr()) != nvrtcResult::NVRTC_SUCCESS {
                 return Vec::new();
             }
             archs
         }
+    }
+
+    /// A NUL-terminated output of `size` bytes NVRTC writes with `get`,
+    /// as text.
+    ///
+    /// # Safety
+    /// `get` must write at most `size` bytes for `prog`.
+    unsafe fn text(
+        prog: nvrtcProgram,
+        size: unsafe extern "C" fn(nvrtcProgram, *mut usize) -> nvrtcResult,
+        get: unsafe extern "C" fn(nvrtcProgram, *mut c_char) -> nvrtcResult,
+    ) -> Result<String, String> {
+        let mut n = 0usize;
+        // SAFETY: the caller's contract; NVRTC writes one size, then at
+        // most that many bytes.
+        let bytes = unsafe {
+            ok(size(prog, &mut n))?;
+            let mut bytes = vec![0u8; n.max(1)];
+            ok(get(prog, bytes.as_mut_ptr().cast()))?;
+            bytes
+        };
+        Ok(String::from_utf8_lossy(&bytes)
+            .trim_end_matches('\0')
+            .to_owned())
     }
 
     /// `source` compiled with `options`: a cubin for an `sm_` `arch`,
@@ -288,37 +354,42 @@ mod nvrtc {
         options: &[String],
         arch: &str,
     ) -> Result<Compiled, String> {
+        let api = Nvrtc::get()?;
         let source = CString::new(source).map_err(|_| "a NUL in the source".to_owned())?;
         let name = CString::new(name).map_err(|_| "a NUL in the name".to_owned())?;
-        let prog = result::create_program(&source, Some(&name)).map_err(|e| format!("{e:?}"))?;
+        let options: Vec<CString> = options
+            .iter()
+            .map(|o| CString::new(o.as_str()).map_err(|_| "a NUL in an option".to_owned()))
+            .collect::<Result<_, _>>()?;
+        let option_ptrs: Vec<*const c_char> = options.iter().map(|o| o.as_ptr()).collect();
+        let mut prog: nvrtcProgram = std::ptr::null_mut();
+        // SAFETY: NUL-terminated source and name, no headers; NVRTC writes
+        // one program.
+        ok(unsafe {
+            (api.nvrtcCreateProgram)(
+                &mut prog,
+                source.as_ptr(),
+                name.as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null(),
+            )
+        })?;
         // SAFETY: `prog` was created above and is destroyed once, below;
-        // each output is read into a buffer of the size NVRTC gives.
+        // each output is read into a buffer of the size NVRTC gives; the
+        // options outlive the call.
         let compiled = unsafe {
-            match result::compile_program(prog, options) {
-                Err(e) => Err(result::get_program_log(prog).map_or_else(
-                    |_| format!("{e:?}"),
-                    |log| {
-                        let bytes: Vec<u8> = log.iter().map(|&c| c as u8).collect();
-                        String::from_utf8_lossy(&bytes)
-                            .trim_end_matches('\0')
-                            .to_owned()
-                    },
-                )),
-                Ok(()) if arch.starts_with("sm_") => cubin(prog),
-                Ok(()) => result::get_ptx(prog)
-                    .map(|ptx| {
-                        let bytes: Vec<u8> = ptx.iter().map(|&c| c as u8).collect();
-                        Compiled::Ptx(
-                            String::from_utf8_lossy(&bytes)
-                                .trim_end_matches('\0')
-                                .to_owned(),
-                        )
-                    })
-                    .map_err(|e| format!("{e:?}")),
+            let count = c_int::try_from(option_ptrs.len()).expect("a few options");
+            match ok((api.nvrtcCompileProgram)(prog, count, option_ptrs.as_ptr())) {
+                Err(e) => {
+                    Err(text(prog, api.nvrtcGetProgramLogSize, api.nvrtcGetProgramLog).unwrap_or(e))
+                }
+                Ok(()) if arch.starts_with("sm_") => cubin(api, prog),
+                Ok(()) => text(prog, api.nvrtcGetPTXSize, api.nvrtcGetPTX).map(Compiled::Ptx),
             }
         };
         // SAFETY: created above, destroyed once.
-        let _ = unsafe { result::destroy_program(prog) };
+        let _ = unsafe { (api.nvrtcDestroyProgram)(&mut prog) };
         compiled
     }
 
@@ -326,17 +397,13 @@ mod nvrtc {
     ///
     /// # Safety
     /// `prog` must be a program NVRTC compiled for a real architecture.
-    unsafe fn cubin(prog: sys::nvrtcProgram) -> Result<Compiled, String> {
+    unsafe fn cubin(api: &Nvrtc, prog: nvrtcProgram) -> Result<Compiled, String> {
         let mut size = 0usize;
         // SAFETY: the caller's contract; NVRTC writes `size` bytes.
         unsafe {
-            sys::nvrtcGetCUBINSize(prog, &mut size)
-                .result()
-                .map_err(|e| format!("{e:?}"))?;
+            ok((api.nvrtcGetCUBINSize)(prog, &mut size))?;
             let mut bytes = vec![0u8; size];
-            sys::nvrtcGetCUBIN(prog, bytes.as_mut_ptr().cast())
-                .result()
-                .map_err(|e| format!("{e:?}"))?;
+            ok((api.nvrtcGetCUBIN)(prog, bytes.as_mut_ptr().cast()))?;
             Ok(Compiled::Cubin(bytes))
         }
     }

@@ -13,10 +13,15 @@
 //!    lists (the active environment, each `python3` on `PATH`'s, the
 //!    user's, the system's; then what the `python3` on `PATH` reports).
 //!
-//! A library found by path is loaded from there and kept loaded, so that
-//! `cudarc`'s own load by name later finds that copy (the system loader
-//! matches a loaded library by its soname). What is missing is said with
-//! its fix, in one line.
+//! A library found is loaded from there and kept loaded, and the engine
+//! calls NVRTC, cuBLASLt and cuDNN through that very handle (`bind.rs`):
+//! cudarc's own load goes by bare names, `libcudnn.so` first, which the
+//! system's loader may resolve to another copy than the one found (#40:
+//! on the first GPU machine, a system cuDNN 9.14 beside the wheel's 9.19,
+//! whose sub-libraries were already loaded, so every cuDNN call failed
+//! with `SUBLIBRARY_VERSION_MISMATCH`). Only the driver goes through
+//! cudarc's load: there is one driver per machine. What is missing is
+//! said with its fix, in one line.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -110,8 +115,10 @@ impl std::fmt::Display for Found {
 pub struct CudaLibraries {
     /// Each library and where it loaded from, or `None` if it did not.
     pub libs: Vec<(CudaLib, Option<Found>)>,
-    /// The loaded libraries, kept loaded for the process's life.
-    _handles: Vec<libloading::Library>,
+    /// Each library's own handle, kept loaded for the process's life.
+    handles: Vec<(CudaLib, libloading::Library)>,
+    /// cuDNN's sub-libraries, kept loaded for the process's life.
+    _parts: Vec<libloading::Library>,
 }
 
 impl CudaLibraries {
@@ -121,6 +128,31 @@ impl CudaLibraries {
             .iter()
             .find(|(l, _)| *l == lib)
             .and_then(|(_, f)| f.as_ref())
+    }
+
+    /// `lib`'s function `name`, from the very file this search loaded.
+    ///
+    /// # Safety
+    /// `F` must be the function's C type as the library declares it, and
+    /// `self` must outlive every call through it ([`cuda_libraries`]'s
+    /// does: it lives in a static).
+    #[allow(unsafe_code)]
+    pub unsafe fn function<F: Copy>(&self, lib: CudaLib, name: &str) -> Result<F, String> {
+        let (_, handle) = self
+            .handles
+            .iter()
+            .find(|(l, _)| *l == lib)
+            .ok_or_else(|| match self.missing_line() {
+                Some(line) => line,
+                None => format!("{} is not loaded", lib.name()),
+            })?;
+        // SAFETY: the caller gives the function's C type and keeps `self`
+        // (so the handle) alive while it calls it.
+        let symbol = unsafe { handle.get::<F>(name.as_bytes()) }.map_err(|e| {
+            let from = self.found(lib).map(ToString::to_string).unwrap_or_default();
+            format!("{} at {from} lacks {name}: {e}", lib.name())
+        })?;
+        Ok(*symbol)
     }
 
     /// The libraries that did not load.
@@ -186,45 +218,47 @@ pub fn cuda_libraries() -> &'static CudaLibraries {
 /// for every library, loading what it finds.
 pub fn load(given: &[PathBuf], pip: &[PathBuf]) -> CudaLibraries {
     let mut libs = Vec::new();
-    let mut handles: Vec<libloading::Library> = Vec::new();
+    let mut handles: Vec<(CudaLib, libloading::Library)> = Vec::new();
+    let mut parts = Vec::new();
     let mut driver_version = None;
     for lib in ALL {
         let mut found = None;
         'search: for soname in sonames_for(lib, driver_version) {
             for dir in given {
                 if let Some(handle) = open_file(&dir.join(soname)) {
-                    handles.push(handle);
+                    handles.push((lib, handle));
                     found = Some(Found::File(dir.join(soname)));
                     break 'search;
                 }
             }
             if let Some(handle) = dl::open(soname) {
-                handles.push(handle);
+                handles.push((lib, handle));
                 found = Some(Found::System(soname));
                 break 'search;
             }
             for dir in pip {
                 if let Some(handle) = open_file(&dir.join(soname)) {
-                    handles.push(handle);
+                    handles.push((lib, handle));
                     found = Some(Found::File(dir.join(soname)));
                     break 'search;
                 }
             }
         }
         if lib == CudaLib::Driver && found.is_some() {
-            driver_version = handles.last().and_then(dl::driver_version);
+            driver_version = handles.last().and_then(|(_, h)| dl::driver_version(h));
         }
         if lib == CudaLib::Cudnn
             && let Some(Found::File(path)) = &found
             && let Some(dir) = path.parent()
         {
-            handles.extend(cudnn_parts(dir));
+            parts.extend(cudnn_parts(dir));
         }
         libs.push((lib, found));
     }
     CudaLibraries {
         libs,
-        _handles: handles,
+        handles,
+        _parts: parts,
     }
 }
 

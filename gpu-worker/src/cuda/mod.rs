@@ -17,6 +17,7 @@
 //! behind `embed-text --engine cuda`, which check one input against the
 //! reference at every start.
 
+mod bind;
 pub mod cnn_run;
 pub mod convnext_run;
 mod cudnn;

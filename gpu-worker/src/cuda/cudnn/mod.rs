@@ -33,11 +33,14 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Mutex};
 
 use cudarc::cudnn::{result, sys};
+
+use api::Cudnn;
 use cudarc::driver::{CudaStream, DevicePtr, DevicePtrMut};
 
 use super::gpu::{Buf, Gpu, GpuError};
 use super::plan::{ConvActivation, ConvLayer};
 
+mod api;
 mod choice;
 
 use choice::{Choice, Choices, Launch, candidates, refusal, refused_all};
@@ -53,6 +56,25 @@ const FUSED_CALL: &str = "fused convolution";
 /// more (FFT's can take gigabytes) would take memory from the batch.
 const WORKSPACE_LIMIT: usize = 1 << 30;
 
+/// The bound cuDNN (see `api.rs`), or why it is not there.
+fn api() -> Result<&'static Cudnn, GpuError> {
+    Cudnn::get().map_err(GpuError)
+}
+
+/// A descriptor or handle cuDNN creates into `out`.
+fn create<T>(
+    what: &str,
+    call: unsafe extern "C" fn(*mut T) -> sys::cudnnStatus_t,
+) -> Result<T, GpuError> {
+    let mut out = std::mem::MaybeUninit::uninit();
+    // SAFETY: cuDNN's `cudnnCreate*` write one handle on success.
+    unsafe { call(out.as_mut_ptr()) }
+        .result()
+        .map_err(cudnn(what))?;
+    // SAFETY: written, as cuDNN returned success.
+    Ok(unsafe { out.assume_init() })
+}
+
 fn int(v: usize) -> c_int {
     c_int::try_from(v).expect("a size cuDNN takes as int")
 }
@@ -66,13 +88,16 @@ unsafe impl Send for Handle {}
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        // SAFETY: created by `create_handle`, destroyed once.
-        let _ = unsafe { result::destroy_handle(self.0) };
+        // SAFETY: created by `cudnnCreate`, destroyed once; the table was
+        // bound when it was.
+        if let Ok(api) = api() {
+            let _ = unsafe { (api.cudnnDestroy)(self.0) };
+        }
     }
 }
 
 macro_rules! descriptor {
-    ($name:ident, $raw:ty, $destroy:path) => {
+    ($name:ident, $raw:ty, $destroy:ident) => {
         /// A cuDNN descriptor: host memory only, set once, read after.
         struct $name($raw);
         // SAFETY: a descriptor is a host struct, never changed after it
@@ -82,8 +107,11 @@ macro_rules! descriptor {
         unsafe impl Sync for $name {}
         impl Drop for $name {
             fn drop(&mut self) {
-                // SAFETY: created once, destroyed once.
-                let _ = unsafe { $destroy(self.0) };
+                // SAFETY: created once, destroyed once; the table was
+                // bound when it was created.
+                if let Ok(api) = api() {
+                    let _ = unsafe { (api.$destroy)(self.0) };
+                }
             }
         }
     };
@@ -92,36 +120,41 @@ macro_rules! descriptor {
 descriptor!(
     TensorDesc,
     sys::cudnnTensorDescriptor_t,
-    result::destroy_tensor_descriptor
+    cudnnDestroyTensorDescriptor
 );
 descriptor!(
     FilterDesc,
     sys::cudnnFilterDescriptor_t,
-    result::destroy_filter_descriptor
+    cudnnDestroyFilterDescriptor
 );
 descriptor!(
     ConvDesc,
     sys::cudnnConvolutionDescriptor_t,
-    result::destroy_convolution_descriptor
+    cudnnDestroyConvolutionDescriptor
 );
 descriptor!(
     ActDesc,
     sys::cudnnActivationDescriptor_t,
-    sys::cudnnDestroyActivationDescriptor
+    cudnnDestroyActivationDescriptor
 );
 
 /// An NHWC f16 tensor `[n, c, h, w]` (cuDNN takes the dims in NCHW order).
 fn tensor(n: usize, c: usize, h: usize, w: usize) -> Result<TensorDesc, GpuError> {
-    let desc = TensorDesc(result::create_tensor_descriptor().map_err(cudnn("tensor"))?);
+    let api = api()?;
+    let desc = TensorDesc(create("tensor", api.cudnnCreateTensorDescriptor)?);
     // SAFETY: a fresh descriptor.
     unsafe {
-        result::set_tensor4d_descriptor(
+        (api.cudnnSetTensor4dDescriptor)(
             desc.0,
             sys::cudnnTensorFormat_t::CUDNN_TENSOR_NHWC,
             sys::cudnnDataType_t::CUDNN_DATA_HALF,
-            [int(n), int(c), int(h), int(w)],
+            int(n),
+            int(c),
+            int(h),
+            int(w),
         )
     }
+    .result()
     .map_err(cudnn("tensor"))?;
     Ok(desc)
 }
@@ -163,30 +196,29 @@ impl DeviceConv {
         } else {
             (0, Some(layer.padding))
         };
-        let filter_desc = FilterDesc(result::create_filter_descriptor().map_err(cudnn("filter"))?);
+        let api = api()?;
+        let filter_desc = FilterDesc(create("filter", api.cudnnCreateFilterDescriptor)?);
         let cg = layer.cin / layer.groups;
         // SAFETY: a fresh descriptor; KRSC is cuDNN's NHWC filter layout.
         unsafe {
-            result::set_filter4d_descriptor(
+            (api.cudnnSetFilter4dDescriptor)(
                 filter_desc.0,
                 sys::cudnnDataType_t::CUDNN_DATA_HALF,
                 sys::cudnnTensorFormat_t::CUDNN_TENSOR_NHWC,
-                [
-                    int(layer.cout),
-                    int(cg),
-                    int(layer.kernel),
-                    int(layer.kernel),
-                ],
+                int(layer.cout),
+                int(cg),
+                int(layer.kernel),
+                int(layer.kernel),
             )
         }
+        .result()
         .map_err(cudnn("filter"))?;
-        let conv_desc =
-            ConvDesc(result::create_convolution_descriptor().map_err(cudnn("convolution"))?);
+        let conv_desc = ConvDesc(create("convolution", api.cudnnCreateConvolutionDescriptor)?);
         let (pad, stride) = (int(symmetric), int(layer.stride));
         // SAFETY: a fresh descriptor. f32 accumulation (PSEUDO_HALF), tensor
         // cores allowed, the layer's groups.
         unsafe {
-            result::set_convolution2d_descriptor(
+            (api.cudnnSetConvolution2dDescriptor)(
                 conv_desc.0,
                 pad,
                 pad,
@@ -197,17 +229,20 @@ impl DeviceConv {
                 sys::cudnnConvolutionMode_t::CUDNN_CROSS_CORRELATION,
                 sys::cudnnDataType_t::CUDNN_DATA_FLOAT,
             )
+            .result()
             .and_then(|()| {
-                result::set_convolution_math_type(
+                (api.cudnnSetConvolutionMathType)(
                     conv_desc.0,
                     sys::cudnnMathType_t::CUDNN_TENSOR_OP_MATH,
                 )
+                .result()
             })
-            .and_then(|()| result::set_convolution_group_count(conv_desc.0, int(layer.groups)))
+            .and_then(|()| {
+                (api.cudnnSetConvolutionGroupCount)(conv_desc.0, int(layer.groups)).result()
+            })
         }
         .map_err(cudnn("convolution"))?;
-        let act_desc =
-            ActDesc(result::create_activation_descriptor().map_err(cudnn("activation"))?);
+        let act_desc = ActDesc(create("activation", api.cudnnCreateActivationDescriptor)?);
         let mode = match activation {
             ConvActivation::Identity => sys::cudnnActivationMode_t::CUDNN_ACTIVATION_IDENTITY,
             ConvActivation::Relu | ConvActivation::Relu6 => {
@@ -216,13 +251,14 @@ impl DeviceConv {
         };
         // SAFETY: a fresh descriptor.
         unsafe {
-            result::set_activation_descriptor(
+            (api.cudnnSetActivationDescriptor)(
                 act_desc.0,
                 mode,
                 sys::cudnnNanPropagation_t::CUDNN_PROPAGATE_NAN,
                 0.0,
             )
         }
+        .result()
         .map_err(cudnn("activation"))?;
         Ok(Self {
             cout: layer.cout,
@@ -259,10 +295,12 @@ impl Convolutions {
     /// A cuDNN handle on `gpu`'s stream.
     pub(super) fn new(gpu: &Gpu) -> Result<Self, GpuError> {
         let stream = gpu.stream().clone();
-        let handle = Handle(result::create_handle().map_err(cudnn("handle"))?);
+        let api = api()?;
+        let handle = Handle(create("handle", api.cudnnCreate)?);
         // SAFETY: a fresh handle, the engine's stream, which outlives it
         // (`stream` is kept beside it).
-        unsafe { result::set_stream(handle.0, stream.cu_stream() as *mut _) }
+        unsafe { (api.cudnnSetStream)(handle.0, stream.cu_stream() as *mut _) }
+            .result()
             .map_err(cudnn("stream"))?;
         Ok(Self {
             handle: Mutex::new(handle),
@@ -365,9 +403,10 @@ impl Convolutions {
         x_desc: &TensorDesc,
         y_desc: &TensorDesc,
     ) -> Result<Vec<sys::cudnnConvolutionFwdAlgo_t>, GpuError> {
+        let api = api()?;
         let mut count: c_int = 0;
         // SAFETY: cuDNN writes one int.
-        unsafe { sys::cudnnGetConvolutionForwardAlgorithmMaxCount(handle.0, &mut count) }
+        unsafe { (api.cudnnGetConvolutionForwardAlgorithmMaxCount)(handle.0, &mut count) }
             .result()
             .map_err(cudnn("algorithm count"))?;
         let count = usize::try_from(count).unwrap_or(0).max(1);
@@ -377,7 +416,7 @@ impl Convolutions {
             vec![unsafe { std::mem::zeroed() }; count];
         // SAFETY: valid descriptors; cuDNN writes at most `count` results.
         unsafe {
-            result::get_convolution_forward_algorithm(
+            (api.cudnnGetConvolutionForwardAlgorithm_v7)(
                 handle.0,
                 x_desc.0,
                 conv.filter_desc.0,
@@ -388,6 +427,7 @@ impl Convolutions {
                 perf.as_mut_ptr(),
             )
         }
+        .result()
         .map_err(cudnn("algorithm heuristics"))?;
         let algos: Vec<_> = perf[..usize::try_from(returned).unwrap_or(0).min(count)]
             .iter()
@@ -418,17 +458,21 @@ impl Convolutions {
         residual: Option<&Buf>,
     ) -> Result<(), Launch> {
         let s = &self.stream;
-        // SAFETY: valid descriptors for this shape.
-        let bytes = unsafe {
-            result::get_convolution_forward_workspace_size(
+        let api = api().map_err(Launch::Failed)?;
+        let mut bytes = 0usize;
+        // SAFETY: valid descriptors for this shape; cuDNN writes one size.
+        unsafe {
+            (api.cudnnGetConvolutionForwardWorkspaceSize)(
                 handle.0,
                 x_desc.0,
                 conv.filter_desc.0,
                 conv.conv_desc.0,
                 y_desc.0,
                 choice.algo,
+                &mut bytes,
             )
         }
+        .result()
         .map_err(refusal("workspace size"))?;
         // SAFETY: scratch that cuDNN writes before it reads; never read
         // here. One that does not fit refuses this algorithm only; any
@@ -461,7 +505,7 @@ impl Convolutions {
                     Some((r, _)) => (*r, &one),
                     None => (yp, &zero),
                 };
-                result::convolution_bias_activation_forward(
+                (api.cudnnConvolutionBiasActivationForward)(
                     handle.0,
                     (&one as *const f32).cast(),
                     x_desc.0,
@@ -481,9 +525,10 @@ impl Convolutions {
                     y_desc.0,
                     yp as *mut c_void,
                 )
+                .result()
                 .map_err(refusal(FUSED_CALL))
             } else {
-                result::convolution_forward(
+                (api.cudnnConvolutionForward)(
                     handle.0,
                     (&one as *const f32).cast(),
                     x_desc.0,
@@ -498,6 +543,7 @@ impl Convolutions {
                     y_desc.0,
                     yp as *mut c_void,
                 )
+                .result()
                 .map_err(refusal("convolution"))
             }
         }

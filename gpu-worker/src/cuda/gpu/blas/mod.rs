@@ -26,7 +26,7 @@ use std::ffi::{c_int, c_void};
 use std::mem::size_of;
 use std::sync::{Arc, Mutex};
 
-use cudarc::cublaslt::result::{self, CublasError};
+use cudarc::cublaslt::result::CublasError;
 use cudarc::cublaslt::sys::{
     self, cublasComputeType_t, cublasLtEpilogue_t, cublasLtMatmulAlgo_t,
     cublasLtMatmulDescAttributes_t as Desc, cublasLtMatmulHeuristicResult_t,
@@ -37,13 +37,21 @@ use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 
 use super::GpuError;
 
+mod api;
 mod call;
+
+use api::Lt;
 
 pub(crate) use call::Call;
 use call::first_accepted;
 
 /// How many candidates the heuristic is asked for.
 const CANDIDATES: usize = 8;
+
+/// The bound cuBLASLt (see `api.rs`), or why it is not there.
+fn api() -> Result<&'static Lt, GpuError> {
+    Lt::get().map_err(GpuError)
+}
 
 /// A refusal of this configuration, after which another algorithm may run.
 fn refused(e: &CublasError) -> bool {
@@ -81,11 +89,12 @@ unsafe impl Send for Setup {}
 
 impl Drop for Setup {
     fn drop(&mut self) {
+        let Ok(api) = api() else { return };
         // SAFETY: made by cuBLASLt in `Blas::setup`, destroyed once here.
         unsafe {
-            let _ = result::destroy_matmul_desc(self.desc);
+            let _ = (api.cublasLtMatmulDescDestroy)(self.desc);
             for layout in self.layouts.into_iter().filter(|l| !l.is_null()) {
-                let _ = result::destroy_matrix_layout(layout);
+                let _ = (api.cublasLtMatrixLayoutDestroy)(layout);
             }
         }
     }
@@ -108,8 +117,9 @@ impl Drop for Blas {
         if let Ok(setups) = self.setups.get_mut() {
             setups.clear();
         }
+        let Ok(api) = api() else { return };
         // SAFETY: made in `new`, destroyed once, after its setups.
-        let _ = unsafe { result::destroy_handle(self.handle) };
+        let _ = unsafe { (api.cublasLtDestroy)(self.handle) };
     }
 }
 
@@ -125,7 +135,11 @@ impl Blas {
         // SAFETY: a workspace cuBLASLt writes before it reads.
         let workspace = unsafe { stream.alloc::<u8>(size) }
             .map_err(|e| GpuError(format!("cuBLASLt workspace: {e}")))?;
-        let handle = result::create_handle().map_err(lt("handle"))?;
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: cuBLASLt writes one handle.
+        unsafe { (api()?.cublasLtCreate)(&mut handle) }
+            .result()
+            .map_err(lt("handle"))?;
         Ok(Self {
             handle,
             stream,
@@ -158,16 +172,18 @@ impl Blas {
             std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
             std::collections::hash_map::Entry::Vacant(slot) => slot.insert(self.setup(call, &key)?),
         };
+        let api = api()?;
         if let Some(bias) = bias {
             // SAFETY: the descriptor is ours; the attribute is a pointer.
             unsafe {
-                result::set_matmul_desc_attribute(
+                (api.cublasLtMatmulDescSetAttribute)(
                     setup.desc,
                     Desc::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                     (&raw const bias).cast(),
                     size_of::<u64>(),
                 )
             }
+            .result()
             .map_err(lt("bias"))?;
         }
         let (workspace, _w) = self.workspace.device_ptr(&self.stream);
@@ -177,15 +193,15 @@ impl Blas {
             // caller's contract); the algorithm came from the heuristic
             // for this descriptor and these layouts.
             unsafe {
-                result::matmul(
+                (api.cublasLtMatmul)(
                     self.handle,
                     setup.desc,
                     (&raw const call.alpha).cast(),
-                    (&raw const call.beta).cast(),
                     a as *const c_void,
                     la,
                     b as *const c_void,
                     lb,
+                    (&raw const call.beta).cast(),
                     d as *const c_void,
                     ld,
                     d as *mut c_void,
@@ -196,6 +212,7 @@ impl Blas {
                     self.stream.cu_stream() as _,
                 )
             }
+            .result()
         });
         match ran {
             Ok(i) => {
@@ -217,10 +234,17 @@ impl Blas {
 
     /// The descriptor, layouts and the heuristic's candidates for `key`.
     fn setup(&self, call: &Call, key: &Key) -> Result<Setup, GpuError> {
-        let desc = result::create_matmul_desc(
-            cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            cudaDataType_t::CUDA_R_32F,
-        )
+        let api = api()?;
+        let mut desc = std::ptr::null_mut();
+        // SAFETY: cuBLASLt writes one descriptor.
+        unsafe {
+            (api.cublasLtMatmulDescCreate)(
+                &mut desc,
+                cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                cudaDataType_t::CUDA_R_32F,
+            )
+        }
+        .result()
         .map_err(lt("descriptor"))?;
         let (a_rows, a_cols) = if call.transa {
             (call.k, call.m)
@@ -241,9 +265,18 @@ impl Blas {
             last: 0,
         };
         for (i, (rows, cols, ld)) in shapes.into_iter().enumerate() {
-            setup.layouts[i] =
-                result::create_matrix_layout(cudaDataType_t::CUDA_R_16F, rows, cols, ld)
-                    .map_err(lt("layout"))?;
+            // SAFETY: cuBLASLt writes one layout.
+            unsafe {
+                (api.cublasLtMatrixLayoutCreate)(
+                    &mut setup.layouts[i],
+                    cudaDataType_t::CUDA_R_16F,
+                    rows,
+                    cols,
+                    ld,
+                )
+            }
+            .result()
+            .map_err(lt("layout"))?;
         }
         let layouts = setup.layouts;
         let transa = i32::from(call.transa);
@@ -254,35 +287,39 @@ impl Blas {
         };
         // SAFETY: attributes of descriptors made above, each of its size.
         unsafe {
-            result::set_matmul_desc_attribute(
+            (api.cublasLtMatmulDescSetAttribute)(
                 desc,
                 Desc::CUBLASLT_MATMUL_DESC_TRANSA,
                 (&raw const transa).cast(),
                 size_of::<i32>(),
             )
+            .result()
             .map_err(lt("transpose"))?;
-            result::set_matmul_desc_attribute(
+            (api.cublasLtMatmulDescSetAttribute)(
                 desc,
                 Desc::CUBLASLT_MATMUL_DESC_EPILOGUE,
                 (&raw const epilogue).cast(),
                 size_of::<cublasLtEpilogue_t>(),
             )
+            .result()
             .map_err(lt("epilogue"))?;
             if let Some((count, strides)) = call.batch {
                 for (layout, stride) in layouts.iter().zip(strides) {
-                    result::set_matrix_layout_attribute(
+                    (api.cublasLtMatrixLayoutSetAttribute)(
                         *layout,
                         Layout::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
                         (&raw const count).cast(),
                         size_of::<c_int>(),
                     )
+                    .result()
                     .map_err(lt("batch"))?;
-                    result::set_matrix_layout_attribute(
+                    (api.cublasLtMatrixLayoutSetAttribute)(
                         *layout,
                         Layout::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
                         (&raw const stride).cast(),
                         size_of::<i64>(),
                     )
+                    .result()
                     .map_err(lt("batch stride"))?;
                 }
             }
@@ -294,37 +331,44 @@ impl Blas {
     /// The heuristic's candidates for `setup` under `key`'s alignments and
     /// the workspace's size, best first.
     fn candidates(&self, setup: &Setup, key: &Key) -> Result<Vec<cublasLtMatmulAlgo_t>, GpuError> {
-        let pref = result::create_matmul_pref().map_err(lt("preference"))?;
+        let api = api()?;
+        let mut pref = std::ptr::null_mut();
+        // SAFETY: cuBLASLt writes one preference.
+        unsafe { (api.cublasLtMatmulPreferenceCreate)(&mut pref) }
+            .result()
+            .map_err(lt("preference"))?;
         let workspace = self.workspace.len() as u64;
         let [a, b, d] = key.align;
         let found = (|| {
             // SAFETY: attributes of a preference made above, each of its
             // size; the heuristic writes at most `CANDIDATES` results.
             unsafe {
-                result::set_matmul_pref_attribute(
+                (api.cublasLtMatmulPreferenceSetAttribute)(
                     pref,
                     Pref::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                     (&raw const workspace).cast(),
                     size_of::<u64>(),
-                )?;
+                )
+                .result()?;
                 for (attr, bytes) in [
                     (Pref::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, a),
                     (Pref::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, b),
                     (Pref::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d),
                     (Pref::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d),
                 ] {
-                    result::set_matmul_pref_attribute(
+                    (api.cublasLtMatmulPreferenceSetAttribute)(
                         pref,
                         attr,
                         (&raw const bytes).cast(),
                         size_of::<u32>(),
-                    )?;
+                    )
+                    .result()?;
                 }
                 let mut results: Vec<cublasLtMatmulHeuristicResult_t> =
                     vec![std::mem::zeroed(); CANDIDATES];
                 let mut count: c_int = 0;
                 let [la, lb, ld] = setup.layouts;
-                sys::cublasLtMatmulAlgoGetHeuristic(
+                (api.cublasLtMatmulAlgoGetHeuristic)(
                     self.handle,
                     setup.desc,
                     la,
@@ -342,7 +386,7 @@ impl Blas {
             }
         })();
         // SAFETY: made above, destroyed once.
-        let _ = unsafe { result::destroy_matmul_pref(pref) };
+        let _ = unsafe { (api.cublasLtMatmulPreferenceDestroy)(pref) };
         let algos: Vec<cublasLtMatmulAlgo_t> = found
             .map_err(lt("heuristic"))?
             .into_iter()

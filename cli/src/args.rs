@@ -53,13 +53,13 @@ pub(crate) enum TaskArg {
 /// Which engine runs the model (`--engine`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum EngineArg {
-    /// Vulkan on GPUs, the CPU engine without one (the CUDA engine on
-    /// NVIDIA GPUs once a GPU has verified it: #28).
+    /// The CUDA engine on NVIDIA GPUs where NVIDIA's libraries load and it
+    /// runs the model (in f16); else burn's: Vulkan on GPUs, the CPU
+    /// engine without one.
     Auto,
     /// NVIDIA's libraries (cuDNN, cuBLASLt, NVRTC), loaded at run time, for
-    /// every image family; not yet verified on a GPU, so each start checks
-    /// one image against the f32 reference. A one-line error says what it
-    /// lacks.
+    /// every image family, in f16; each start checks one image against the
+    /// f32 reference. A one-line error says what it lacks.
     Cuda,
     /// burn on Vulkan GPUs (or Mesa's lavapipe, `--gpus software`).
     Vulkan,

@@ -160,7 +160,8 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
             args.seed
         );
     }
-    let (devices, engine, _) = crate::devices::engine_devices(args.engine, &args.gpus)?;
+    // The CUDA engine runs every text tower there is (CLIP's, SigLIP's).
+    let (devices, engine, _) = crate::devices::engine_devices(args.engine, &args.gpus, Ok(()))?;
     let device = devices[0].clone();
     let encoder = TextEncoder::open(
         model,

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use gpu_worker::zero_shot::ClassMatrix;
 use pipeline_core::{
     CropRounding, DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, EngineKind, Family,
-    InputFormat, ModelKind, PreprocessSpec, Prompts, RemoteSpec, Task, WorkerConfig,
+    InputFormat, ModelKind, Precision, PreprocessSpec, Prompts, RemoteSpec, Task, WorkerConfig,
     ZeroShotClasses,
 };
 
@@ -137,6 +137,25 @@ pub(crate) struct Planned {
     pub(crate) class_dir: Option<tempfile::TempDir>,
 }
 
+/// Whether the CUDA engine runs `model` at `precision`, else why not: it
+/// runs every family but the test CNN, in f16 with f32 accumulation.
+fn cuda_fits(model: ModelKind, precision: Precision) -> Result<(), String> {
+    if !model.spec().engines.contains(&EngineKind::Cuda) {
+        return Err(format!(
+            "the CUDA engine does not run {model} (a test model); it runs the ResNets, \
+             EfficientNet-Lite0, ConvNeXt and the ViT, CLIP, SigLIP and DINOv2 image towers \
+             (--engine vulkan or cpu runs {model})"
+        ));
+    }
+    match precision {
+        Precision::Auto | Precision::F16 => Ok(()),
+        Precision::F32 | Precision::Bf16 => Err(format!(
+            "the CUDA engine computes in f16 (f32 accumulation), not {precision}; --engine \
+             vulkan or cpu runs --precision {precision}"
+        )),
+    }
+}
+
 /// Checks the shared flags and turns them into devices and a worker
 /// configuration.
 pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
@@ -151,14 +170,18 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             _ => return Err(format!("--batch-size {n}: expected auto or 1..=4096")),
         },
     };
-    if args.engine == EngineArg::Cuda && !model.spec().engines.contains(&EngineKind::Cuda) {
-        return Err(format!(
-            "--engine cuda: the CUDA engine does not run {model} (a test model); it runs the \
-             ResNets, EfficientNet-Lite0, ConvNeXt and the ViT, CLIP, SigLIP and DINOv2 image \
-             towers (--engine auto runs {model} on Vulkan or the CPU)"
-        ));
+    let precision: Precision = args
+        .precision
+        .parse()
+        .map_err(|e| format!("--precision: {e}"))?;
+    let cuda_fits = cuda_fits(model, precision);
+    if args.engine == EngineArg::Cuda
+        && let Err(why) = &cuda_fits
+    {
+        return Err(format!("--engine cuda: {why}"));
     }
-    let (devices, engine, device_notice) = crate::devices::engine_devices(args.engine, &args.gpus)?;
+    let (devices, engine, device_notice) =
+        crate::devices::engine_devices(args.engine, &args.gpus, cuda_fits)?;
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let (weights, weights_notice, crop_rounding) = weights(args, model)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -223,10 +246,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             task,
             pooling,
             classes,
-            precision: args
-                .precision
-                .parse()
-                .map_err(|e| format!("--precision: {e}"))?,
+            precision,
             engine,
             batch_size,
             loader_threads,

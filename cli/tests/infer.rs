@@ -767,6 +767,39 @@ fn the_engine_flag_runs_or_refuses_in_one_line() {
         assert!(err.contains("libcuda: install NVIDIA's driver"), "{err}");
     }
     assert!(!out_path.exists(), "--engine cuda wrote output");
+    // The CUDA engine computes in f16: asked for f32 or bf16, it refuses
+    // in one line, before looking for a GPU or a library.
+    for precision in ["f32", "bf16"] {
+        let out = pipeline(
+            &[
+                "infer",
+                "--data",
+                data.root.to_str().expect("utf-8 path"),
+                "--out",
+                out_path.to_str().expect("utf-8 path"),
+                "--model",
+                "vit_b_16",
+                "--engine",
+                "cuda",
+                "--precision",
+                precision,
+                "--quiet",
+            ],
+            dir.path(),
+            &dir.path().join("no-weights"),
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(
+            err.trim_end(),
+            format!(
+                "pipeline: error: --engine cuda: the CUDA engine computes in f16 (f32 \
+                 accumulation), not {precision}; --engine vulkan or cpu runs --precision \
+                 {precision}"
+            )
+        );
+        assert!(!out_path.exists(), "--engine cuda wrote output");
+    }
 }
 
 /// A worker that dies mid-run (SIGABRT, injected) costs its chunk, not the

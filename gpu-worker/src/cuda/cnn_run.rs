@@ -5,8 +5,8 @@
 //! pool, Lite0's asymmetric padding applied first, the global mean and the
 //! classifier GEMM. A value's buffer is freed after its last reader.
 //!
-//! **Not yet run on a GPU** (see `cudnn.rs`): `tests/cuda_gpu.rs` holds
-//! it to the reference wherever a GPU is present.
+//! Run on an H100 (see `cudnn/`): `tests/cuda_gpu.rs` holds it to the
+//! reference wherever a GPU is present.
 
 use super::cudnn::{Convolutions, DeviceConv};
 use super::gpu::{Buf, DeviceGemm, DeviceOutputs, Gpu, GpuError, Images, Tower};

@@ -6,8 +6,8 @@
 //! `β = 1`, the layer scale folded into it), then the global mean, the
 //! head's LayerNorm and the classifier.
 //!
-//! **Not yet run on a GPU** (see `gpu/`): `tests/cuda_gpu.rs` holds it
-//! to the reference wherever a GPU is present.
+//! Run on an H100 (see `gpu/`): `tests/cuda_gpu.rs` holds it to the
+//! reference wherever a GPU is present.
 
 use super::gpu::{Buf, DeviceGemm, DeviceNorm, DeviceOutputs, Gpu, GpuError, Images, Tower};
 use super::plan::ConvNextPlan;

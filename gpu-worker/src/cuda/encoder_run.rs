@@ -6,7 +6,7 @@
 //! softmax between them (causal for CLIP's text tower), and
 //! the MLP's activation, op for op as `plan::ops::run_blocks`.
 //!
-//! **Not yet run on a GPU** (see `gpu/`).
+//! Run on an H100 (see `gpu/`).
 
 use super::gpu::{Buf, DeviceGemm, DeviceNorm, Gpu, GpuError, Strided};
 use super::plan::Block;

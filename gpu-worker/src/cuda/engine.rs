@@ -6,11 +6,11 @@
 //! zero-shot `--classes`, scored on the host from the GPU's embeddings as
 //! the burn engine scores them (`zero_shot.rs`).
 //!
-//! **Not yet run on a GPU** (see `gpu/`). Until a GPU session has held
-//! it to the burn engine and PyTorch, every open checks it: one image run
-//! on the GPU against the plan's f32 reference on the host, refused below
-//! cosine 0.999, so a wrong kernel is an error at start, never wrong
-//! records.
+//! Run on an H100 (2026-11-26: every family passed `tests/cuda_gpu.rs`),
+//! and `--engine auto` takes it on NVIDIA GPUs. Every open still checks
+//! it: one image run on the GPU against the plan's f32 reference on the
+//! host, refused below cosine 0.999, so a wrong kernel on another GPU or
+//! library version is an error at start, never wrong records.
 
 use std::time::Instant;
 

@@ -8,8 +8,8 @@
 //! Behind `embed-text --engine cuda` through [`CudaTextTower`], which
 //! checks one text against the plan's f32 reference at every open.
 //!
-//! **Not yet run on a GPU** (see `gpu/`): `tests/cuda_gpu.rs` holds it
-//! to the reference wherever a GPU is present.
+//! Run on an H100 (see `gpu/`): `tests/cuda_gpu.rs` holds it to the
+//! reference wherever a GPU is present.
 
 use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};
 use super::gpu::{DeviceGemm, DeviceNorm, Gpu, GpuError};

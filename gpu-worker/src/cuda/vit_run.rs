@@ -6,8 +6,8 @@
 //! included (its one query attending over each image's tokens through
 //! the same batched GEMMs, the query's batch stride 0).
 //!
-//! **Not yet run on a GPU** (see `gpu/`): `tests/cuda_gpu.rs` holds
-//! it to the reference wherever a GPU is present.
+//! Run on an H100 (see `gpu/`): `tests/cuda_gpu.rs` holds it to the
+//! reference wherever a GPU is present.
 
 use super::encoder_run::{DeviceBlock, Encoder, activation_kind, upload_blocks};
 use super::gpu::{

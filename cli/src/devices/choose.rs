@@ -1,228 +1,20 @@
-//! `pipeline devices`: every Vulkan adapter (name, type, backend, driver, PCI
-//! bus id, memory where NVML knows it), which `--gpus` value selects it, the
-//! CPU with its load, the JPEG decoder the loader runs (whether its SIMD
-//! code was built), NVIDIA's libraries the CUDA engine would load
-//! (where each was found, or its fix), and ONNX Runtime (where, its
-//! version and execution providers, or its fix). Also how `--engine` and `--gpus`
-//! choose devices (`engine_devices`, `chosen_devices`), for every command
+//! How `--engine` and `--gpus` choose the devices and the engine that
+//! runs on them (`engine_devices`, `chosen_devices`), for every command
 //! that runs a model.
 
 use pipeline_core::{DeviceSpec, EngineKind};
-use serde::Serialize;
 
 use crate::args::EngineArg;
-use crate::exit::Outcome;
 
-#[derive(Serialize)]
-struct Listing {
-    adapters: Vec<crate::probe::Adapter>,
-    cpu: Cpu,
-    /// NVIDIA GPUs as NVML names them.
-    nvidia: Vec<String>,
-    /// Why NVML's GPUs are not usable through Vulkan, and the fix.
-    unusable_gpus: Option<String>,
-    /// What decodes JPEGs, and whether with SIMD.
-    jpeg_decoder: loader::JpegDecoder,
-    /// The CUDA engine: what it is, and NVIDIA's libraries it loads.
-    cuda: Cuda,
-    /// ONNX Runtime, for users' own models.
-    onnx_runtime: OnnxRuntime,
-}
-
-#[derive(Serialize)]
-struct OnnxRuntime {
-    /// What the ONNX engine does today.
-    engine: &'static str,
-    /// Where ONNX Runtime loaded from.
-    library: Option<String>,
-    version: Option<String>,
-    /// Its execution providers.
-    providers: Vec<String>,
-    /// Why it did not load, with the fix.
-    error: Option<String>,
-}
-
-fn onnx_runtime() -> OnnxRuntime {
-    let engine = "not built yet (#41): --model FILE.onnx is refused; ONNX Runtime is found and \
-                  loaded, as listed here";
-    match gpu_worker::onnx::runtime::onnx_runtime() {
-        Ok(rt) => OnnxRuntime {
-            engine,
-            library: Some(rt.library.clone()),
-            version: Some(rt.version.clone()),
-            providers: rt.providers.clone(),
-            error: None,
-        },
-        Err(e) => OnnxRuntime {
-            engine,
-            library: None,
-            version: None,
-            providers: Vec::new(),
-            error: Some(e.clone()),
-        },
-    }
-}
-
-#[derive(Serialize)]
-struct Cuda {
-    /// What the CUDA engine does today.
-    engine: &'static str,
-    libraries: Vec<CudaLibrary>,
-}
-
-#[derive(Serialize)]
-struct CudaLibrary {
-    name: &'static str,
-    /// Where it loaded from; `None` when it did not.
-    found: Option<String>,
-    /// How to get it.
-    fix: &'static str,
-}
-
-fn cuda() -> Cuda {
-    let libs = gpu_worker::cuda::libs::cuda_libraries();
-    Cuda {
-        engine: "--engine cuda runs every model family and the text towers on NVIDIA GPUs, not \
-                 yet verified on a GPU: each start checks one input against the f32 reference \
-                 (#28); --engine auto runs Vulkan",
-        libraries: libs
-            .libs
-            .iter()
-            .map(|(lib, found)| CudaLibrary {
-                name: lib.name(),
-                found: found.as_ref().map(ToString::to_string),
-                fix: lib.fix(),
-            })
-            .collect(),
-    }
-}
-
-#[derive(Serialize)]
-struct Cpu {
-    spec: &'static str,
-    cores: usize,
-    /// 1, 5 and 15 minute load averages from /proc/loadavg.
-    load: Option<[f64; 3]>,
-}
-
-fn load_average() -> Option<[f64; 3]> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let mut fields = text.split_whitespace().map(|f| f.parse::<f64>().ok());
-    Some([fields.next()??, fields.next()??, fields.next()??])
-}
-
-pub(crate) fn run(json: bool) -> Outcome {
-    let probe = match crate::probe::probe() {
-        Ok(probe) => probe,
-        Err(e) => return Outcome::Failed(e),
-    };
-    let facts = crate::diagnose::Facts::of_this_machine(probe.nvidia.len(), probe.vulkan_gpus());
-    let mut adapters = probe.gpus;
-    adapters.extend(probe.others);
-    let listing = Listing {
-        adapters,
-        nvidia: probe.nvidia,
-        unusable_gpus: crate::diagnose::explain(&facts),
-        jpeg_decoder: loader::jpeg_decoder(),
-        cuda: cuda(),
-        onnx_runtime: onnx_runtime(),
-        cpu: Cpu {
-            spec: "cpu",
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            load: load_average(),
-        },
-    };
-    if json {
-        return match serde_json::to_string_pretty(&listing) {
-            Ok(text) => crate::exit::print(&(text + "\n")),
-            Err(e) => Outcome::Failed(format!("cannot encode the device list: {e}")),
-        };
-    }
-    match table(&listing) {
-        Ok(text) => crate::exit::print(&text),
-        Err(e) => Outcome::Failed(format!("cannot format the device list: {e}")),
-    }
-}
-
-/// The listing for people: one line per device.
-fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
-    use std::fmt::Write;
-    let mut text = String::new();
-    writeln!(
-        text,
-        "{:<10} {:<11} {:<8} {:<14} {:<18} name (driver)",
-        "--gpus", "type", "backend", "pci", "memory"
-    )?;
-    for a in &listing.adapters {
-        let memory = a.memory.map_or("-".to_owned(), |(total, free)| {
-            format!(
-                "{:.1}/{:.1} GiB free",
-                free as f64 / GIB,
-                total as f64 / GIB
-            )
-        });
-        writeln!(
-            text,
-            "{:<10} {:<11} {:<8} {:<14} {:<18} {} ({})",
-            a.spec.as_deref().unwrap_or("-"),
-            a.kind,
-            a.backend,
-            a.pci_bus_id.as_deref().unwrap_or("-"),
-            memory,
-            a.name,
-            a.driver
-        )?;
-    }
-    let load = listing.cpu.load.map_or("load unknown".to_owned(), |l| {
-        format!("load {:.2} {:.2} {:.2}", l[0], l[1], l[2])
-    });
-    writeln!(
-        text,
-        "{:<10} {:<11} {:<8} {:<14} {:<18} {} cores, {load} (burn flex)",
-        "cpu", "cpu", "-", "-", "-", listing.cpu.cores
-    )?;
-    if listing
-        .adapters
-        .iter()
-        .all(|a| a.kind == "cpu" || a.kind == "other")
-    {
-        writeln!(text, "no GPU found: `--gpus all` runs on the CPU")?;
-    }
-    if let Some(why) = &listing.unusable_gpus {
-        writeln!(text, "{why}")?;
-    }
-    writeln!(text, "JPEG decoder: {}", listing.jpeg_decoder)?;
-    writeln!(text, "CUDA engine: {}", listing.cuda.engine)?;
-    for lib in &listing.cuda.libraries {
-        match &lib.found {
-            Some(path) => writeln!(text, "  {:<9} {path}", lib.name)?,
-            None => writeln!(text, "  {:<9} missing: {}", lib.name, lib.fix)?,
-        }
-    }
-    let ort = &listing.onnx_runtime;
-    match (&ort.library, &ort.error) {
-        (Some(library), _) => writeln!(
-            text,
-            "ONNX Runtime: {} at {library}, providers {} (the ONNX engine is {})",
-            ort.version.as_deref().unwrap_or("?"),
-            ort.providers.join(", "),
-            ort.engine
-        )?,
-        (None, error) => writeln!(
-            text,
-            "ONNX Runtime: {}",
-            error.as_deref().unwrap_or("not loaded")
-        )?,
-    }
-
-    Ok(text)
-}
-
-const GIB: f64 = (1u64 << 30) as f64;
+/// The devices chosen, each once, and the notice saying how.
+type Chosen = (Vec<DeviceSpec>, Option<String>);
 
 /// `--engine` and `--gpus` → the devices, as [`chosen_devices`], and the
-/// engine that runs on them:
-/// - `auto`: whatever `--gpus` picks;
+/// engine that runs on them (`cuda_fits`: whether the CUDA engine runs
+/// this model at this precision, else why not):
+/// - `auto`: the CUDA engine where `--gpus` picks NVIDIA GPUs only and it
+///   can run them (its libraries load, it fits); else burn's, on whatever
+///   `--gpus` picks, saying why NVIDIA GPUs run on Vulkan;
 /// - `cpu`: the CPU, from `--gpus all` or `cpu`;
 /// - `vulkan`: GPUs (or lavapipe) only: none is an error, not the CPU;
 /// - `cuda`: the CUDA engine on GPUs only, when NVIDIA's libraries load
@@ -230,12 +22,23 @@ const GIB: f64 = (1u64 << 30) as f64;
 pub(crate) fn engine_devices(
     engine: EngineArg,
     gpus: &str,
+    cuda_fits: Result<(), String>,
 ) -> Result<(Vec<DeviceSpec>, EngineKind, Option<String>), String> {
+    if engine == EngineArg::Auto {
+        match auto_cuda(gpus, cuda_fits) {
+            Ok(Some((devices, notice))) => return Ok((devices, EngineKind::Cuda, notice)),
+            Ok(None) => {}
+            Err(why) => {
+                let (devices, notice) = chosen_devices(gpus, Runs::Vulkan, Some(&why))?;
+                return Ok((devices, EngineKind::Burn, notice));
+            }
+        }
+    }
     if engine == EngineArg::Cuda {
         if let Some(missing) = gpu_worker::cuda::libs::cuda_libraries().missing_line() {
             return Err(format!("--engine cuda: {missing}"));
         }
-        let (devices, notice) = chosen_devices(gpus, Runs::Cuda, false)?;
+        let (devices, notice) = chosen_devices(gpus, Runs::Cuda, None)?;
         if devices.iter().any(|d| !matches!(d, DeviceSpec::Gpu(_))) {
             return Err(format!(
                 "--engine cuda: no NVIDIA GPU to run on (--gpus {}); --engine cpu runs the CPU",
@@ -253,9 +56,9 @@ pub(crate) fn engine_devices(
 fn burn_devices(
     engine: EngineArg,
     gpus: &str,
-) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+) -> Result<Chosen, String> {
     match engine {
-        EngineArg::Auto => chosen_devices(gpus, Runs::Vulkan, true),
+        EngineArg::Auto => chosen_devices(gpus, Runs::Vulkan, None),
         EngineArg::Cpu => {
             let flag = gpus.trim();
             if flag.eq_ignore_ascii_case("all") || flag.eq_ignore_ascii_case("cpu") {
@@ -268,7 +71,7 @@ fn burn_devices(
             }
         }
         EngineArg::Vulkan => {
-            let (devices, notice) = chosen_devices(gpus, Runs::Vulkan, false)?;
+            let (devices, notice) = chosen_devices(gpus, Runs::Vulkan, None)?;
             if devices.contains(&DeviceSpec::Cpu) {
                 let why = notice
                     .as_deref()
@@ -286,14 +89,96 @@ fn burn_devices(
     }
 }
 
+/// What `--engine auto` runs.
+#[derive(Debug, PartialEq, Eq)]
+enum Auto {
+    /// The CUDA engine, on the NVIDIA GPUs `--gpus` picked.
+    Cuda,
+    /// burn's engine on whatever `--gpus` picks (no NVIDIA GPU among them,
+    /// or another device beside them, so that one run's records come from
+    /// one engine).
+    Burn,
+    /// burn's engine, though `--gpus` picked NVIDIA GPUs: why the CUDA
+    /// engine cannot run them.
+    BurnBecause(String),
+}
+
+/// `--engine auto`'s choice for `--gpus flag` on a machine with `nvidia`
+/// NVIDIA GPUs, given what `--gpus` picks for the CUDA engine
+/// (`cuda_pick`, `None` where it names a GPU that is not NVIDIA's),
+/// whether the CUDA engine runs this model at this precision
+/// (`cuda_fits`) and the libraries it lacks (`missing`, one line).
+fn auto_engine(
+    flag: &str,
+    nvidia: usize,
+    cuda_pick: Option<&[DeviceSpec]>,
+    cuda_fits: Result<(), String>,
+    missing: Option<String>,
+) -> Auto {
+    let off_gpu = ["cpu", "none", "software"]
+        .iter()
+        .any(|f| flag.trim().eq_ignore_ascii_case(f));
+    let all_nvidia = cuda_pick.is_some_and(|devices| {
+        !devices.is_empty() && devices.iter().all(|d| matches!(d, DeviceSpec::Gpu(_)))
+    });
+    if off_gpu || nvidia == 0 || !all_nvidia {
+        return Auto::Burn;
+    }
+    match (cuda_fits, missing) {
+        (Err(why), _) | (Ok(()), Some(why)) => Auto::BurnBecause(why),
+        (Ok(()), None) => Auto::Cuda,
+    }
+}
+
+/// Under `--engine auto`, the devices the CUDA engine runs (see
+/// [`auto_engine`]) with the notice; `Ok(None)` for burn's engine,
+/// `Err(why)` for burn's with why NVIDIA GPUs run on Vulkan.
+fn auto_cuda(
+    gpus: &str,
+    cuda_fits: Result<(), String>,
+) -> Result<Option<Chosen>, String> {
+    let Ok(probe) = crate::probe::probe() else {
+        return Ok(None);
+    };
+    let nvidia = probe.nvidia.len();
+    let picked = if nvidia == 0 {
+        None
+    } else {
+        chosen_devices(gpus, Runs::Cuda, None).ok()
+    };
+    let cuda_pick = picked.as_ref().map(|(devices, _)| devices.as_slice());
+    // Loading NVIDIA's libraries only where NVIDIA GPUs are picked.
+    let missing = if cuda_pick.is_some() && cuda_fits.is_ok() {
+        gpu_worker::cuda::libs::cuda_libraries().missing_line()
+    } else {
+        None
+    };
+    match auto_engine(gpus, nvidia, cuda_pick, cuda_fits, missing) {
+        Auto::Burn => Ok(None),
+        Auto::BurnBecause(why) => Err(why),
+        Auto::Cuda => {
+            let (devices, notice) = picked.unwrap_or_default();
+            let left_out = probe
+                .gpus
+                .iter()
+                .filter(|g| g.vulkan && g.uuid.is_none())
+                .count();
+            let mut notice = notice.unwrap_or_else(|| "pipeline: devices".to_owned());
+            notice.push_str(" on the CUDA engine (NVIDIA's libraries)");
+            if gpus.trim().eq_ignore_ascii_case("all") && left_out > 0 {
+                notice.push_str(&format!(
+                    "; {left_out} other GPU(s) left out: --engine vulkan runs every GPU"
+                ));
+            }
+            Ok(Some((devices, Some(notice))))
+        }
+    }
+}
+
 /// Why NVIDIA GPUs run on burn's Vulkan engine under `--engine auto`, when
-/// any were found.
-fn nvidia_on_vulkan(nvidia: usize) -> Option<String> {
-    (nvidia > 0).then(|| {
-        "NVIDIA GPUs run on Vulkan: the CUDA engine (--engine cuda) is not yet verified on a \
-         GPU (#28)"
-            .to_owned()
-    })
+/// any were found: the CUDA engine cannot run them (`why`).
+fn nvidia_on_vulkan(nvidia: usize, why: &str) -> Option<String> {
+    (nvidia > 0).then(|| format!("NVIDIA GPUs run on Vulkan: {why}"))
 }
 
 /// What the chosen engine runs on: `--gpus all` takes the GPUs it can.
@@ -348,8 +233,8 @@ pub(crate) fn cuda_uuids(devices: &[DeviceSpec]) -> std::collections::BTreeMap<u
 pub(crate) fn chosen_devices(
     flag: &str,
     on: Runs,
-    explain_vulkan: bool,
-) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+    explain_vulkan: Option<&str>,
+) -> Result<Chosen, String> {
     let flag = flag.trim();
     if flag.eq_ignore_ascii_case("all") {
         // A driver that crashes while enumerating costs the probe's
@@ -403,12 +288,10 @@ pub(crate) fn chosen_devices(
             }
             (None, false) => format!("pipeline: devices {}", names.join(", ")),
         };
-        let shown = if chosen.is_empty() || !explain_vulkan {
-            0
-        } else {
-            nvidia
-        };
-        let notice = match nvidia_on_vulkan(shown) {
+        let notice = match explain_vulkan
+            .filter(|_| !chosen.is_empty())
+            .and_then(|why| nvidia_on_vulkan(nvidia, why))
+        {
             Some(why) => format!("{notice}; {why}"),
             None => notice,
         };
@@ -501,13 +384,54 @@ mod tests {
         assert!(e.contains("Radeon") && e.contains("NVIDIA"), "{e}");
     }
 
+    /// `--engine auto` takes the CUDA engine exactly where `--gpus` picks
+    /// NVIDIA GPUs only, the engine runs the model and its libraries
+    /// load; every other case is burn's, with the reason where NVIDIA GPUs
+    /// were picked. Over every combination of the five inputs.
+    #[test]
+    fn auto_takes_the_cuda_engine_exactly_where_it_can_run_the_nvidia_gpus_picked() {
+        use super::{Auto, auto_engine};
+        use pipeline_core::DeviceSpec;
+        let gpus = [DeviceSpec::Gpu(0), DeviceSpec::Gpu(1)];
+        let with_cpu = [DeviceSpec::Gpu(0), DeviceSpec::Cpu];
+        let picks: [Option<&[DeviceSpec]>; 4] = [None, Some(&[]), Some(&gpus), Some(&with_cpu)];
+        for flag in ["all", "0", "0,1", "cpu", "none", "software", " CPU "] {
+            for nvidia in [0, 2] {
+                for (p, pick) in picks.iter().enumerate() {
+                    for fits in [Ok(()), Err("the CUDA engine computes in f16".to_owned())] {
+                        for missing in [None, Some("the CUDA engine needs cuDNN".to_owned())] {
+                            let got =
+                                auto_engine(flag, nvidia, *pick, fits.clone(), missing.clone());
+                            let on_nvidia = !["cpu", "none", "software"]
+                                .contains(&flag.trim().to_lowercase().as_str())
+                                && nvidia > 0
+                                && p == 2;
+                            let want = match (on_nvidia, &fits, &missing) {
+                                (false, _, _) => Auto::Burn,
+                                (true, Err(why), _) | (true, Ok(()), Some(why)) => {
+                                    Auto::BurnBecause(why.clone())
+                                }
+                                (true, Ok(()), None) => Auto::Cuda,
+                            };
+                            assert_eq!(
+                                got, want,
+                                "{flag:?} nvidia {nvidia} pick {pick:?} {fits:?} {missing:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// `--gpus all` says why NVIDIA GPUs it found run on Vulkan, in one
     /// line, and says nothing of CUDA on other machines.
     #[test]
     fn nvidia_gpus_on_vulkan_are_explained() {
-        assert_eq!(nvidia_on_vulkan(0), None);
-        let why = nvidia_on_vulkan(2).expect("explained");
-        assert!(why.starts_with("NVIDIA GPUs run on Vulkan: "), "{why}");
+        let lacking = "the CUDA engine needs cuDNN: pip install nvidia-cudnn-cu13";
+        assert_eq!(nvidia_on_vulkan(0, lacking), None);
+        let why = nvidia_on_vulkan(2, lacking).expect("explained");
+        assert_eq!(why, format!("NVIDIA GPUs run on Vulkan: {lacking}"));
         assert!(!why.contains('\n'), "{why}");
     }
 }

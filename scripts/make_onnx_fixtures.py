@@ -69,6 +69,18 @@ def main(out: pathlib.Path) -> None:
         [helper.make_node("Cast", ["x"], ["xf"], to=F32)] + pooled("xf", "y"))
     models["one_channel"] = model(
         "gray", [t("x", F32, ["n", 1, 8, 8])], [t("y", F32, ["n", 1])], pooled("x", "y"))
+    # For the engine's tests (gpu-worker/tests/onnx_engine.rs): a fixed
+    # batch of 2 in NHWC bytes, and a classifier whose logits are known
+    # (the three channel means, then 0.5 and -0.5).
+    models["nhwc_u8_batch_2"] = model(
+        "bytes2", [t("image", U8, [2, 6, 6, 3])], [t("features", F32, [2, 3])],
+        [helper.make_node("Cast", ["image"], ["f"], to=F32),
+         helper.make_node("Transpose", ["f"], ["nchw"], perm=[0, 3, 1, 2])] + pooled("nchw", "features"))
+    w = numpy_helper.from_array(np.eye(3, 5, dtype=np.float32), "w")
+    b = numpy_helper.from_array(np.array([0, 0, 0, 0.5, -0.5], dtype=np.float32), "b")
+    models["classifier_known"] = model(
+        "known", [t("x", F32, ["n", 3, 8, 8])], [t("logits", F32, ["n", 5])],
+        pooled("x") + [helper.make_node("Gemm", ["pooled", "w", "b"], ["logits"])], [w, b])
     for name, m in models.items():
         onnx.save(m, out / f"{name}.onnx")
     whole = (out / "nchw_f32_dynamic_batch.onnx").read_bytes()

@@ -110,20 +110,31 @@ fn environment() -> Result<&'static ort::environment::Environment, String> {
 /// The model at `path`, as the tool would feed it; or why not, in one line
 /// (a file that is not a model ONNX Runtime loads, or one it cannot feed).
 pub fn describe(path: &Path) -> Result<Graph, String> {
-    let shown = path.display();
+    graph_of(&session(path, 1)?, path)
+}
+
+/// An ONNX Runtime session of the model at `path` on the CPU, with
+/// `threads` intra-op threads; or why not, in one line.
+pub fn session(path: &Path, threads: usize) -> Result<Session, String> {
     let env = environment()?;
-    let session = Session::builder(env)
+    Session::builder(env)
         .map_err(|e| format!("ONNX Runtime: {e}"))?
-        .with_intra_threads(1)
+        .with_intra_threads(threads.max(1))
         .map_err(|e| format!("ONNX Runtime: {e}"))?
         .commit_from_file(path)
         .map_err(|e| {
             let why = e.to_string();
             format!(
-                "{shown}: not a model ONNX Runtime loads ({})",
+                "{}: not a model ONNX Runtime loads ({})",
+                path.display(),
                 why.split_whitespace().collect::<Vec<_>>().join(" ")
             )
-        })?;
+        })
+}
+
+/// What `session` (of the model at `path`) takes and gives, as the tool
+/// would feed it; or why it cannot, in one line.
+pub fn graph_of(session: &Session, path: &Path) -> Result<Graph, String> {
     let inputs: Vec<(String, ValueType)> = session
         .inputs()
         .iter()
@@ -145,7 +156,7 @@ pub fn describe(path: &Path) -> Result<Graph, String> {
             },
         })
         .collect();
-    let input = image_input(&inputs).map_err(|e| format!("{shown}: {e}"))?;
+    let input = image_input(&inputs).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(Graph { input, outputs })
 }
 
@@ -209,4 +220,11 @@ pub fn image_input(inputs: &[(String, ValueType)]) -> Result<ImageInput, String>
         batch: fixed(shape[0]),
         size: fixed(h).zip(fixed(w)),
     })
+}
+
+impl fmt::Display for Output {
+    /// `logits [?, 1000] Float32`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {} {}", self.name, Dims(&self.shape), self.element)
+    }
 }

@@ -125,7 +125,10 @@ build() {
     } >"$kit/MANIFEST"
     ls -la "$kit" "$weights_kit"
     local tree mib
-    tree=$(git ls-files -z | xargs -0 du -cb 2>/dev/null | tail -1 | cut -f1)
+    # What a call carries beside the kit: tracked and untracked files git
+    # does not ignore (a deleted one counts nothing, and stops nothing).
+    tree=$({ git ls-files -z --cached --others --exclude-standard |
+        xargs -0 stat -c %s 2>/dev/null || true; } | awk '{s += $1} END {print s + 0}')
     mib=$(( (tree + $(du -sb "$kit" | cut -f1)) >> 20 ))
     echo "cuda-kit.sh: the first call carries $mib MiB with the working tree (64 at most)"
     if ((mib > 62)); then

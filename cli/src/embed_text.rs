@@ -273,6 +273,7 @@ pub(crate) fn class_matrix_in_child(request: &ClassRequest<'_>, out: &Path) -> R
         .arg("--out")
         .arg(out)
         .args(["--gpus", &request.device.to_string()])
+        .args(["--engine", child_engine(request)])
         .args(["--seed", &request.seed.to_string()]);
     if let Some(w) = request.weights {
         command.arg("--weights").arg(w);
@@ -308,6 +309,19 @@ pub(crate) struct ClassRequest<'a> {
     pub(crate) labels: &'a [String],
     pub(crate) templates: &'a [String],
     pub(crate) device: pipeline_core::DeviceSpec,
+    /// The run's engine: the text tower runs on the same one, so a run's
+    /// class matrix and image embeddings come from one engine.
+    pub(crate) engine: pipeline_core::EngineKind,
+}
+
+/// The `--engine` that runs `request`'s text tower on its device: the run's
+/// own (burn's is `cpu` on the CPU, `vulkan` on a GPU or lavapipe).
+fn child_engine(request: &ClassRequest<'_>) -> &'static str {
+    match (request.engine, &request.device) {
+        (pipeline_core::EngineKind::Cuda, _) => "cuda",
+        (pipeline_core::EngineKind::Burn, pipeline_core::DeviceSpec::Cpu) => "cpu",
+        (pipeline_core::EngineKind::Burn, _) => "vulkan",
+    }
 }
 
 /// Where the computed class matrix goes: a private folder under the
@@ -322,6 +336,34 @@ pub(crate) fn class_matrix_dir() -> Result<tempfile::TempDir, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The class matrix's child runs the run's own engine on its device.
+    #[test]
+    fn the_class_matrix_runs_on_the_runs_engine() {
+        use pipeline_core::{DeviceSpec, EngineKind};
+        let request = |engine, device| ClassRequest {
+            model: ModelKind::ClipVitB32,
+            weights: None,
+            tokenizer: None,
+            seed: 0,
+            labels: &[],
+            templates: &[],
+            device,
+            engine,
+        };
+        for (engine, device, want) in [
+            (EngineKind::Cuda, DeviceSpec::Gpu(1), "cuda"),
+            (EngineKind::Burn, DeviceSpec::Gpu(1), "vulkan"),
+            (EngineKind::Burn, DeviceSpec::Software, "vulkan"),
+            (EngineKind::Burn, DeviceSpec::Cpu, "cpu"),
+        ] {
+            assert_eq!(
+                child_engine(&request(engine, device.clone())),
+                want,
+                "{device}"
+            );
+        }
+    }
 
     /// A file's lines as upstream reads captions: `\n` or `\r\n`, a last
     /// line without a newline counted, empty lines kept, an empty file none.

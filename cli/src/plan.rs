@@ -212,7 +212,13 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         (Some(TaskArg::Embed) | None, None) => Task::Embed,
     };
     let (classes, class_dir) = match &args.classes {
-        Some(value) => zero_shot_classes(value, args, model, weights.as_deref(), &devices[0])?,
+        Some(value) => zero_shot_classes(
+            value,
+            args,
+            model,
+            weights.as_deref(),
+            (&devices[0], engine),
+        )?,
         None if !args.prompts.is_empty() || args.tokenizer.is_some() => {
             return Err("--prompt and --tokenizer go with --classes labels".to_owned());
         }
@@ -270,7 +276,7 @@ fn zero_shot_classes(
     args: &RunArgs,
     model: ModelKind,
     weights: Option<&Path>,
-    device: &DeviceSpec,
+    (device, engine): (&DeviceSpec, EngineKind),
 ) -> Result<(Option<ZeroShotClasses>, Option<tempfile::TempDir>), String> {
     let path = Path::new(value);
     let matrix_file = matches!(
@@ -336,6 +342,7 @@ fn zero_shot_classes(
         labels: &labels,
         templates: &templates,
         device: device.clone(),
+        engine,
     };
     crate::embed_text::class_matrix_in_child(&request, &out)?;
     let classes = ZeroShotClasses {

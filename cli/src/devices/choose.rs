@@ -30,6 +30,9 @@ pub(crate) fn engine_devices(
             Ok(None) => {}
             Err(why) => {
                 let (devices, notice) = chosen_devices(gpus, Runs::Vulkan, Some(&why))?;
+                // An explicit list says nothing of itself: say why here.
+                let notice =
+                    notice.or_else(|| nvidia_on_vulkan(1, &why).map(|n| format!("pipeline: {n}")));
                 return Ok((devices, EngineKind::Burn, notice));
             }
         }
@@ -53,10 +56,7 @@ pub(crate) fn engine_devices(
 
 /// The devices burn's engine runs for `--engine` (every engine but
 /// `cuda`, which is refused).
-fn burn_devices(
-    engine: EngineArg,
-    gpus: &str,
-) -> Result<Chosen, String> {
+fn burn_devices(engine: EngineArg, gpus: &str) -> Result<Chosen, String> {
     match engine {
         EngineArg::Auto => chosen_devices(gpus, Runs::Vulkan, None),
         EngineArg::Cpu => {
@@ -133,10 +133,11 @@ fn auto_engine(
 /// Under `--engine auto`, the devices the CUDA engine runs (see
 /// [`auto_engine`]) with the notice; `Ok(None)` for burn's engine,
 /// `Err(why)` for burn's with why NVIDIA GPUs run on Vulkan.
-fn auto_cuda(
-    gpus: &str,
-    cuda_fits: Result<(), String>,
-) -> Result<Option<Chosen>, String> {
+fn auto_cuda(gpus: &str, cuda_fits: Result<(), String>) -> Result<Option<Chosen>, String> {
+    // The CPU and lavapipe are burn's: no probe, no NVIDIA library loaded.
+    if auto_engine(gpus, 1, Some(&[DeviceSpec::Gpu(0)]), Ok(()), None) == Auto::Burn {
+        return Ok(None);
+    }
     let Ok(probe) = crate::probe::probe() else {
         return Ok(None);
     };
@@ -147,8 +148,10 @@ fn auto_cuda(
         chosen_devices(gpus, Runs::Cuda, None).ok()
     };
     let cuda_pick = picked.as_ref().map(|(devices, _)| devices.as_slice());
-    // Loading NVIDIA's libraries only where NVIDIA GPUs are picked.
-    let missing = if cuda_pick.is_some() && cuda_fits.is_ok() {
+    let on_gpus = cuda_pick
+        .is_some_and(|d| !d.is_empty() && d.iter().all(|d| matches!(d, DeviceSpec::Gpu(_))));
+    // NVIDIA's libraries are loaded only where the CUDA engine would run.
+    let missing = if on_gpus && cuda_fits.is_ok() {
         gpu_worker::cuda::libs::cuda_libraries().missing_line()
     } else {
         None
@@ -158,13 +161,15 @@ fn auto_cuda(
         Auto::BurnBecause(why) => Err(why),
         Auto::Cuda => {
             let (devices, notice) = picked.unwrap_or_default();
+            let names: Vec<String> = devices.iter().map(ToString::to_string).collect();
+            let mut notice =
+                notice.unwrap_or_else(|| format!("pipeline: devices {}", names.join(", ")));
+            notice.push_str(" on the CUDA engine (NVIDIA's libraries)");
             let left_out = probe
                 .gpus
                 .iter()
                 .filter(|g| g.vulkan && g.uuid.is_none())
                 .count();
-            let mut notice = notice.unwrap_or_else(|| "pipeline: devices".to_owned());
-            notice.push_str(" on the CUDA engine (NVIDIA's libraries)");
             if gpus.trim().eq_ignore_ascii_case("all") && left_out > 0 {
                 notice.push_str(&format!(
                     "; {left_out} other GPU(s) left out: --engine vulkan runs every GPU"

@@ -34,6 +34,9 @@ pub(crate) struct Adapter {
     /// without it runs the CUDA engine only.
     #[serde(default = "yes")]
     pub(crate) vulkan: bool,
+    /// An NVIDIA GPU's compute capability, `(9, 0)` for Hopper.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) capability: Option<(i32, i32)>,
 }
 
 fn yes() -> bool {
@@ -92,6 +95,7 @@ fn adapter(a: gpu_worker::AdapterSummary) -> Adapter {
         spec: a.spec,
         uuid: a.uuid,
         vulkan: a.vulkan,
+        capability: a.capability,
     }
 }
 

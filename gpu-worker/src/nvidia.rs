@@ -26,6 +26,9 @@ pub struct NvidiaGpu {
     pub memory: Option<(u64, u64)>,
     /// e.g. `NVIDIA 580.95.05` (NVML) or `NVIDIA CUDA 13.0` (the driver).
     pub driver: String,
+    /// Its compute capability, `(9, 0)` for Hopper, where the query
+    /// answered.
+    pub capability: Option<(i32, i32)>,
 }
 
 /// Every NVIDIA GPU of this machine, in the order found; empty without
@@ -52,6 +55,10 @@ fn nvml_gpus() -> Option<Vec<NvidiaGpu>> {
                     pci_bus_id: device.pci_info().ok()?.bus_id,
                     memory: device.memory_info().ok().map(|m| (m.total, m.free)),
                     driver: driver.clone(),
+                    capability: device
+                        .cuda_compute_capability()
+                        .ok()
+                        .map(|c| (c.major, c.minor)),
                 })
             })
             .collect(),
@@ -81,6 +88,7 @@ fn cuda_driver_gpus() -> Vec<NvidiaGpu> {
                     pci_bus_id: found.pci_bus_id,
                     memory: None,
                     driver: version.clone(),
+                    capability: found.capability,
                 })
             })
             .collect()
@@ -93,6 +101,7 @@ pub(crate) struct DriverDevice {
     pub(crate) name: String,
     pub(crate) uuid: String,
     pub(crate) pci_bus_id: String,
+    pub(crate) capability: Option<(i32, i32)>,
 }
 
 /// The CUDA ordinal of the GPU with this UUID or, without one, at this PCI
@@ -186,12 +195,22 @@ mod driver {
                 device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID).ok()?,
             )
         };
+        // SAFETY: as above.
+        let capability = unsafe {
+            device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+                .ok()
+                .zip(
+                    device::get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+                        .ok(),
+                )
+        };
         let raw = device::get_uuid(dev).ok()?;
         let bytes: [u8; 16] = raw.bytes.map(|b| b as u8);
         Some(DriverDevice {
             name: device::get_name(dev).ok()?,
             uuid: uuid_string(&bytes),
             pci_bus_id: format!("{domain:04x}:{bus:02x}:{slot:02x}.0"),
+            capability,
         })
     }
 }

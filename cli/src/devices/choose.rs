@@ -150,9 +150,24 @@ fn auto_cuda(gpus: &str, cuda_fits: Result<(), String>) -> Result<Option<Chosen>
     let cuda_pick = picked.as_ref().map(|(devices, _)| devices.as_slice());
     let on_gpus = cuda_pick
         .is_some_and(|d| !d.is_empty() && d.iter().all(|d| matches!(d, DeviceSpec::Gpu(_))));
-    // NVIDIA's libraries are loaded only where the CUDA engine would run.
+    // NVIDIA's libraries are loaded only where the CUDA engine would run;
+    // then each GPU picked must be one their NVRTC compiles for (CUDA 13
+    // left out the GPUs before Turing).
     let missing = if on_gpus && cuda_fits.is_ok() {
-        gpu_worker::cuda::libs::cuda_libraries().missing_line()
+        gpu_worker::cuda::libs::cuda_libraries()
+            .missing_line()
+            .or_else(|| {
+                let picked: Vec<(&str, Option<(i32, i32)>)> = cuda_pick
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(|d| match d {
+                        DeviceSpec::Gpu(i) => probe.gpus.get(*i),
+                        _ => None,
+                    })
+                    .map(|g| (g.name.as_str(), g.capability))
+                    .collect();
+                unsupported_gpu(&picked, &gpu_worker::cuda::kernels::supported_archs())
+            })
     } else {
         None
     };
@@ -178,6 +193,27 @@ fn auto_cuda(gpus: &str, cuda_fits: Result<(), String>) -> Result<Option<Chosen>
             Ok(Some((devices, Some(notice))))
         }
     }
+}
+
+/// Why the CUDA engine cannot run one of `gpus` (name, compute capability):
+/// NVRTC, which compiles its kernels, has no architecture at or below the
+/// GPU's (`supported`, as 75, 80, …; a newer GPU takes the newest's PTX).
+/// `None` where it can run them all, or where NVRTC or the GPU did not say.
+fn unsupported_gpu(gpus: &[(&str, Option<(i32, i32)>)], supported: &[i32]) -> Option<String> {
+    let oldest = supported.iter().min()?;
+    gpus.iter().find_map(|&(name, capability)| {
+        let (major, minor) = capability?;
+        gpu_worker::cuda::kernels::target_for((major, minor), supported)
+            .is_none()
+            .then(|| {
+                format!(
+                    "the CUDA engine's NVRTC compiles for compute capability {}.{} and newer, \
+                     and {name} is {major}.{minor}",
+                    oldest / 10,
+                    oldest % 10
+                )
+            })
+    })
 }
 
 /// Why NVIDIA GPUs run on burn's Vulkan engine under `--engine auto`, when
@@ -368,7 +404,36 @@ mod tests {
             spec: Some("gpu:0".to_owned()),
             uuid: uuid.map(str::to_owned),
             vulkan,
+            capability: None,
         }
+    }
+
+    /// `auto` keeps the CUDA engine off a GPU its NVRTC cannot compile
+    /// for (a Pascal under CUDA 13), names it, and says nothing where it
+    /// can, or where the GPU or NVRTC did not say.
+    #[test]
+    fn a_gpu_older_than_nvrtcs_oldest_architecture_stays_on_vulkan() {
+        use super::unsupported_gpu;
+        let cuda13 = [75, 80, 86, 89, 90, 100, 120];
+        assert_eq!(unsupported_gpu(&[("H100", Some((9, 0)))], &cuda13), None);
+        assert_eq!(
+            unsupported_gpu(&[("RTX 2080", Some((7, 5)))], &cuda13),
+            None
+        );
+        // Newer than NVRTC knows: PTX for the newest, not refused.
+        assert_eq!(unsupported_gpu(&[("next", Some((13, 0)))], &cuda13), None);
+        assert_eq!(unsupported_gpu(&[("unknown", None)], &cuda13), None);
+        assert_eq!(unsupported_gpu(&[("GTX 1080", Some((6, 1)))], &[]), None);
+        let why = unsupported_gpu(
+            &[("H100", Some((9, 0))), ("GTX 1080", Some((6, 1)))],
+            &cuda13,
+        )
+        .expect("the Pascal is refused");
+        assert_eq!(
+            why,
+            "the CUDA engine's NVRTC compiles for compute capability 7.5 and newer, and GTX \
+             1080 is 6.1"
+        );
     }
 
     /// An explicit `--gpus N` names a GPU the engine can run: Vulkan's for

@@ -88,6 +88,8 @@ pub struct AdapterSummary {
     pub uuid: Option<String>,
     /// Whether Vulkan sees it (burn's GPU engine runs on it).
     pub vulkan: bool,
+    /// An NVIDIA GPU's compute capability, `(9, 0)` for Hopper.
+    pub capability: Option<(i32, i32)>,
     /// How to ask for it: `gpu:N` or `software`.
     pub spec: Option<String>,
     /// burn's name for it (adapters of type `other` have none).
@@ -138,6 +140,7 @@ pub fn adapters() -> Vec<AdapterSummary> {
                 memory: None,
                 uuid: None,
                 vulkan: true,
+                capability: None,
                 spec: (slot == 3).then(|| "software".to_owned()),
                 burn_kind,
             }
@@ -172,6 +175,7 @@ fn joined_gpus(
             Some(adapter) => {
                 adapter.memory = gpu.memory;
                 adapter.uuid = Some(gpu.uuid);
+                adapter.capability = gpu.capability;
             }
             None => gpus.push(AdapterSummary {
                 name: gpu.name,
@@ -182,6 +186,7 @@ fn joined_gpus(
                 memory: gpu.memory,
                 uuid: Some(gpu.uuid),
                 vulkan: false,
+                capability: gpu.capability,
                 spec: None,
                 burn_kind: None,
             }),
@@ -372,6 +377,7 @@ mod tests {
             memory: None,
             uuid: None,
             vulkan: true,
+            capability: None,
             spec: None,
             burn_kind: Some(DeviceKind::DiscreteGpu(n)),
         }
@@ -384,6 +390,7 @@ mod tests {
             pci_bus_id: pci.to_owned(),
             memory: Some((80, 79)),
             driver: "NVIDIA 580".to_owned(),
+            capability: Some((9, 0)),
         }
     }
 

@@ -3,7 +3,8 @@
 //! Each item of `--data` goes through the same loader `infer` runs (the
 //! model's resize, crop, filter and crop rounding, or those a `--config`
 //! file describes: a Hugging Face `preprocessor_config.json` or a timm
-//! `config.json`; `--jpeg-draft` and `--fast-preprocess` as `infer` takes
+//! `config.json`; `--size`, `--resize`, `--crop` and `--interpolation` laid
+//! over either; `--jpeg-draft` and `--fast-preprocess` as `infer` takes
 //! them) and its crop, the model's
 //! exact `u8` input before normalisation, is written as an RGB PNG named
 //! after the item: `NNNNNNNN_<file name>.png`, the index first so that a
@@ -70,6 +71,7 @@ fn preprocess(args: &PreprocessArgs) -> Result<usize, String> {
             crate::plan::preprocess_spec(model, &args.decode, crop_rounding)
         }
     };
+    let spec = pipeline_core::spec_from_flags(&args.flags.flags(), spec)?;
     let data = crate::plan::data_spec(&args.data, &args.source)?;
     prepare_out(&args.out)?;
     let remote = RemoteSpec::default();

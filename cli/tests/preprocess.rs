@@ -213,3 +213,99 @@ fn a_preprocessing_config_file_runs_instead_of_the_models() {
         );
     }
 }
+
+/// Preprocessing flags (#41) laid over a model's own: each combination
+/// crops exactly as the built-in model whose transform it spells out
+/// (resnet50's 256/224 bilinear from CLIP's 224 bicubic, and back), and a
+/// flag the loader cannot honour is one line, exit 2.
+#[test]
+fn preprocessing_flags_crop_as_the_transform_they_spell_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let data = generate(
+        &cwd.join("data"),
+        &DatasetSpec {
+            images: 3,
+            seed: 11,
+            broken: false,
+        },
+    )
+    .expect("dataset");
+    let cases: [(&str, &[&str], ModelKind); 3] = [
+        (
+            "clip_vit_b_32",
+            &[
+                "--resize",
+                "256",
+                "--crop",
+                "224",
+                "--interpolation",
+                "bilinear",
+            ],
+            ModelKind::Resnet50,
+        ),
+        (
+            "resnet50",
+            &["--size", "224", "--interpolation", "bicubic"],
+            ModelKind::ClipVitB32,
+        ),
+        ("resnet50", &[], ModelKind::Resnet50),
+    ];
+    for (i, (model, flags, same_as)) in cases.into_iter().enumerate() {
+        let out = cwd.join(format!("crops{i}"));
+        let run = common::pipeline(cwd)
+            .args(["preprocess", "--model", model])
+            .args(flags)
+            .arg("--data")
+            .arg(&data.root)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("pipeline runs");
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        let lines = common::records(&out.join("index.jsonl"));
+        assert_eq!(lines.len(), 3);
+        for line in &lines {
+            let png = line["png"].as_str().unwrap_or_else(|| panic!("{line}"));
+            let source = data.root.join(line["path"].as_str().expect("path"));
+            let written = image::open(out.join(png)).expect("a PNG").into_rgb8();
+            assert!(
+                written.as_raw() == &loader_crop(same_as, &source),
+                "{model} {flags:?}: {png} is not {same_as}'s crop"
+            );
+        }
+    }
+    for (flags, says) in [
+        (
+            &["--channels", "bgr"][..],
+            "--channels bgr: the loader feeds RGB only",
+        ),
+        (
+            &["--resize", "200", "--crop", "224"],
+            "--resize 200 is smaller than the 224-pixel crop",
+        ),
+        (&["--mean", "0.5,0.5,0.5"], "--mean needs --std too"),
+        (&["--mean", "0.5,0.5"], "expected three numbers"),
+        (&["--scale", "3"], "--scale 3: expected 1 or 255"),
+    ] {
+        let out = cwd.join("refused");
+        let run = common::pipeline(cwd)
+            .args(["preprocess", "--model", "resnet50"])
+            .args(flags)
+            .arg("--data")
+            .arg(&data.root)
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .expect("pipeline runs");
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{flags:?}: {err}");
+        assert!(err.contains(says), "{flags:?}: {err}");
+        assert!(!out.join("index.jsonl").exists(), "{flags:?} wrote crops");
+    }
+}

@@ -18,6 +18,7 @@ mod model;
 mod panic;
 mod preprocess;
 mod preprocess_config;
+mod preprocess_flags;
 mod protocol;
 mod registry;
 mod source;
@@ -44,6 +45,7 @@ pub use preprocess::{
     CropRounding, DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError,
 };
 pub use preprocess_config::{ConfigSource, spec_from_config};
+pub use preprocess_flags::{PreprocessFlags, spec_from_flags};
 pub use protocol::{
     Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker,
     WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,

@@ -12,7 +12,8 @@ use gpu_worker::cuda::kernels::{
     target_for,
 };
 use gpu_worker::cuda::libs::{
-    ALL, CudaLib, Found, cuda_libraries, cudnn_part_files, load, pip_lib_dirs, sonames_for,
+    ALL, CudaLib, Found, cuda_libraries, cudnn_part_files, load, mapped_file, pip_lib_dirs,
+    sonames_for,
 };
 use gpu_worker::python_env::path_prefixes;
 
@@ -306,22 +307,6 @@ fn libraries_load_from_a_given_folder_and_the_missing_are_named_with_their_fix()
             assert!(line.contains("PIPELINE_CUDA_LIB_PATH"), "{line}");
         }
     }
-}
-
-/// The file that holds the code at `addr` in this process, from
-/// `/proc/self/maps`.
-fn mapped_file(addr: usize) -> Option<PathBuf> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines().find_map(|line| {
-        let mut fields = line.split_whitespace();
-        let (start, end) = fields.next()?.split_once('-')?;
-        let (start, end) = (
-            usize::from_str_radix(start, 16).ok()?,
-            usize::from_str_radix(end, 16).ok()?,
-        );
-        let path = fields.nth(4)?;
-        (start <= addr && addr < end).then(|| PathBuf::from(path))
-    })
 }
 
 /// #40: the engine's calls go to the very file the search found, even

@@ -407,4 +407,31 @@ mod nvrtc {
             Ok(Compiled::Cubin(bytes))
         }
     }
+
+    #[cfg(test)]
+    mod tests {
+        use crate::cuda::libs::{CudaLib, Found, cuda_libraries, mapped_file};
+
+        /// #40: the engine's NVRTC calls run from the file the search
+        /// found, not from whatever copy cudarc's load by bare name would
+        /// take (`tests/cuda_kernels.rs` holds `function` itself to it).
+        #[test]
+        fn the_nvrtc_table_runs_from_the_file_found() {
+            let Some(Found::File(found)) = cuda_libraries().found(CudaLib::Nvrtc) else {
+                assert!(
+                    std::env::var_os("PIPELINE_REQUIRE_NVRTC").is_none(),
+                    "NVRTC must load from a file here"
+                );
+                return;
+            };
+            let api = super::Nvrtc::get().expect("NVRTC's table");
+            let canonical = |p: &std::path::Path| std::fs::canonicalize(p).expect("a real path");
+            for addr in [api.nvrtcVersion as usize, api.nvrtcCompileProgram as usize] {
+                assert_eq!(
+                    mapped_file(addr).map(|p| canonical(&p)),
+                    Some(canonical(found))
+                );
+            }
+        }
+    }
 }

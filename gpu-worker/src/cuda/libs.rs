@@ -348,6 +348,24 @@ mod dl {
     }
 }
 
+/// The file whose mapping holds address `addr` in this process, from
+/// `/proc/self/maps` (Linux): which copy of a library a function pointer
+/// runs from.
+pub fn mapped_file(addr: usize) -> Option<PathBuf> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    maps.lines().find_map(|line| {
+        // start-end perms offset dev inode path (the path may hold spaces)
+        let mut fields = line.splitn(6, ' ');
+        let (start, end) = fields.next()?.split_once('-')?;
+        let (start, end) = (
+            usize::from_str_radix(start, 16).ok()?,
+            usize::from_str_radix(end, 16).ok()?,
+        );
+        let path = fields.nth(4)?.trim_start();
+        (start <= addr && addr < end && path.starts_with('/')).then(|| PathBuf::from(path))
+    })
+}
+
 /// The `lib` folders of NVIDIA's wheels under `prefixes`:
 /// `lib/python3*/{site,dist}-packages/nvidia/*/lib` and, for CUDA 13's
 /// wheels, `nvidia/cu13/lib`; and a conda prefix's own `lib`.

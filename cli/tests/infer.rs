@@ -743,8 +743,8 @@ fn the_engine_flag_runs_or_refuses_in_one_line() {
     // A model the CUDA engine runs: here it lacks NVIDIA's libraries (or,
     // with them, an NVIDIA GPU), named in one line, before any work.
     let out_path = dir.path().join("vit.jsonl");
-    let out = pipeline(
-        &[
+    let vit_on_cuda = |more: &[&str]| {
+        let mut args = vec![
             "infer",
             "--data",
             data.root.to_str().expect("utf-8 path"),
@@ -755,10 +755,11 @@ fn the_engine_flag_runs_or_refuses_in_one_line() {
             "--engine",
             "cuda",
             "--quiet",
-        ],
-        dir.path(),
-        &dir.path().join("no-weights"),
-    );
+        ];
+        args.extend(more);
+        pipeline(&args, dir.path(), &dir.path().join("no-weights"))
+    };
+    let out = vit_on_cuda(&[]);
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
@@ -770,24 +771,7 @@ fn the_engine_flag_runs_or_refuses_in_one_line() {
     // The CUDA engine computes in f16: asked for f32 or bf16, it refuses
     // in one line, before looking for a GPU or a library.
     for precision in ["f32", "bf16"] {
-        let out = pipeline(
-            &[
-                "infer",
-                "--data",
-                data.root.to_str().expect("utf-8 path"),
-                "--out",
-                out_path.to_str().expect("utf-8 path"),
-                "--model",
-                "vit_b_16",
-                "--engine",
-                "cuda",
-                "--precision",
-                precision,
-                "--quiet",
-            ],
-            dir.path(),
-            &dir.path().join("no-weights"),
-        );
+        let out = vit_on_cuda(&["--precision", precision]);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert_eq!(

@@ -33,6 +33,19 @@ fn spec_crop(spec: PreprocessSpec, path: &Path) -> Vec<u8> {
         .collect()
 }
 
+/// `pipeline preprocess ARGS --data DATA --out OUT` in `cwd`.
+fn preprocess(cwd: &Path, args: &[&str], data: &Path, out: &Path) -> std::process::Output {
+    common::pipeline(cwd)
+        .arg("preprocess")
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("pipeline runs")
+}
+
 #[test]
 fn each_crop_is_a_png_of_the_models_input_in_input_order() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -155,15 +168,13 @@ fn a_preprocessing_config_file_runs_instead_of_the_models() {
         "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}"#;
     std::fs::write(&config, text).expect("config");
     let out = cwd.join("crops");
-    let run = common::pipeline(cwd)
-        .args(["preprocess", "--model", "clip_vit_b_32", "--config"])
-        .arg(&config)
-        .arg("--data")
-        .arg(&data.root)
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .expect("pipeline runs");
+    let config_arg = config.to_str().expect("utf-8 path");
+    let run = preprocess(
+        cwd,
+        &["--model", "clip_vit_b_32", "--config", config_arg],
+        &data.root,
+        &out,
+    );
     assert_eq!(
         run.status.code(),
         Some(0),
@@ -253,15 +264,12 @@ fn preprocessing_flags_crop_as_the_transform_they_spell_out() {
     ];
     for (i, (model, flags, same_as)) in cases.into_iter().enumerate() {
         let out = cwd.join(format!("crops{i}"));
-        let run = common::pipeline(cwd)
-            .args(["preprocess", "--model", model])
-            .args(flags)
-            .arg("--data")
-            .arg(&data.root)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .expect("pipeline runs");
+        let run = preprocess(
+            cwd,
+            &[&["--model", model], flags].concat(),
+            &data.root,
+            &out,
+        );
         assert_eq!(
             run.status.code(),
             Some(0),
@@ -294,15 +302,12 @@ fn preprocessing_flags_crop_as_the_transform_they_spell_out() {
         (&["--scale", "3"], "--scale 3: expected 1 or 255"),
     ] {
         let out = cwd.join("refused");
-        let run = common::pipeline(cwd)
-            .args(["preprocess", "--model", "resnet50"])
-            .args(flags)
-            .arg("--data")
-            .arg(&data.root)
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .expect("pipeline runs");
+        let run = preprocess(
+            cwd,
+            &[&["--model", "resnet50"], flags].concat(),
+            &data.root,
+            &out,
+        );
         let err = String::from_utf8_lossy(&run.stderr);
         assert_eq!(run.status.code(), Some(2), "{flags:?}: {err}");
         assert!(err.contains(says), "{flags:?}: {err}");

@@ -8,32 +8,13 @@
 //! sigmoid or raw scores. CI installs ONNX Runtime and sets
 //! `PIPELINE_REQUIRE_ORT`.
 
-use std::path::PathBuf;
-
 use gpu_worker::onnx::engine::{OnnxEngine, OnnxOptions, Scores, scores};
-use gpu_worker::onnx::runtime::onnx_runtime;
 use gpu_worker::{Engine, PixelBatch};
 use pipeline_core::{Normalize, Prediction, Task};
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/onnx")
-        .join(format!("{name}.onnx"))
-}
+mod common;
 
-fn runtime_or_skip() -> bool {
-    match onnx_runtime() {
-        Ok(_) => true,
-        Err(e) => {
-            assert!(
-                std::env::var_os("PIPELINE_REQUIRE_ORT").is_none(),
-                "ONNX Runtime must load here: {e}"
-            );
-            eprintln!("skipped, no ONNX Runtime ({e})");
-            false
-        }
-    }
-}
+use common::{onnx_fixture as fixture, onnx_runtime_or_skip as runtime_or_skip};
 
 fn options(name: &str, output: Option<&str>, task: Task, scores: Scores) -> OnnxOptions {
     OnnxOptions {

@@ -7,30 +7,11 @@
 //! short) is one line naming each input and its shape. CI installs ONNX
 //! Runtime and sets `PIPELINE_REQUIRE_ORT`.
 
-use std::path::PathBuf;
-
 use gpu_worker::onnx::graph::{Graph, Layout, PixelType, describe};
-use gpu_worker::onnx::runtime::onnx_runtime;
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/onnx")
-        .join(format!("{name}.onnx"))
-}
+mod common;
 
-fn runtime_or_skip() -> bool {
-    match onnx_runtime() {
-        Ok(_) => true,
-        Err(e) => {
-            assert!(
-                std::env::var_os("PIPELINE_REQUIRE_ORT").is_none(),
-                "ONNX Runtime must load here: {e}"
-            );
-            eprintln!("skipped, no ONNX Runtime ({e})");
-            false
-        }
-    }
-}
+use common::{onnx_fixture as fixture, onnx_runtime_or_skip as runtime_or_skip};
 
 fn graph(name: &str) -> Graph {
     describe(&fixture(name)).unwrap_or_else(|e| panic!("{name}: {e}"))

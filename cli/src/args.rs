@@ -81,6 +81,16 @@ pub(crate) struct InferArgs {
     pub(crate) source: SourceArgs,
     #[command(flatten)]
     pub(crate) run: RunArgs,
+    #[command(flatten)]
+    pub(crate) preprocess: PreprocessFlagArgs,
+    /// With --model FILE.onnx: the output read, by name (default: the
+    /// model's first).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) output: Option<String>,
+    /// With --model FILE.onnx and --task classify: softmax (one class per
+    /// image, the default), sigmoid (multi-label) or raw values.
+    #[arg(long, value_enum, value_name = "softmax|sigmoid|raw")]
+    pub(crate) scores: Option<ScoresArg>,
     /// Images per chunk, the unit of dispatch and retry.
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) chunk_size: u64,
@@ -155,7 +165,8 @@ pub(crate) struct RunArgs {
     #[arg(long, default_value_t = 1, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub(crate) workers_per_gpu: u32,
     /// A model `pipeline models` lists: resnet50, vit_b_16, convnext_tiny,
-    /// clip_vit_b_32, siglip_base_patch16_224, dinov2_vitb14, …
+    /// clip_vit_b_32, siglip_base_patch16_224, dinov2_vitb14, …; or your own
+    /// FILE.onnx (run by ONNX Runtime on the CPU).
     #[arg(long, default_value = "efficientnet_lite0", value_name = "NAME")]
     pub(crate) model: String,
     /// Checkpoint as its upstream publishes it (.pth, .pt, .bin or
@@ -342,6 +353,17 @@ fn three_numbers(text: &str) -> Result<[f32; 3], String> {
         .collect::<Result<_, _>>()?;
     <[f32; 3]>::try_from(values.as_slice())
         .map_err(|_| format!("expected three numbers, R,G,B; got {}", values.len()))
+}
+
+/// How a classifier's values become scores (`--scores`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ScoresArg {
+    /// Softmax over the row.
+    Softmax,
+    /// Each value's sigmoid (multi-label).
+    Sigmoid,
+    /// The values as the model gives them.
+    Raw,
 }
 
 /// A resize filter, as `--interpolation` names it (Pillow's filters).

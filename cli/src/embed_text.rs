@@ -321,6 +321,8 @@ fn child_engine(request: &ClassRequest<'_>) -> &'static str {
         (pipeline_core::EngineKind::Cuda, _) => "cuda",
         (pipeline_core::EngineKind::Burn, pipeline_core::DeviceSpec::Cpu) => "cpu",
         (pipeline_core::EngineKind::Burn, _) => "vulkan",
+        // No ONNX model has a text tower: zero-shot runs are built-in ones.
+        (pipeline_core::EngineKind::Onnx, _) => "cpu",
     }
 }
 

@@ -37,7 +37,7 @@ fn plan(args: &InferArgs) -> Result<Plan, String> {
         choose_format(args.format.as_deref(), &args.out).map_err(|e| format!("--format: {e}"))?;
     let layout = output_layout(&args.layout)?;
     check_parent("--out", &args.out)?;
-    let planned = plan_workers(&args.run)?;
+    let planned = plan_workers(&args.run, &model_flags(args))?;
     if !(args.grace.is_finite() && args.grace >= 0.0) {
         return Err(format!(
             "--grace {}: expected seconds, 0 or more",
@@ -161,7 +161,7 @@ struct ConfigReport<'a> {
     /// How remote items were read.
     remote: pipeline_core::RemoteSpec,
     devices: Vec<String>,
-    model: &'a str,
+    model: String,
     weights: &'a Option<std::path::PathBuf>,
     task: pipeline_core::Task,
     preprocess: &'a pipeline_core::PreprocessSpec,
@@ -184,7 +184,7 @@ impl<'a> ConfigReport<'a> {
             input_format: loader::source::detect(&config.data).ok(),
             remote: worker.remote,
             devices: config.devices.iter().map(ToString::to_string).collect(),
-            model: worker.model.name(),
+            model: worker.model.to_string(),
             weights: &worker.weights,
             task: worker.task,
             preprocess: &worker.preprocess,
@@ -305,4 +305,18 @@ fn summary_line(s: &RunSummary) -> String {
         s.recovery.retries,
         s.recovery.restarts,
     )
+}
+
+/// The model flags beside `--model`, as planning takes them.
+fn model_flags(args: &InferArgs) -> crate::plan::ModelFlags {
+    use crate::args::ScoresArg;
+    crate::plan::ModelFlags {
+        preprocess: args.preprocess.flags(),
+        output: args.output.clone(),
+        scores: args.scores.map(|s| match s {
+            ScoresArg::Softmax => pipeline_core::Scores::Softmax,
+            ScoresArg::Sigmoid => pipeline_core::Scores::Sigmoid,
+            ScoresArg::Raw => pipeline_core::Scores::Raw,
+        }),
+    }
 }

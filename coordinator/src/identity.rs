@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use pipeline_core::{
-    ClassLabels, DecodeLimits, EmbedPooling, EngineKind, Fnv64, Manifest, ModelKind, Precision,
-    PreprocessSpec, Prompts, Task,
+    ClassLabels, DecodeLimits, EmbedPooling, EngineKind, Fnv64, Manifest, ModelKind, ModelRef,
+    Precision, PreprocessSpec, Prompts, Task,
 };
 use serde::{Deserialize, Serialize};
 
@@ -31,9 +31,9 @@ pub struct RunIdentity {
     pub inputs: Inputs,
     /// Items per chunk (part files are per chunk).
     pub chunk_size: u64,
-    /// The model, by its `--model` name.
-    #[serde(with = "model_name")]
-    pub model: ModelKind,
+    /// The model: a built-in one by its `--model` name, an ONNX file as
+    /// resolved (its fingerprint, output and scores).
+    pub model: ModelRef,
     /// The weight file's fingerprint, or the seed of random weights.
     pub weights: Weights,
     /// What the records hold.
@@ -180,7 +180,7 @@ impl RunIdentity {
         Ok(Self {
             inputs: Inputs::of(manifest),
             chunk_size: config.chunk_size,
-            model: worker.model,
+            model: worker.model.clone(),
             weights,
             task: worker.task,
             preprocess: worker.preprocess.clone(),
@@ -204,7 +204,7 @@ impl RunIdentity {
                 paths_fnv64: format!("{:016x}", Fnv64::default().finish()),
             },
             chunk_size,
-            model,
+            model: model.into(),
             weights: Weights::Seeded { random_seed: 0 },
             task: Task::Classify { top_k: 5 },
             preprocess: model.default_preprocess(),
@@ -220,9 +220,9 @@ impl RunIdentity {
 
     /// The class names its records use.
     pub(crate) fn labels(&self) -> ClassLabels {
-        match &self.classes {
-            Some(c) => ClassLabels::Named(c.labels.iter().cloned().collect()),
-            None => ClassLabels::Imagenet,
+        match (&self.classes, &self.model) {
+            (Some(c), _) => ClassLabels::Named(c.labels.iter().cloned().collect()),
+            (None, model) => ClassLabels::for_model(None, model),
         }
     }
 
@@ -241,11 +241,7 @@ impl RunIdentity {
             json(&self.chunk_size),
             json(&now.chunk_size),
         );
-        field(
-            "another --model",
-            json(&self.model.name()),
-            json(&now.model.name()),
-        );
+        field("another --model", json(&self.model), json(&now.model));
         field("other weights", json(&self.weights), json(&now.weights));
         field(
             "another --task or --top-k",
@@ -305,20 +301,6 @@ fn shown(value: Option<String>) -> String {
 }
 
 /// `--model` names in `run.json`, as the user types them.
-mod model_name {
-    use pipeline_core::ModelKind;
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(model: &ModelKind, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(model.name())
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<ModelKind, D::Error> {
-        let name = String::deserialize(d)?;
-        name.parse().map_err(serde::de::Error::custom)
-    }
-}
-
 impl RunIdentity {
     /// This run's identity with its weights hashed as `stored`'s were: a
     /// run begun by an earlier pipeline recorded FNV-64, not xxh3.
@@ -398,12 +380,44 @@ fn hash_file(path: &Path, kind: FileHash) -> std::io::Result<(u64, String)> {
 mod tests {
     use super::*;
 
+    /// An ONNX model is written as its description, and another file
+    /// (another fingerprint) or another output at the same path is
+    /// another model, which resume refuses.
+    #[test]
+    fn an_onnx_models_file_and_output_are_its_identity() {
+        let onnx = |fnv64: &str, output: &str| {
+            pipeline_core::ModelRef::Onnx(pipeline_core::OnnxModel {
+                onnx: "/models/m.onnx".into(),
+                fnv64: fnv64.into(),
+                output: output.into(),
+                width: Some(3),
+                scores: pipeline_core::Scores::Softmax,
+            })
+        };
+        let mut old = RunIdentity::example(ModelKind::Tiny, 5, 2);
+        old.model = onnx("00000000000000aa", "y");
+        let text = serde_json::to_string(&old).expect("json");
+        assert!(text.contains("\"fnv64\":\"00000000000000aa\""), "{text}");
+        let back: RunIdentity = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back.difference(&old), None);
+        for other in [onnx("00000000000000bb", "y"), onnx("00000000000000aa", "z")] {
+            let mut now = old.clone();
+            now.model = other;
+            let message = old.difference(&now).expect("another model");
+            assert!(message.starts_with("another --model"), "{message}");
+        }
+        // A built-in model is still written as its name.
+        let builtin =
+            serde_json::to_value(RunIdentity::example(ModelKind::Tiny, 5, 2)).expect("json");
+        assert_eq!(builtin["model"], "tiny");
+    }
+
     #[test]
     fn each_difference_is_named_with_its_old_and_new_value() {
         let old = RunIdentity::example(ModelKind::Tiny, 5, 2);
         assert_eq!(old.difference(&old.clone()), None);
         let mut now = old.clone();
-        now.model = ModelKind::Resnet18;
+        now.model = ModelKind::Resnet18.into();
         now.chunk_size = 4;
         let message = old.difference(&now).expect("two differences");
         assert!(

@@ -393,7 +393,7 @@ mod tests {
         PartStore::open(&out, &identity()).expect("created");
         PartStore::open(&out, &identity()).expect("same run reopens");
         let mut other = identity();
-        other.model = pipeline_core::ModelKind::Resnet18;
+        other.model = pipeline_core::ModelKind::Resnet18.into();
         let error = PartStore::open(&out, &other).expect_err("another model");
         let message = error.to_string();
         assert!(

@@ -116,7 +116,7 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
         format: config.format,
         task: config.worker.task,
         feature_dim: config.feature_dim(),
-        labels: ClassLabels::of(config.worker.classes.as_ref()),
+        labels: ClassLabels::for_model(config.worker.classes.as_ref(), &config.worker.model),
         kept: scanned.kept.columns.clone(),
         layout: config.layout,
     };

@@ -214,7 +214,7 @@ mod tests {
         WorkerConfig {
             name: "w".into(),
             device,
-            model: ModelKind::Tiny,
+            model: ModelKind::Tiny.into(),
             weights: None,
             seed: 0,
             task: Task::Embed,

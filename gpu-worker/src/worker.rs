@@ -423,7 +423,7 @@ fn setup(config: &WorkerConfig) -> Result<(Box<dyn Engine>, Loader, usize), Setu
 /// batch size: the user's, else the engine's for its device.
 pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Box<dyn Engine>, usize), SetupError> {
     crate::failpoints::setup_fails().map_err(SetupError::Injected)?;
-    if !config.model.spec().engines.contains(&config.engine) {
+    if !config.model.engines().contains(&config.engine) {
         return Err(SetupError::NoEngine(format!(
             "the {} engine does not run {}",
             config.engine.name(),
@@ -433,7 +433,7 @@ pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Box<dyn Engine>, usi
     let engine = crate::engine::factory::open(config)?;
     let batch_size = config
         .batch_size
-        .unwrap_or_else(|| engine.default_batch(config.model));
+        .unwrap_or_else(|| engine.default_batch(&config.model));
     Ok((engine, batch_size))
 }
 
@@ -508,7 +508,7 @@ mod tests {
         let config = WorkerConfig {
             name: "cpu#0".into(),
             device: DeviceSpec::Cpu,
-            model: ModelKind::Tiny,
+            model: ModelKind::Tiny.into(),
             weights: None,
             seed: 0,
             task: Task::Embed,

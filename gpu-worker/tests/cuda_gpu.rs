@@ -346,7 +346,7 @@ fn engine_case(model: ModelKind) {
     let config = WorkerConfig {
         name: "gpu#0".into(),
         device: DeviceSpec::Gpu(0),
-        model,
+        model: model.into(),
         weights: None,
         seed: 2,
         task: Task::Embed,

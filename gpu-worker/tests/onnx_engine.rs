@@ -138,7 +138,10 @@ fn a_u8_nhwc_model_gets_the_bytes_in_runs_of_its_fixed_batch() {
         Task::Embed,
         Scores::Softmax,
     ));
-    assert_eq!(engine.default_batch(pipeline_core::ModelKind::Tiny), 2);
+    assert_eq!(
+        engine.default_batch(&pipeline_core::ModelKind::Tiny.into()),
+        2
+    );
     let pixels = images(3, 6, 9);
     let got = embeddings(
         engine

@@ -69,6 +69,16 @@ impl ClassLabels {
         }
     }
 
+    /// The labels a run of `model` writes: `classes`' rows; ImageNet's for
+    /// a built-in classifier; none (empty) for a user's ONNX model, whose
+    /// classes are not ImageNet's.
+    pub fn for_model(classes: Option<&ZeroShotClasses>, model: &crate::ModelRef) -> Self {
+        match (classes, model) {
+            (None, crate::ModelRef::Onnx(_)) => Self::Named(Vec::new().into()),
+            (classes, _) => Self::of(classes),
+        }
+    }
+
     /// The name of `class` (empty past the end).
     pub fn get(&self, class: u32) -> &str {
         match self {

@@ -15,6 +15,7 @@ mod kept;
 mod labels;
 mod manifest;
 mod model;
+mod model_ref;
 mod panic;
 mod preprocess;
 mod preprocess_config;
@@ -40,6 +41,7 @@ pub use manifest::{
 pub use model::{
     ClassScore, EmbedPooling, Family, ModelKind, Precision, Prediction, Task, UnknownModel,
 };
+pub use model_ref::{ModelRef, OnnxModel, Scores};
 pub use panic::panic_message;
 pub use preprocess::{
     CropRounding, DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError,

@@ -29,7 +29,8 @@ use serde::{Deserialize, Serialize};
 use crate::device::DeviceSpec;
 use crate::item::{ItemError, ItemIndex};
 use crate::labels::ZeroShotClasses;
-use crate::model::{ClassScore, EmbedPooling, ModelKind, Precision, Prediction, Task};
+use crate::model::{ClassScore, EmbedPooling, Precision, Prediction, Task};
+use crate::model_ref::ModelRef;
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
 use crate::registry::EngineKind;
 use crate::source::{Location, RemoteSpec};
@@ -59,8 +60,8 @@ pub struct WorkerConfig {
     pub name: String,
     /// The device to open.
     pub device: DeviceSpec,
-    /// Architecture.
-    pub model: ModelKind,
+    /// The model: a built-in architecture, or a user's ONNX file.
+    pub model: ModelRef,
     /// Weight file; `None` means seeded random weights.
     pub weights: Option<PathBuf>,
     /// Seed of the random weights.

@@ -80,6 +80,8 @@ pub enum EngineKind {
     /// CNN (`--engine cuda`, and `auto` on NVIDIA GPUs), in f16; verified on
     /// an H100, and each start checks one image against the f32 reference.
     Cuda,
+    /// ONNX Runtime's CPU provider, for a user's ONNX model (#41).
+    Onnx,
 }
 
 impl EngineKind {
@@ -93,6 +95,7 @@ impl EngineKind {
         match self {
             Self::Burn => "burn",
             Self::Cuda => "cuda",
+            Self::Onnx => "onnx",
         }
     }
 }

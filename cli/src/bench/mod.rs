@@ -48,7 +48,7 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
             check_parent(flag, path)?;
         }
     }
-    let planned = plan_workers(&args.run)?;
+    let planned = plan_workers(&args.run, &crate::plan::ModelFlags::default())?;
     if !args.quiet {
         for notice in planned.notices.iter().filter(|n| !n.is_empty()) {
             eprintln!("{notice}");

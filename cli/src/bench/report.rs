@@ -98,7 +98,7 @@ pub(super) struct BenchReport<'a> {
 /// What was benchmarked.
 #[derive(Serialize)]
 struct BenchConfig<'a> {
-    model: &'a str,
+    model: String,
     weights: &'a Option<std::path::PathBuf>,
     task: pipeline_core::Task,
     /// `--precision` as given (`auto`: f16 on GPUs that compute in it).
@@ -141,7 +141,7 @@ pub(super) fn report_json<'a>(
         sweep: results.iter().map(|m| m.report(mode)).collect(),
         mode: mode.name(),
         config: BenchConfig {
-            model: worker.model.name(),
+            model: worker.model.to_string(),
             weights: &worker.weights,
             task: worker.task,
             precision: worker.precision,
@@ -187,7 +187,7 @@ pub(super) fn plot(results: &[Measured], path: &Path, worker: &WorkerConfig) -> 
     let last = batches.len().saturating_sub(1).max(1) as f64;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!("pipeline bench: {} images/s", worker.model.name()),
+            format!("pipeline bench: {} images/s", worker.model),
             ("sans-serif", 22),
         )
         .margin(16)

@@ -45,8 +45,8 @@ struct OnnxRuntime {
 }
 
 fn onnx_runtime() -> OnnxRuntime {
-    let engine = "not built yet (#41): --model FILE.onnx is refused; ONNX Runtime is found and \
-                  loaded, as listed here";
+    let engine = "--model FILE.onnx runs on ONNX Runtime's CPU provider (its CUDA provider is \
+                  not built yet)";
     match gpu_worker::onnx::runtime::onnx_runtime() {
         Ok(rt) => OnnxRuntime {
             engine,
@@ -206,7 +206,7 @@ fn table(listing: &Listing) -> Result<String, std::fmt::Error> {
     match (&ort.library, &ort.error) {
         (Some(library), _) => writeln!(
             text,
-            "ONNX Runtime: {} at {library}, providers {} (the ONNX engine is {})",
+            "ONNX Runtime: {} at {library}, providers {} ({})",
             ort.version.as_deref().unwrap_or("?"),
             ort.providers.join(", "),
             ort.engine

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use burn::tensor::{DType, Device, FloatDType, Int, Tensor, TensorData};
-use pipeline_core::{DeviceSpec, ModelKind, Normalize, Prediction, SpanTimes, Task, WorkerConfig};
+use pipeline_core::{DeviceSpec, Normalize, Prediction, SpanTimes, Task, WorkerConfig};
 
 use self::device::{open_with, takes_software_forms};
 use crate::engine::{
@@ -50,24 +50,25 @@ impl BurnEngine {
     /// Opens `config`'s device, builds or loads its model, with the
     /// zero-shot head of `--classes` and the precision the device runs.
     pub(crate) fn open(config: &WorkerConfig) -> Result<Self, OpenError> {
+        let kind = crate::engine::builtin(config)?;
         let (device, dtype) = open_with(&config.device, config.precision)?;
         let mut model = match &config.weights {
-            Some(path) => Model::load(config.model, path, &device)?,
-            None => Model::random(config.model, config.seed, &device),
+            Some(path) => Model::load(kind, path, &device)?,
+            None => Model::random(kind, config.seed, &device),
         }
         .with_pooling(config.pooling);
         if let Some(classes) = &config.classes {
-            let (rule, matrix) = crate::engine::open_classes(config.model, classes)?;
+            let (rule, matrix) = crate::engine::open_classes(kind, classes)?;
             model = model.with_zero_shot(
                 &matrix,
                 &rule,
-                config.model.name(),
+                kind.name(),
                 config.weights.as_deref(),
                 &device,
             )?;
         }
         if matches!(config.task, Task::Classify { .. }) && !model.classifies() {
-            return Err(OpenError::NoClassifier(config.model));
+            return Err(OpenError::NoClassifier(kind));
         }
         Ok(Self::for_device(&config.device, device, model, config.task).with_float_dtype(dtype))
     }
@@ -202,14 +203,17 @@ impl Engine for BurnEngine {
 
     /// From the GPU's free memory where NVML knows it, else 64 on a GPU;
     /// the CPU and lavapipe gain little beyond 16 and 8 (BENCHMARKS.md).
-    fn default_batch(&self, model: ModelKind) -> usize {
+    fn default_batch(&self, model: &pipeline_core::ModelRef) -> usize {
         match &self.spec {
             DeviceSpec::Cpu => 16,
             DeviceSpec::Software => 8,
             DeviceSpec::Gpu(i) => device::gpus()
                 .get(*i)
                 .and_then(|gpu| gpu.memory)
-                .map_or(64, |(_, free)| crate::backoff::start_batch(free, model)),
+                .zip(model.builtin())
+                .map_or(64, |((_, free), kind)| {
+                    crate::backoff::start_batch(free, kind)
+                }),
         }
     }
 

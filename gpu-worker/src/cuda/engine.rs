@@ -15,7 +15,7 @@
 use std::time::Instant;
 
 use pipeline_core::{
-    DeviceSpec, EmbedPooling, ModelKind, Prediction, SpanTimes, Task, WorkerConfig, ZeroShotClasses,
+    DeviceSpec, EmbedPooling, Prediction, SpanTimes, Task, WorkerConfig, ZeroShotClasses,
 };
 
 use super::cnn_run::CudaCnn;
@@ -60,8 +60,9 @@ enum Plan {
 impl Plan {
     /// The configured model's plan, from its checkpoint or seeded.
     fn load(config: &WorkerConfig) -> Result<Self, OpenError> {
-        let arch = Architecture::of(config.model);
-        let name = config.model.name();
+        let kind = crate::engine::builtin(config)?;
+        let arch = Architecture::of(kind);
+        let name = kind.name();
         let path = config.weights.as_deref();
         Ok(match &arch {
             Architecture::Vit(_) => {
@@ -199,7 +200,7 @@ impl CudaEngine {
             && !plan.has_classifier()
             && zero_shot.is_none()
         {
-            return Err(OpenError::NoClassifier(config.model));
+            return Err(OpenError::NoClassifier(crate::engine::builtin(config)?));
         }
         let uuid = config.cuda_uuids.get(index).map(String::as_str);
         let gpu = open_gpu(*index, uuid).map_err(|e| device_error(spec, e))?;
@@ -359,8 +360,9 @@ impl ZeroShot {
         classes: &ZeroShotClasses,
         dim: usize,
     ) -> Result<Self, OpenError> {
-        let name = config.model.name();
-        let (rule, matrix) = crate::engine::open_classes(config.model, classes)?;
+        let kind = crate::engine::builtin(config)?;
+        let name = kind.name();
+        let (rule, matrix) = crate::engine::open_classes(kind, classes)?;
         let params = match &config.weights {
             Some(path) => {
                 let checkpoint = crate::model::checkpoint::Checkpoint::open(path)?;
@@ -418,10 +420,14 @@ impl Engine for CudaEngine {
         format!("{} (CUDA)", self.gpu.name())
     }
 
-    fn default_batch(&self, model: ModelKind) -> usize {
-        self.gpu.memory().map_or(64, |(free, _)| {
-            crate::start_batch(u64::try_from(free).unwrap_or(u64::MAX), model)
-        })
+    fn default_batch(&self, model: &pipeline_core::ModelRef) -> usize {
+        self.gpu
+            .memory()
+            .ok()
+            .zip(model.builtin())
+            .map_or(64, |((free, _), kind)| {
+                crate::start_batch(u64::try_from(free).unwrap_or(u64::MAX), kind)
+            })
     }
 
     fn infer_timed(
@@ -447,7 +453,7 @@ impl Engine for CudaEngine {
 
 #[cfg(test)]
 mod tests {
-    use pipeline_core::{ClassScore, DecodeLimits, EngineKind, Precision};
+    use pipeline_core::{ClassScore, DecodeLimits, EngineKind, ModelKind, Precision};
 
     use super::*;
     use crate::PixelBatch;
@@ -457,7 +463,7 @@ mod tests {
         WorkerConfig {
             name: "cpu#0".into(),
             device: DeviceSpec::Cpu,
-            model,
+            model: model.into(),
             weights: None,
             seed: 3,
             task,

@@ -13,5 +13,6 @@ pub(crate) fn open(config: &WorkerConfig) -> Result<Box<dyn Engine>, OpenError> 
     Ok(match config.engine {
         EngineKind::Burn => Box::new(crate::burn_engine::BurnEngine::open(config)?),
         EngineKind::Cuda => Box::new(crate::cuda::engine::CudaEngine::open(config)?),
+        EngineKind::Onnx => Box::new(crate::onnx::engine::OnnxEngine::for_worker(config)?),
     })
 }

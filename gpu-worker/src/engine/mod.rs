@@ -122,6 +122,21 @@ pub enum OpenError {
     /// `--task classify` for a model without a classifier.
     #[error("{0} has no classifier head; use --task embed")]
     NoClassifier(ModelKind),
+    /// The model is not one this engine runs, or did not open.
+    #[error("{0}")]
+    Model(String),
+}
+
+/// The built-in architecture `config` runs, for the engines that run only
+/// those (burn's, CUDA's).
+pub(crate) fn builtin(config: &pipeline_core::WorkerConfig) -> Result<ModelKind, OpenError> {
+    config.model.builtin().ok_or_else(|| {
+        OpenError::Model(format!(
+            "the {} engine runs the built-in models, not {}",
+            config.engine.name(),
+            config.model
+        ))
+    })
 }
 
 /// `--classes`' matrix for `model`, with its family's zero-shot rule: a
@@ -159,7 +174,7 @@ pub trait Engine: Send + Sync {
 
     /// The batch size to start with when the user gave none: what the
     /// device's free memory fits of `model`, where the engine can tell.
-    fn default_batch(&self, model: ModelKind) -> usize;
+    fn default_batch(&self, model: &pipeline_core::ModelRef) -> usize;
 
     /// Runs one pass and waits for it, adding its upload, compute and
     /// read-back seconds (each ended by a device sync, so they do not

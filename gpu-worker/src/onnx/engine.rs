@@ -12,9 +12,10 @@
 //! the embedding, or for a classifier the top-k of its softmax, its
 //! sigmoids (multi-label) or its raw values.
 //!
-//! **Not yet reachable from the CLI**: `--model FILE.onnx` still says so
-//! in one line, until the run's model description carries the options
-//! here (the next step of #41). The CUDA execution provider is not built.
+//! `--model FILE.onnx` opens it in each worker ([`OnnxEngine::for_worker`])
+//! from the model the coordinator resolved (`pipeline_core::OnnxModel`),
+//! on the CPU with the cores the loader leaves. The CUDA execution
+//! provider is not built.
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -23,21 +24,12 @@ use std::time::Instant;
 use half::f16;
 use ort::session::Session;
 use ort::value::Tensor;
-use pipeline_core::{ModelKind, Prediction, SpanTimes, Task};
+use pipeline_core::{DeviceSpec, ModelRef, Prediction, SpanTimes, Task, WorkerConfig};
 
 use super::graph::{self, ImageInput, Layout, Output, PixelType};
-use crate::engine::{Engine, EngineError, InFlight, PendingPass, PixelBatch, top_k_of};
+use crate::engine::{Engine, EngineError, InFlight, OpenError, PendingPass, PixelBatch, top_k_of};
 
-/// How a classifier's output row becomes class scores.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Scores {
-    /// One class per image: softmax over the row (the default).
-    Softmax,
-    /// Multi-label: each value's sigmoid.
-    Sigmoid,
-    /// The values as the model gives them.
-    Raw,
-}
+pub use pipeline_core::Scores;
 
 /// What an ONNX model runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +121,33 @@ impl OnnxEngine {
             scores: options.scores,
             threads: options.threads.max(1),
         })
+    }
+
+    /// The worker's model (`--model FILE.onnx`, as the coordinator
+    /// resolved it) on the CPU, with the cores the loader leaves.
+    pub(crate) fn for_worker(config: &WorkerConfig) -> Result<Self, OpenError> {
+        let ModelRef::Onnx(model) = &config.model else {
+            return Err(OpenError::Model(format!(
+                "the ONNX engine runs ONNX models, not {}",
+                config.model
+            )));
+        };
+        if config.device != DeviceSpec::Cpu {
+            return Err(OpenError::Model(format!(
+                "ONNX models run on the CPU (ONNX Runtime's CPU provider), not {}: its CUDA \
+                 provider is not built yet",
+                config.device
+            )));
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let options = OnnxOptions {
+            path: model.onnx.clone(),
+            output: Some(model.output.clone()),
+            task: config.task,
+            scores: model.scores,
+            threads: cores.saturating_sub(config.loader_threads).max(1),
+        };
+        Self::open(&options).map_err(OpenError::Model)
     }
 
     /// The image input the model takes.
@@ -316,7 +335,7 @@ impl Engine for OnnxEngine {
         format!("ONNX Runtime CPU ({} threads)", self.threads)
     }
 
-    fn default_batch(&self, _: ModelKind) -> usize {
+    fn default_batch(&self, _: &ModelRef) -> usize {
         self.input.batch.unwrap_or(16)
     }
 

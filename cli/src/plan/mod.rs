@@ -12,6 +12,8 @@ use pipeline_core::{
     ZeroShotClasses,
 };
 
+mod onnx;
+
 use crate::args::{DecodeArgs, EngineArg, LimitArgs, RunArgs, SourceArgs, TaskArg};
 
 /// File name of each model's weights in the cache folder, as
@@ -72,29 +74,25 @@ fn weights(
     })
 }
 
-/// Why `--model NAME` names no model: an ONNX file says that engine is
-/// not built yet (#41), anything else the parse error (the names there
-/// are).
-fn model_error(name: &str, e: impl std::fmt::Display) -> String {
-    if !name.to_ascii_lowercase().ends_with(".onnx") {
-        return format!("--model: {e}");
+/// `--batch-size`: `auto` (`None`) or 1..=4096.
+fn batch_size(args: &RunArgs) -> Result<Option<usize>, String> {
+    match args.batch_size.trim() {
+        "auto" => Ok(None),
+        n => match n.parse::<usize>() {
+            Ok(n) if (1..=4096).contains(&n) => Ok(Some(n)),
+            _ => Err(format!("--batch-size {n}: expected auto or 1..=4096")),
+        },
     }
-    let path = Path::new(name);
-    if !path.is_file() {
-        return format!("--model {name}: no such file");
-    }
-    // The model is read, so that one the tool could never feed says why.
-    match gpu_worker::onnx::graph::describe(path) {
-        Err(e) => format!("--model: {e}"),
-        Ok(graph) => {
-            let input = &graph.input;
-            format!(
-                "--model {name}: ONNX models do not run yet (#41: the ONNX Runtime engine is not \
-                 built); its input {} ({:?}, {:?}) is one the tool will feed",
-                input.name, input.layout, input.pixels
-            )
-        }
-    }
+}
+
+/// What `infer` says of the model beyond [`RunArgs`]: preprocessing flags
+/// laid over the model's own (#41), and for an ONNX model the output read
+/// and how a classifier's values become scores.
+#[derive(Debug, Default)]
+pub(crate) struct ModelFlags {
+    pub(crate) preprocess: pipeline_core::PreprocessFlags,
+    pub(crate) output: Option<String>,
+    pub(crate) scores: Option<pipeline_core::Scores>,
 }
 
 /// `--weights FILE` checked for `model` by its names and shapes only, so
@@ -158,18 +156,15 @@ fn cuda_fits(model: ModelKind, precision: Precision) -> Result<(), String> {
 
 /// Checks the shared flags and turns them into devices and a worker
 /// configuration.
-pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
-    let model: ModelKind = args
-        .model
-        .parse()
-        .map_err(|e| model_error(&args.model, e))?;
-    let batch_size = match args.batch_size.trim() {
-        "auto" => None,
-        n => match n.parse::<usize>() {
-            Ok(n) if (1..=4096).contains(&n) => Some(n),
-            _ => return Err(format!("--batch-size {n}: expected auto or 1..=4096")),
-        },
-    };
+pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String> {
+    if onnx::is_onnx(&args.model) {
+        return onnx::plan(args, flags);
+    }
+    if flags.output.is_some() || flags.scores.is_some() {
+        return Err("--output and --scores go with --model FILE.onnx".to_owned());
+    }
+    let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
+    let batch_size = batch_size(args)?;
     let precision: Precision = args
         .precision
         .parse()
@@ -246,7 +241,7 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
         worker: WorkerConfig {
             name: String::new(),
             device: DeviceSpec::Cpu,
-            model,
+            model: model.into(),
             weights,
             seed: args.seed,
             task,
@@ -256,7 +251,10 @@ pub(crate) fn plan_workers(args: &RunArgs) -> Result<Planned, String> {
             engine,
             batch_size,
             loader_threads,
-            preprocess: preprocess_spec(model, &args.decode, crop_rounding),
+            preprocess: pipeline_core::spec_from_flags(
+                &flags.preprocess,
+                preprocess_spec(model, &args.decode, crop_rounding),
+            )?,
             limits: decode_limits(&args.limits),
             remote: remote_spec(args)?,
             cuda_uuids,
@@ -416,7 +414,7 @@ pub(crate) fn decode_limits(args: &LimitArgs) -> DecodeLimits {
 }
 
 /// `--io-concurrency`, `--io-timeout`, `--io-retries`.
-fn remote_spec(args: &RunArgs) -> Result<RemoteSpec, String> {
+pub(crate) fn remote_spec(args: &RunArgs) -> Result<RemoteSpec, String> {
     if !(args.io_timeout.is_finite() && args.io_timeout > 0.0) {
         return Err(format!(
             "--io-timeout {}: expected seconds above 0",

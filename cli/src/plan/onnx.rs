@@ -1,0 +1,277 @@
+//! `--model FILE.onnx` (#41): a user's ONNX model resolved once, before any
+//! worker starts, into the run's model description: the file and its
+//! fingerprint, the output read, the preprocessing (flags, else a
+//! `preprocessor_config.json` or timm `config.json` beside the model, else
+//! a resize to the input's fixed size with ImageNet's statistics, said in
+//! a warning), the task; or one line saying why not, exit 2.
+//!
+//! Decisions where the issue is silent: the task is `embed` unless
+//! `--task classify` (a classifier's labels are class indices until
+//! `--labels` and `id2label` are read); ONNX models run on the CPU
+//! (ONNX Runtime's CUDA provider is not built), so `--gpus all` takes the
+//! CPU and says so, and a GPU named is refused; the flags of the built-in
+//! models' own machinery (`--weights`, `--classes`, `--pooling`,
+//! `--precision`) are refused rather than ignored.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use gpu_worker::onnx::graph::Graph;
+use pipeline_core::{
+    DeviceSpec, EngineKind, Fnv64, ModelRef, OnnxModel, PreprocessSpec, Task, WorkerConfig,
+};
+
+use super::{ModelFlags, Planned, batch_size, decode_limits, default_loader_threads, per_worker};
+use crate::args::{EngineArg, RunArgs, TaskArg};
+
+/// Whether `--model` names an ONNX file.
+pub(super) fn is_onnx(model: &str) -> bool {
+    model.to_ascii_lowercase().ends_with(".onnx")
+}
+
+/// The run of `args` with the ONNX model it names.
+pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String> {
+    let name = &args.model;
+    let path = Path::new(name);
+    if !path.is_file() {
+        return Err(format!("--model {name}: no such file"));
+    }
+    let path = std::fs::canonicalize(path).map_err(|e| format!("--model {name}: {e}"))?;
+    for (given, flag) in [
+        (args.weights.is_some(), "--weights"),
+        (args.classes.is_some(), "--classes"),
+        (args.pooling.is_some(), "--pooling"),
+        (!args.prompts.is_empty(), "--prompt"),
+        (args.tokenizer.is_some(), "--tokenizer"),
+        (args.precision.trim() != "auto", "--precision"),
+    ] {
+        if given {
+            return Err(format!(
+                "{flag} goes with the built-in models; an ONNX model is its own weights and \
+                 precision"
+            ));
+        }
+    }
+    if !matches!(args.engine, EngineArg::Auto | EngineArg::Cpu) {
+        return Err(format!(
+            "--engine {}: an ONNX model runs on ONNX Runtime's CPU provider (--engine auto)",
+            format!("{:?}", args.engine).to_lowercase()
+        ));
+    }
+    let gpus = args.gpus.trim();
+    let device_notice = match gpus.to_ascii_lowercase().as_str() {
+        "cpu" | "none" => None,
+        "all" => Some(
+            "pipeline: ONNX models run on the CPU (ONNX Runtime's CPU provider; its CUDA \
+             provider is not built yet)"
+                .to_owned(),
+        ),
+        _ => {
+            return Err(format!(
+                "--gpus {gpus}: ONNX models run on the CPU for now (ONNX Runtime's CUDA \
+                 provider is not built); use --gpus cpu"
+            ));
+        }
+    };
+    let graph = gpu_worker::onnx::graph::describe(&path).map_err(|e| format!("--model: {e}"))?;
+    let (output, width) = output(&graph, flags.output.as_deref(), name)?;
+    let (preprocess, preprocess_notice) = preprocessing(&graph, &path, args, flags)?;
+    let task = match args.task {
+        Some(TaskArg::Classify) => Task::Classify {
+            top_k: args.top_k as usize,
+        },
+        Some(TaskArg::Embed) | None => Task::Embed,
+    };
+    let devices = vec![DeviceSpec::Cpu];
+    let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let loader_threads = args.loader_threads.map_or_else(
+        || default_loader_threads(cores, &worker_devices),
+        |n| n as usize,
+    );
+    Ok(Planned {
+        devices,
+        worker_devices,
+        worker: WorkerConfig {
+            name: String::new(),
+            device: DeviceSpec::Cpu,
+            model: ModelRef::Onnx(OnnxModel {
+                fnv64: fingerprint(&path)?,
+                onnx: path,
+                output,
+                width,
+                scores: flags.scores.unwrap_or_default(),
+            }),
+            weights: None,
+            seed: args.seed,
+            task,
+            pooling: None,
+            classes: None,
+            precision: pipeline_core::Precision::Auto,
+            engine: EngineKind::Onnx,
+            batch_size: batch_size(args)?,
+            loader_threads,
+            preprocess,
+            limits: decode_limits(&args.limits),
+            remote: super::remote_spec(args)?,
+            cuda_uuids: Default::default(),
+        },
+        notices: vec![
+            device_notice.unwrap_or_default(),
+            preprocess_notice.unwrap_or_default(),
+        ],
+        class_dir: None,
+    })
+}
+
+/// The output read (`--output`, else the graph's first) and its values per
+/// image where the graph fixes them.
+fn output(
+    graph: &Graph,
+    wanted: Option<&str>,
+    name: &str,
+) -> Result<(String, Option<usize>), String> {
+    let listed = || {
+        graph
+            .outputs
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let output = match wanted {
+        Some(w) => graph.outputs.iter().find(|o| o.name == w).ok_or_else(|| {
+            format!(
+                "--output {w}: {name} has no such output; its outputs: {}",
+                listed()
+            )
+        })?,
+        None => graph
+            .outputs
+            .first()
+            .ok_or_else(|| format!("--model {name}: the model has no output"))?,
+    };
+    if output.element != "Float32" && output.element != "Float16" {
+        return Err(format!(
+            "--model {name}: output {output} is not floats (pick a Float32 or Float16 one with \
+             --output; its outputs: {})",
+            listed()
+        ));
+    }
+    let width = output
+        .shape
+        .get(1..)
+        .filter(|rest| !rest.is_empty())
+        .and_then(|rest| {
+            rest.iter()
+                .map(|&d| usize::try_from(d).ok().filter(|&d| d > 0))
+                .product::<Option<usize>>()
+        });
+    Ok((output.name.clone(), width))
+}
+
+/// What the model sees: the flags over a config file beside the model,
+/// else over a resize to the input's fixed size with ImageNet's
+/// statistics (said in the notice); checked against the input's size.
+fn preprocessing(
+    graph: &Graph,
+    path: &Path,
+    args: &RunArgs,
+    flags: &ModelFlags,
+) -> Result<(PreprocessSpec, Option<String>), String> {
+    let input = &graph.input;
+    let shown = path.display();
+    let beside = config_beside(path)?;
+    let (base, notice) = match (beside, input.size) {
+        (Some((spec, file)), _) => (
+            spec,
+            Some(format!("pipeline: preprocessing from {}", file.display())),
+        ),
+        (None, Some((h, w))) if h == w => (
+            PreprocessSpec {
+                resize_shorter: h as u32,
+                crop: w as u32,
+                ..PreprocessSpec::IMAGENET
+            },
+            (!flags.preprocess.any()).then(|| {
+                format!(
+                    "pipeline: warning: no preprocessing given for {shown}: the shorter side \
+                     resized to {h} (bilinear), a {h}×{h} centre crop, ImageNet's mean and std; \
+                     give --size, --mean and --std, or a preprocessor_config.json beside it"
+                )
+            }),
+        ),
+        (None, Some((h, w))) => {
+            return Err(format!(
+                "--model {shown}: its input {} takes {h}×{w} images; the tool feeds square \
+                 crops",
+                input.name
+            ));
+        }
+        (None, None) if flags.preprocess.size.or(flags.preprocess.crop).is_none() => {
+            return Err(format!(
+                "--model {shown}: its input {} takes images of any size: give --size N",
+                input.name
+            ));
+        }
+        (None, None) => (PreprocessSpec::IMAGENET, None),
+    };
+    let spec = pipeline_core::spec_from_flags(&flags.preprocess, base)?;
+    if let Some((h, w)) = input.size
+        && (h, w) != (spec.crop as usize, spec.crop as usize)
+    {
+        return Err(format!(
+            "--model {shown}: its input {} takes {h}×{w} images, and the preprocessing crops \
+             {c}×{c}",
+            input.name,
+            c = spec.crop
+        ));
+    }
+    Ok((
+        PreprocessSpec {
+            jpeg_draft: args.decode.jpeg_draft,
+            fast: args.decode.fast_preprocess,
+            ..spec
+        },
+        notice,
+    ))
+}
+
+/// The preprocessing a `preprocessor_config.json` (Hugging Face) or a
+/// `config.json` with a timm `pretrained_cfg` beside the model describes,
+/// with the file's name; `None` when neither is there.
+fn config_beside(model: &Path) -> Result<Option<(PreprocessSpec, PathBuf)>, String> {
+    let dir = model.parent().unwrap_or(Path::new("."));
+    for name in ["preprocessor_config.json", "config.json"] {
+        let file = dir.join(name);
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue;
+        };
+        // A config.json without timm's pretrained_cfg describes no
+        // preprocessing (a Hugging Face model config): passed over.
+        if name == "config.json" && !text.contains("pretrained_cfg") {
+            continue;
+        }
+        let (spec, _) = pipeline_core::spec_from_config(&text)
+            .map_err(|e| format!("{}: {e}", file.display()))?;
+        return Ok(Some((spec, file)));
+    }
+    Ok(None)
+}
+
+/// FNV-1a 64 of the file's bytes, as hex.
+fn fingerprint(path: &Path) -> Result<String, String> {
+    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut hash = Fnv64::default();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        if n == 0 {
+            break;
+        }
+        hash.write(&buffer[..n]);
+    }
+    Ok(format!("{:016x}", hash.finish()))
+}

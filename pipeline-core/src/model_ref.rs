@@ -1,0 +1,171 @@
+//! The model a run runs (#41): one of the built-in architectures, or a
+//! user's ONNX file as the coordinator resolved it before any worker
+//! started (its fingerprint, the output read, how a classifier's values
+//! become scores). A built-in model is written as its name, as before, so
+//! earlier runs' identities stay the same.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{EmbedPooling, ModelKind};
+use crate::registry::EngineKind;
+
+/// How a classifier's output row becomes class scores (`--scores`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scores {
+    /// One class per image: softmax over the row.
+    #[default]
+    Softmax,
+    /// Multi-label: each value's sigmoid.
+    Sigmoid,
+    /// The values as the model gives them.
+    Raw,
+}
+
+/// A user's ONNX model, resolved once by the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OnnxModel {
+    /// The model file (absolute).
+    pub onnx: PathBuf,
+    /// FNV-1a 64 of its bytes, so that resume refuses a changed file.
+    pub fnv64: String,
+    /// The output read, by name.
+    pub output: String,
+    /// Values per image of that output, where the graph fixes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<usize>,
+    /// How a classifier's values become scores.
+    #[serde(default)]
+    pub scores: Scores,
+}
+
+/// The model a run runs: written as the built-in model's `--model` name
+/// (as before ONNX models), or as the ONNX model's description.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModelRef {
+    /// A built-in architecture (`--model resnet50`).
+    Builtin(ModelKind),
+    /// A user's ONNX file (`--model FILE.onnx`).
+    Onnx(OnnxModel),
+}
+
+const ONNX: &[EngineKind] = &[EngineKind::Onnx];
+
+impl ModelRef {
+    /// The built-in architecture, if it is one.
+    pub fn builtin(&self) -> Option<ModelKind> {
+        match self {
+            Self::Builtin(kind) => Some(*kind),
+            Self::Onnx(_) => None,
+        }
+    }
+
+    /// The engines that run it: the registry row's, or ONNX Runtime.
+    pub fn engines(&self) -> &'static [EngineKind] {
+        match self {
+            Self::Builtin(kind) => kind.spec().engines,
+            Self::Onnx(_) => ONNX,
+        }
+    }
+
+    /// Values per image of `--task embed` (0 where an ONNX graph leaves it
+    /// dynamic).
+    pub fn embedding_dim(&self, pooling: Option<EmbedPooling>) -> usize {
+        match self {
+            Self::Builtin(kind) => kind.embedding_dim(pooling),
+            Self::Onnx(m) => m.width.unwrap_or(0),
+        }
+    }
+}
+
+impl Serialize for ModelRef {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Self::Builtin(kind) => s.serialize_str(kind.name()),
+            Self::Onnx(onnx) => onnx.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ModelRef {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        /// A name, or an ONNX model's description.
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Written {
+            Name(String),
+            Onnx(OnnxModel),
+        }
+        match Written::deserialize(d)? {
+            Written::Name(name) => name
+                .parse()
+                .map(Self::Builtin)
+                .map_err(serde::de::Error::custom),
+            Written::Onnx(onnx) => Ok(Self::Onnx(onnx)),
+        }
+    }
+}
+
+impl From<ModelKind> for ModelRef {
+    fn from(kind: ModelKind) -> Self {
+        Self::Builtin(kind)
+    }
+}
+
+impl fmt::Display for ModelRef {
+    /// `resnet50`, or the ONNX file's name.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Builtin(kind) => write!(f, "{kind}"),
+            Self::Onnx(m) => write!(
+                f,
+                "{}",
+                m.onnx.file_name().map_or_else(
+                    || m.onnx.display().to_string(),
+                    |n| n.to_string_lossy().into()
+                )
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A built-in model is written as its name, as before ModelRef, so
+    /// earlier runs' identities and frames read the same; an ONNX model as
+    /// its resolved description; each reads back as itself.
+    #[test]
+    fn a_builtin_model_is_written_as_its_name() {
+        let builtin = ModelRef::from(ModelKind::Resnet50);
+        assert_eq!(
+            serde_json::to_string(&builtin).expect("json"),
+            "\"resnet50\""
+        );
+        let onnx = ModelRef::Onnx(OnnxModel {
+            onnx: "/models/m.onnx".into(),
+            fnv64: "0123456789abcdef".into(),
+            output: "logits".into(),
+            width: Some(5),
+            scores: Scores::Sigmoid,
+        });
+        for model in [builtin, onnx] {
+            let text = serde_json::to_string(&model).expect("json");
+            let back: ModelRef = serde_json::from_str(&text).expect("reads back");
+            assert_eq!(back, model, "{text}");
+        }
+        let old: ModelRef = serde_json::from_str("\"clip_vit_b_32\"").expect("an old name");
+        assert_eq!(old.builtin(), Some(ModelKind::ClipVitB32));
+        // Every built-in model by its --model name.
+        for kind in ModelKind::ALL {
+            let text = serde_json::to_string(&ModelRef::from(kind)).expect("json");
+            assert_eq!(text, format!("\"{}\"", kind.name()));
+            let back: ModelRef = serde_json::from_str(&text).expect("reads back");
+            assert_eq!(back.builtin(), Some(kind));
+        }
+    }
+}

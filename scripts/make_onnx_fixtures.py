@@ -81,6 +81,11 @@ def main(out: pathlib.Path) -> None:
     models["classifier_known"] = model(
         "known", [t("x", F32, ["n", 3, 8, 8])], [t("logits", F32, ["n", 5])],
         pooled("x") + [helper.make_node("Gemm", ["pooled", "w", "b"], ["logits"])], [w, b])
+    # An output whose width the graph leaves dynamic (a flattened input of
+    # any size: ONNX Runtime infers a fixed input's).
+    models["dynamic_width"] = model(
+        "flat", [t("x", F32, ["n", 3, "h", "w"])], [t("y", F32, ["n", "d"])],
+        [helper.make_node("Flatten", ["x"], ["y"])])
     for name, m in models.items():
         onnx.save(m, out / f"{name}.onnx")
     whole = (out / "nchw_f32_dynamic_batch.onnx").read_bytes()

@@ -62,6 +62,17 @@ fn plan(args: &InferArgs) -> Result<Plan, String> {
     )?;
     let task = planned.worker.task;
     layout.check(format, task)?;
+    if task == pipeline_core::Task::Embed
+        && planned.worker.model.embedding_dim(planned.worker.pooling) == 0
+        && format != coordinator::OutputFormat::Jsonl
+    {
+        return Err(format!(
+            "--format {}: {}'s output has no fixed width per image, which its columns need; \
+             use --format jsonl",
+            format!("{format:?}").to_lowercase(),
+            planned.worker.model
+        ));
+    }
     let config = RunConfig {
         layout,
         update: if args.retry_failed {

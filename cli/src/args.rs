@@ -91,6 +91,11 @@ pub(crate) struct InferArgs {
     /// image, the default), sigmoid (multi-label) or raw values.
     #[arg(long, value_enum, value_name = "softmax|sigmoid|raw")]
     pub(crate) scores: Option<ScoresArg>,
+    /// With --model FILE.onnx: class names, one per line in class order
+    /// (default: id2label or label_names of a config.json beside the
+    /// model, else class indices). Implies --task classify.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) labels: Option<PathBuf>,
     /// Images per chunk, the unit of dispatch and retry.
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) chunk_size: u64,

@@ -329,5 +329,6 @@ fn model_flags(args: &InferArgs) -> crate::plan::ModelFlags {
             ScoresArg::Sigmoid => pipeline_core::Scores::Sigmoid,
             ScoresArg::Raw => pipeline_core::Scores::Raw,
         }),
+        labels: args.labels.clone(),
     }
 }

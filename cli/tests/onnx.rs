@@ -15,6 +15,8 @@ use loader::{Loader, LoaderConfig};
 use pipeline_core::{DecodeLimits, Normalize, PreprocessSpec};
 
 mod common;
+#[path = "onnx/upstream.rs"]
+mod upstream;
 
 fn model(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -307,7 +309,7 @@ fn what_an_onnx_model_cannot_run_is_one_line() {
                 "--output".into(),
                 "logits".into(),
             ],
-            "--output and --scores go with --model FILE.onnx",
+            "--output, --scores and --labels go with --model FILE.onnx",
         ),
         (
             vec![

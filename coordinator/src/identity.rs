@@ -381,10 +381,10 @@ mod tests {
     use super::*;
 
     /// An ONNX model is written as its description, and another file
-    /// (another fingerprint) or another output at the same path is
-    /// another model, which resume refuses.
+    /// (another fingerprint), another output or other class names at the
+    /// same path is another model, which resume refuses.
     #[test]
-    fn an_onnx_models_file_and_output_are_its_identity() {
+    fn an_onnx_models_file_output_and_labels_are_its_identity() {
         let onnx = |fnv64: &str, output: &str| {
             pipeline_core::ModelRef::Onnx(pipeline_core::OnnxModel {
                 onnx: "/models/m.onnx".into(),
@@ -392,6 +392,7 @@ mod tests {
                 output: output.into(),
                 width: Some(3),
                 scores: pipeline_core::Scores::Softmax,
+                labels: Vec::new(),
             })
         };
         let mut old = RunIdentity::example(ModelKind::Tiny, 5, 2);
@@ -400,7 +401,16 @@ mod tests {
         assert!(text.contains("\"fnv64\":\"00000000000000aa\""), "{text}");
         let back: RunIdentity = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back.difference(&old), None);
-        for other in [onnx("00000000000000bb", "y"), onnx("00000000000000aa", "z")] {
+        // Other class names write other records: another model too.
+        let mut named = onnx("00000000000000aa", "y");
+        if let pipeline_core::ModelRef::Onnx(m) = &mut named {
+            m.labels = vec!["cat".into(), "dog".into(), "car".into()];
+        }
+        for other in [
+            onnx("00000000000000bb", "y"),
+            onnx("00000000000000aa", "z"),
+            named,
+        ] {
             let mut now = old.clone();
             now.model = other;
             let message = old.difference(&now).expect("another model");

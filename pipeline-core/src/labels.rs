@@ -70,11 +70,11 @@ impl ClassLabels {
     }
 
     /// The labels a run of `model` writes: `classes`' rows; ImageNet's for
-    /// a built-in classifier; none (empty) for a user's ONNX model, whose
-    /// classes are not ImageNet's.
+    /// a built-in classifier; a user's ONNX model's own (none where it has
+    /// none: its classes are not ImageNet's).
     pub fn for_model(classes: Option<&ZeroShotClasses>, model: &crate::ModelRef) -> Self {
         match (classes, model) {
-            (None, crate::ModelRef::Onnx(_)) => Self::Named(Vec::new().into()),
+            (None, crate::ModelRef::Onnx(m)) => Self::Named(m.labels.iter().cloned().collect()),
             (classes, _) => Self::of(classes),
         }
     }
@@ -88,9 +88,79 @@ impl ClassLabels {
     }
 }
 
+/// A classifier's class names from a model's `config.json`: Hugging
+/// Face's `id2label` (`{"0": "cat", ...}`, every index from 0 once) or
+/// timm's `label_names` (a list); `None` where it has neither, and an
+/// error for a map with gaps, a non-number key or a non-string name.
+pub fn labels_from_config(text: &str) -> Result<Option<Vec<String>>, String> {
+    let config: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    if let Some(names) = config.get("label_names") {
+        let names = names
+            .as_array()
+            .ok_or("label_names is not a list")?
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .ok_or("label_names holds a value that is not a string")?;
+        return Ok(Some(names));
+    }
+    let Some(map) = config.get("id2label") else {
+        return Ok(None);
+    };
+    let map = map.as_object().ok_or("id2label is not an object")?;
+    let mut labels = vec![None; map.len()];
+    for (key, name) in map {
+        let index: usize = key
+            .parse()
+            .map_err(|_| format!("id2label's key {key:?} is not a class index"))?;
+        let name = name
+            .as_str()
+            .ok_or_else(|| format!("id2label's {key:?} is not a string"))?;
+        let slot = labels.get_mut(index).ok_or_else(|| {
+            format!(
+                "id2label's key {index} is past its {} classes (indices from 0, each once)",
+                map.len()
+            )
+        })?;
+        if slot.replace(name.to_owned()).is_some() {
+            return Err(format!("id2label names class {index} twice"));
+        }
+    }
+    // map.len() indices, each below map.len() and set once: every slot is.
+    Ok(Some(labels.into_iter().flatten().collect()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// id2label in index order whatever the key order, timm's label_names
+    /// as listed, neither: none; a gap, a bad key or a bad value: an error.
+    #[test]
+    fn config_labels_are_read_in_class_order() {
+        let read = |text: &str| labels_from_config(text);
+        let refused = |text: &str| read(text).expect_err("refused");
+        assert_eq!(
+            read(r#"{"id2label": {"1": "dog", "0": "cat", "2": "car"}}"#),
+            Ok(Some(vec!["cat".into(), "dog".into(), "car".into()]))
+        );
+        assert_eq!(
+            read(r#"{"label_names": ["a", "b"], "id2label": {"0": "x"}}"#),
+            Ok(Some(vec!["a".into(), "b".into()]))
+        );
+        assert_eq!(read(r#"{"model_type": "vit"}"#), Ok(None));
+        let gap = refused(r#"{"id2label": {"0": "cat", "2": "car"}}"#);
+        assert!(gap.contains("past its 2 classes"), "{gap}");
+        let key = refused(r#"{"id2label": {"zero": "cat"}}"#);
+        assert!(key.contains("not a class index"), "{key}");
+        let value = refused(r#"{"id2label": {"0": 7}}"#);
+        assert!(value.contains("not a string"), "{value}");
+        let twice = refused(r#"{"id2label": {"1": "a", "01": "b"}}"#);
+        assert!(twice.contains("class 1 twice"), "{twice}");
+        assert!(read(r#"{"label_names": "cat"}"#).is_err());
+        assert!(refused("{").starts_with("not JSON"));
+    }
 
     #[test]
     fn labels_are_complete_and_in_order() {

@@ -33,6 +33,7 @@ pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use kept::Kept;
 pub use labels::{
     ClassLabels, IMAGENET_CLASSES, Prompts, ZeroShotClasses, imagenet_label, imagenet_labels,
+    labels_from_config,
 };
 pub use manifest::{
     BadShard, Chunk, Fnv64, IMAGE_EXTENSIONS, Manifest, ScanError, ScanProblem, Shard, plan_chunks,

@@ -40,6 +40,11 @@ pub struct OnnxModel {
     /// How a classifier's values become scores.
     #[serde(default)]
     pub scores: Scores,
+    /// A classifier's class names in class order (`--labels`, else the
+    /// `id2label` or timm `label_names` of a `config.json` beside the
+    /// model); empty: class indices only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
 }
 
 /// The model a run runs: written as the built-in model's `--model` name
@@ -152,6 +157,7 @@ mod tests {
             output: "logits".into(),
             width: Some(5),
             scores: Scores::Sigmoid,
+            labels: ["a", "b", "c", "d", "e"].map(String::from).to_vec(),
         });
         for model in [builtin, onnx] {
             let text = serde_json::to_string(&model).expect("json");

@@ -113,6 +113,7 @@ pub(crate) struct ModelFlags {
     pub(crate) preprocess: pipeline_core::PreprocessFlags,
     pub(crate) output: Option<String>,
     pub(crate) scores: Option<pipeline_core::Scores>,
+    pub(crate) labels: Option<PathBuf>,
 }
 
 /// `--weights FILE` checked for `model` by its names and shapes only, so
@@ -180,8 +181,8 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
     if onnx::is_onnx(&args.model) {
         return onnx::plan(args, flags);
     }
-    if flags.output.is_some() || flags.scores.is_some() {
-        return Err("--output and --scores go with --model FILE.onnx".to_owned());
+    if flags.output.is_some() || flags.scores.is_some() || flags.labels.is_some() {
+        return Err("--output, --scores and --labels go with --model FILE.onnx".to_owned());
     }
     let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
     let batch_size = batch_size(args)?;

@@ -5,9 +5,11 @@
 //! a resize to the input's fixed size with ImageNet's statistics, said in
 //! a warning), the task; or one line saying why not, exit 2.
 //!
-//! Decisions where the issue is silent: the task is `embed` unless
-//! `--task classify` (a classifier's labels are class indices until
-//! `--labels` and `id2label` are read); ONNX models run on the CPU
+//! Decisions where the issue is silent: the task is `classify` where the
+//! model names its classes (`--labels`, or `id2label` / `label_names` in a
+//! `config.json` beside it), else `embed`, unless `--task` says; a label
+//! file's blank line and a count that differs from the output's width are
+//! errors (an off-by-one list would name every class wrongly); ONNX models run on the CPU
 //! (ONNX Runtime's CUDA provider is not built), so `--gpus all` takes the
 //! CPU and says so, and a GPU named is refused; the flags of the built-in
 //! models' own machinery (`--weights`, `--classes`, `--pooling`,
@@ -77,11 +79,13 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     let graph = gpu_worker::onnx::graph::describe(&path).map_err(|e| format!("--model: {e}"))?;
     let (output, width) = output(&graph, flags.output.as_deref(), name)?;
     let (preprocess, preprocess_notice) = preprocessing(&graph, &path, args, flags)?;
-    let task = match args.task {
-        Some(TaskArg::Classify) => Task::Classify {
+    let labels = labels(&path, flags.labels.as_deref(), args.task, &output, width)?;
+    // A model that names its classes is a classifier unless told otherwise.
+    let task = match (args.task, labels.is_empty()) {
+        (Some(TaskArg::Classify), _) | (None, false) => Task::Classify {
             top_k: args.top_k as usize,
         },
-        Some(TaskArg::Embed) | None => Task::Embed,
+        (Some(TaskArg::Embed), _) | (None, true) => Task::Embed,
     };
     let devices = vec![DeviceSpec::Cpu];
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
@@ -102,6 +106,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
                 output,
                 width,
                 scores: flags.scores.unwrap_or_default(),
+                labels,
             }),
             weights: None,
             seed: args.seed,
@@ -169,6 +174,62 @@ fn output(
                 .product::<Option<usize>>()
         });
     Ok((output.name.clone(), width))
+}
+
+/// A classifier's class names: `--labels`' lines, else the `id2label` or
+/// `label_names` of a `config.json` beside the model (unless `--task
+/// embed`), else none; as many as the output's values where the graph
+/// fixes them.
+fn labels(
+    model: &Path,
+    file: Option<&Path>,
+    task: Option<TaskArg>,
+    output: &str,
+    width: Option<usize>,
+) -> Result<Vec<String>, String> {
+    let (labels, source) = match (file, task) {
+        (Some(_), Some(TaskArg::Embed)) => {
+            return Err("--labels goes with --task classify, not --task embed".to_owned());
+        }
+        (Some(file), _) => {
+            let shown = file.display();
+            let text =
+                std::fs::read_to_string(file).map_err(|e| format!("--labels {shown}: {e}"))?;
+            let labels: Vec<String> = text
+                .lines()
+                .map(|l| l.strip_suffix('\r').unwrap_or(l).to_owned())
+                .collect();
+            if let Some(blank) = labels.iter().position(|l| l.trim().is_empty()) {
+                return Err(format!(
+                    "--labels {shown}: line {} is blank (one class name per line, in class order)",
+                    blank + 1
+                ));
+            }
+            if labels.is_empty() {
+                return Err(format!("--labels {shown}: the file is empty"));
+            }
+            (labels, format!("--labels {shown}"))
+        }
+        (None, Some(TaskArg::Embed)) => return Ok(Vec::new()),
+        (None, _) => {
+            let config = model.parent().unwrap_or(Path::new(".")).join("config.json");
+            let Ok(text) = std::fs::read_to_string(&config) else {
+                return Ok(Vec::new());
+            };
+            let shown = config.display();
+            match pipeline_core::labels_from_config(&text).map_err(|e| format!("{shown}: {e}"))? {
+                Some(labels) => (labels, shown.to_string()),
+                None => return Ok(Vec::new()),
+            }
+        }
+    };
+    match width {
+        Some(w) if w != labels.len() => Err(format!(
+            "{source}: {} class names for output {output}'s {w} values",
+            labels.len()
+        )),
+        _ => Ok(labels),
+    }
 }
 
 /// What the model sees: the flags over a config file beside the model,

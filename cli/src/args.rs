@@ -48,6 +48,9 @@ pub(crate) enum TaskArg {
     Classify,
     /// The pooled penultimate features.
     Embed,
+    /// With --model FILE.onnx: each image's slice of every output (or of
+    /// --output A,B), named, as the model gives it (JSONL).
+    Raw,
 }
 
 /// Which engine runs the model (`--engine`).
@@ -83,19 +86,8 @@ pub(crate) struct InferArgs {
     pub(crate) run: RunArgs,
     #[command(flatten)]
     pub(crate) preprocess: PreprocessFlagArgs,
-    /// With --model FILE.onnx: the output read, by name (default: the
-    /// model's first).
-    #[arg(long, value_name = "NAME")]
-    pub(crate) output: Option<String>,
-    /// With --model FILE.onnx and --task classify: softmax (one class per
-    /// image, the default), sigmoid (multi-label) or raw values.
-    #[arg(long, value_enum, value_name = "softmax|sigmoid|raw")]
-    pub(crate) scores: Option<ScoresArg>,
-    /// With --model FILE.onnx: class names, one per line in class order
-    /// (default: id2label or label_names of a config.json beside the
-    /// model, else class indices). Implies --task classify.
-    #[arg(long, value_name = "FILE")]
-    pub(crate) labels: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) onnx: crate::onnx_args::OnnxArgs,
     /// Images per chunk, the unit of dispatch and retry.
     #[arg(long, default_value_t = 256, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) chunk_size: u64,
@@ -360,17 +352,6 @@ fn three_numbers(text: &str) -> Result<[f32; 3], String> {
         .map_err(|_| format!("expected three numbers, R,G,B; got {}", values.len()))
 }
 
-/// How a classifier's values become scores (`--scores`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ScoresArg {
-    /// Softmax over the row.
-    Softmax,
-    /// Each value's sigmoid (multi-label).
-    Sigmoid,
-    /// The values as the model gives them.
-    Raw,
-}
-
 /// A resize filter, as `--interpolation` names it (Pillow's filters).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum InterpolationArg {
@@ -391,7 +372,8 @@ pub(crate) enum InterpolationArg {
 pub(crate) enum ChannelsArg {
     /// Red, green, blue (every built-in model).
     Rgb,
-    /// Blue, green, red (refused for now: the loader feeds RGB).
+    /// Blue, green, red (ONNX models: their planes reversed; --mean and
+    /// --std stay R,G,B).
     Bgr,
 }
 

@@ -320,15 +320,17 @@ fn summary_line(s: &RunSummary) -> String {
 
 /// The model flags beside `--model`, as planning takes them.
 fn model_flags(args: &InferArgs) -> crate::plan::ModelFlags {
-    use crate::args::ScoresArg;
+    use crate::onnx_args::ScoresArg;
+    let onnx = &args.onnx;
     crate::plan::ModelFlags {
         preprocess: args.preprocess.flags(),
-        output: args.output.clone(),
-        scores: args.scores.map(|s| match s {
+        output: onnx.output.clone(),
+        scores: onnx.scores.map(|s| match s {
             ScoresArg::Softmax => pipeline_core::Scores::Softmax,
             ScoresArg::Sigmoid => pipeline_core::Scores::Sigmoid,
             ScoresArg::Raw => pipeline_core::Scores::Raw,
         }),
-        labels: args.labels.clone(),
+        labels: onnx.labels.clone(),
+        normalize: onnx.normalize,
     }
 }

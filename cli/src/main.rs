@@ -12,6 +12,7 @@ mod embed_text;
 mod exit;
 mod infer;
 mod models;
+mod onnx_args;
 mod plan;
 mod preprocess;
 mod probe;

@@ -15,6 +15,8 @@ use loader::{Loader, LoaderConfig};
 use pipeline_core::{DecodeLimits, Normalize, PreprocessSpec};
 
 mod common;
+#[path = "onnx/raw.rs"]
+mod raw;
 #[path = "onnx/upstream.rs"]
 mod upstream;
 
@@ -309,7 +311,7 @@ fn what_an_onnx_model_cannot_run_is_one_line() {
                 "--output".into(),
                 "logits".into(),
             ],
-            "--output, --scores and --labels go with --model FILE.onnx",
+            "--output, --scores, --labels and --normalize go with --model FILE.onnx",
         ),
         (
             vec![

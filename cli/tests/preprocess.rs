@@ -291,7 +291,7 @@ fn preprocessing_flags_crop_as_the_transform_they_spell_out() {
     for (flags, says) in [
         (
             &["--channels", "bgr"][..],
-            "--channels bgr: the loader feeds RGB only",
+            "--channels bgr: the built-in models take RGB",
         ),
         (
             &["--resize", "200", "--crop", "224"],

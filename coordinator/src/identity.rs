@@ -381,10 +381,11 @@ mod tests {
     use super::*;
 
     /// An ONNX model is written as its description, and another file
-    /// (another fingerprint), another output or other class names at the
-    /// same path is another model, which resume refuses.
+    /// (another fingerprint), another output, other class names, channel
+    /// order or normalisation at the same path is another model, which
+    /// resume refuses.
     #[test]
-    fn an_onnx_models_file_output_and_labels_are_its_identity() {
+    fn an_onnx_models_file_output_labels_and_feeding_are_its_identity() {
         let onnx = |fnv64: &str, output: &str| {
             pipeline_core::ModelRef::Onnx(pipeline_core::OnnxModel {
                 onnx: "/models/m.onnx".into(),
@@ -393,6 +394,9 @@ mod tests {
                 width: Some(3),
                 scores: pipeline_core::Scores::Softmax,
                 labels: Vec::new(),
+                channels: pipeline_core::Channels::Rgb,
+                raw: Vec::new(),
+                normalize: false,
             })
         };
         let mut old = RunIdentity::example(ModelKind::Tiny, 5, 2);
@@ -406,10 +410,21 @@ mod tests {
         if let pipeline_core::ModelRef::Onnx(m) = &mut named {
             m.labels = vec!["cat".into(), "dog".into(), "car".into()];
         }
+        // So does another channel order or normalisation.
+        let mut bgr = onnx("00000000000000aa", "y");
+        let mut unit = onnx("00000000000000aa", "y");
+        if let (pipeline_core::ModelRef::Onnx(b), pipeline_core::ModelRef::Onnx(u)) =
+            (&mut bgr, &mut unit)
+        {
+            b.channels = pipeline_core::Channels::Bgr;
+            u.normalize = true;
+        }
         for other in [
             onnx("00000000000000bb", "y"),
             onnx("00000000000000aa", "z"),
             named,
+            bgr,
+            unit,
         ] {
             let mut now = old.clone();
             now.model = other;

@@ -249,6 +249,7 @@ fn parquet_results(batch: &RecordBatch, task: Task) -> io::Result<Vec<RowResult>
                     ),
                 }
             }
+            Task::Raw => return Err(bad("--task raw has no Parquet form")),
             Task::Classify { .. } => {
                 let list = batch
                     .column_by_name("top_k")
@@ -314,5 +315,6 @@ fn csv_result(
             }
             Prediction::TopK(scores)
         }
+        Task::Raw => return Err(bad("--task raw has no CSV form")),
     }))
 }

@@ -45,7 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .remove(0)
         {
             Prediction::TopK(top) => Ok((top[0].class, top[0].prob)),
-            Prediction::Embedding(_) => Err("classify returned an embedding".into()),
+            other => Err(format!("classify returned {other:?}").into()),
         }
     };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?

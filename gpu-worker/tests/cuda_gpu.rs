@@ -376,7 +376,7 @@ fn engine_case(model: ModelKind) {
             .into_iter()
             .map(|p| match p {
                 Prediction::Embedding(v) => v,
-                Prediction::TopK(_) => panic!("{model}: embed gave classes"),
+                other => panic!("{model}: embed gave {other:?}"),
             })
             .collect()
     };

@@ -8,7 +8,7 @@
 //! sigmoid or raw scores. CI installs ONNX Runtime and sets
 //! `PIPELINE_REQUIRE_ORT`.
 
-use gpu_worker::onnx::engine::{OnnxEngine, OnnxOptions, Scores, scores};
+use gpu_worker::onnx::engine::{Channels, OnnxEngine, OnnxOptions, Scores, scores};
 use gpu_worker::{Engine, PixelBatch};
 use pipeline_core::{Normalize, Prediction, Task};
 
@@ -20,9 +20,12 @@ fn options(name: &str, output: Option<&str>, task: Task, scores: Scores) -> Onnx
     OnnxOptions {
         path: fixture(name),
         output: output.map(str::to_owned),
+        raw: Vec::new(),
         task,
         scores,
         threads: 1,
+        channels: Channels::Rgb,
+        normalize: false,
     }
 }
 
@@ -66,7 +69,7 @@ fn embeddings(predictions: Vec<Prediction>) -> Vec<Vec<f32>> {
         .into_iter()
         .map(|p| match p {
             Prediction::Embedding(v) => v,
-            Prediction::TopK(_) => panic!("embed gave classes"),
+            other => panic!("embed gave {other:?}"),
         })
         .collect()
 }
@@ -122,6 +125,67 @@ fn an_f32_model_sees_the_normalised_pixels_one_row_per_image() {
         .collect::<Vec<_>>()
     };
     assert_eq!(first(&alone, 1), first(&beside, 3));
+}
+
+/// A BGR model (`--channels bgr`) gets blue first, each plane normalised
+/// with its own colour's mean and std, in every input type; `--normalize`
+/// scales each row to unit length.
+#[test]
+fn a_bgr_model_gets_the_planes_reversed_and_rows_can_be_unit_length() {
+    if !runtime_or_skip() {
+        return;
+    }
+    let normalize = Normalize::imagenet();
+    let side = 7;
+    let pixels = images(3, side, 5);
+    let rgb = channel_means(&pixels, side, |c, b| {
+        (f64::from(b) - f64::from(normalize.mean[c])) / f64::from(normalize.std[c])
+    });
+    let reversed = |rows: &[Vec<f64>]| -> Vec<Vec<f64>> {
+        rows.iter()
+            .map(|r| r.iter().rev().copied().collect())
+            .collect()
+    };
+    let run = |name: &str, unit: bool| {
+        let engine = open(&OnnxOptions {
+            channels: Channels::Bgr,
+            normalize: unit,
+            ..options(name, None, Task::Embed, Scores::Softmax)
+        });
+        embeddings(
+            engine
+                .infer(&PixelBatch::new(&pixels, 3, 3, side, &normalize))
+                .expect("a pass"),
+        )
+    };
+    assert_close(&run("dynamic_size", false), &reversed(&rgb), 1e-5);
+    let unit: Vec<Vec<f64>> = reversed(&rgb)
+        .iter()
+        .map(|r| {
+            let norm = r.iter().map(|v| v * v).sum::<f64>().sqrt();
+            r.iter().map(|v| v / norm).collect()
+        })
+        .collect();
+    assert_close(&run("dynamic_size", true), &unit, 1e-5);
+    // The bytes of a u8 NHWC model, blue first.
+    let bytes = channel_means(&pixels, side, |_, b| f64::from(b));
+    let engine = open(&OnnxOptions {
+        channels: Channels::Bgr,
+        ..options("nhwc_u8_batch_2", None, Task::Embed, Scores::Softmax)
+    });
+    let side6 = images(3, 6, 9);
+    let got = embeddings(
+        engine
+            .infer(&PixelBatch::new(&side6, 3, 3, 6, &normalize))
+            .expect("a pass"),
+    );
+    let want = reversed(&channel_means(&side6, 6, |_, b| f64::from(b)));
+    assert_close(&got, &want, 1e-6);
+    assert_ne!(
+        bytes,
+        reversed(&bytes),
+        "the test's images tell the channels apart"
+    );
 }
 
 /// A u8 NHWC model with a fixed batch of 2 gets the bytes themselves
@@ -271,4 +335,87 @@ fn a_classifiers_logits_become_softmax_sigmoid_or_raw_top_k() {
             }
         }
     }
+}
+
+/// `--task raw`: each real image's slice of every output with a batch axis,
+/// named, in the graph's order: floats as f32 (the boxes: the channel
+/// means twice, `[2, 3]`), integers and booleans as i64 (the brightest
+/// channel, a scalar; which means are positive, `[3]`); an output with no
+/// batch axis is left out of "every output" and refused by name.
+#[test]
+fn raw_outputs_are_each_images_slice_of_every_output() {
+    use pipeline_core::{ArrayValues, OutputArray};
+    if !runtime_or_skip() {
+        return;
+    }
+    let normalize = Normalize {
+        mean: [128.0; 3],
+        std: [64.0; 3],
+    };
+    let side = 8;
+    let pixels = images(3, side, 4);
+    let means = channel_means(&pixels, side, |c, b| {
+        (f64::from(b) - f64::from(normalize.mean[c])) / f64::from(normalize.std[c])
+    });
+    let raw = |outputs: &[&str]| OnnxOptions {
+        raw: outputs.iter().map(|o| (*o).to_owned()).collect(),
+        ..options("detector_like", None, Task::Raw, Scores::Softmax)
+    };
+    let engine = open(&raw(&[]));
+    let got = engine
+        .infer(&PixelBatch::new(&pixels, 3, 4, side, &normalize))
+        .expect("a pass");
+    assert_eq!(got.len(), 3, "one prediction per real image");
+    for (image, (prediction, m)) in got.iter().zip(&means).enumerate() {
+        let Prediction::Outputs(arrays) = prediction else {
+            panic!("image {image}: {prediction:?}");
+        };
+        let names: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
+        assert_eq!(names, ["boxes", "classes", "positive"], "image {image}");
+        let floats = |a: &OutputArray| match &a.values {
+            ArrayValues::F32(v) => v.iter().map(|&x| f64::from(x)).collect::<Vec<_>>(),
+            ArrayValues::I64(v) => panic!("{}: integers {v:?}", a.name),
+        };
+        let ints = |a: &OutputArray| match &a.values {
+            ArrayValues::I64(v) => v.clone(),
+            ArrayValues::F32(v) => panic!("{}: floats {v:?}", a.name),
+        };
+        assert_eq!(arrays[0].shape, [2, 3]);
+        let boxes = floats(&arrays[0]);
+        for (k, v) in boxes.iter().enumerate() {
+            assert!(
+                (v - m[k % 3]).abs() < 1e-5,
+                "image {image} box value {k}: {v} vs {}",
+                m[k % 3]
+            );
+        }
+        let brightest = (0..3).fold(0, |best, c| if m[c] > m[best] { c } else { best });
+        assert_eq!(arrays[1].shape, Vec::<u32>::new(), "a scalar per image");
+        assert_eq!(ints(&arrays[1]), [brightest as i64], "image {image}");
+        assert_eq!(arrays[2].shape, [3]);
+        let positive: Vec<i64> = m.iter().map(|&v| i64::from(v > 0.0)).collect();
+        assert_eq!(ints(&arrays[2]), positive, "image {image}");
+    }
+    // Picked by name, in the order given.
+    let picked = open(&raw(&["positive", "boxes"]))
+        .infer(&PixelBatch::new(&pixels, 3, 3, side, &normalize))
+        .expect("a pass");
+    let Prediction::Outputs(arrays) = &picked[0] else {
+        panic!("{:?}", picked[0]);
+    };
+    let names: Vec<&str> = arrays.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["positive", "boxes"]);
+    // An output with no batch axis, asked for by name: one line.
+    let e = OnnxEngine::open(&raw(&["input_shape"]))
+        .err()
+        .expect("refused");
+    assert!(
+        e.contains("input_shape [4] Int64 cannot be read per image: no batch axis"),
+        "{e}"
+    );
+    let e = OnnxEngine::open(&raw(&["scores"])).err().expect("refused");
+    assert!(
+        e.contains("no output named scores; its outputs: boxes"),
+        "{e}"
+    );
 }

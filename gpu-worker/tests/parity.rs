@@ -124,7 +124,7 @@ fn probabilities(engine: &dyn Engine, images: &[u8], normalize: &Normalize) -> V
                 }
                 probs
             }
-            Prediction::Embedding(_) => panic!("classify returned an embedding"),
+            other => panic!("classify returned {other:?}"),
         })
         .collect()
 }

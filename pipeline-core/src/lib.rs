@@ -40,9 +40,10 @@ pub use manifest::{
     stamp_of,
 };
 pub use model::{
-    ClassScore, EmbedPooling, Family, ModelKind, Precision, Prediction, Task, UnknownModel,
+    ArrayValues, ClassScore, EmbedPooling, Family, ModelKind, OutputArray, Precision, Prediction,
+    Task, UnknownModel,
 };
-pub use model_ref::{ModelRef, OnnxModel, Scores};
+pub use model_ref::{Channels, ModelRef, OnnxModel, Scores};
 pub use panic::panic_message;
 pub use preprocess::{
     CropRounding, DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError,

@@ -216,6 +216,9 @@ pub enum Task {
     },
     /// The pooled penultimate features.
     Embed,
+    /// Every output of an ONNX model, each image's slice as the model
+    /// gives it (a detector's boxes, for the user to decode).
+    Raw,
 }
 
 /// One class of a classification result.
@@ -236,6 +239,49 @@ pub enum Prediction {
     TopK(Vec<ClassScore>),
     /// Pooled features.
     Embedding(Vec<f32>),
+    /// `--task raw`: the image's slice of each output, in the model's
+    /// output order.
+    Outputs(Vec<OutputArray>),
+}
+
+/// An image's slice of one model output (`--task raw`): its name, shape
+/// (the batch axis taken off) and values in row-major order. Written in
+/// JSON as `{"name", "shape", "dtype", "values"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputArray {
+    /// The output's name in the graph.
+    pub name: String,
+    /// Its dimensions for one image.
+    pub shape: Vec<u32>,
+    /// Its values.
+    #[serde(flatten)]
+    pub values: ArrayValues,
+}
+
+/// The values of an [`OutputArray`]: floats (f16 and f64 outputs as f32)
+/// or integers (every integer and boolean output as i64).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "dtype", content = "values", rename_all = "snake_case")]
+pub enum ArrayValues {
+    /// Floats.
+    F32(Vec<f32>),
+    /// Integers.
+    I64(Vec<i64>),
+}
+
+impl ArrayValues {
+    /// How many values.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::F32(v) => v.len(),
+            Self::I64(v) => v.len(),
+        }
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 #[cfg(test)]

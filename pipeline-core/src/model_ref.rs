@@ -25,6 +25,27 @@ pub enum Scores {
     Raw,
 }
 
+/// The order of the channels a model takes (`--channels`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channels {
+    /// Red, green, blue.
+    #[default]
+    Rgb,
+    /// Blue, green, red (OpenCV- and Caffe-trained models).
+    Bgr,
+}
+
+impl Channels {
+    /// The RGB channel fed at the model's channel `c` (0, 1 or 2).
+    pub fn source(self, c: usize) -> usize {
+        match self {
+            Self::Rgb => c,
+            Self::Bgr => 2 - c,
+        }
+    }
+}
+
 /// A user's ONNX model, resolved once by the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OnnxModel {
@@ -45,6 +66,19 @@ pub struct OnnxModel {
     /// model); empty: class indices only.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<String>,
+    /// The channel order the model takes.
+    #[serde(default, skip_serializing_if = "is_rgb")]
+    pub channels: Channels,
+    /// `--task raw`: the outputs read, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub raw: Vec<String>,
+    /// Embeddings scaled to unit length (`--normalize`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub normalize: bool,
+}
+
+fn is_rgb(c: &Channels) -> bool {
+    *c == Channels::Rgb
 }
 
 /// The model a run runs: written as the built-in model's `--model` name
@@ -158,6 +192,9 @@ mod tests {
             width: Some(5),
             scores: Scores::Sigmoid,
             labels: ["a", "b", "c", "d", "e"].map(String::from).to_vec(),
+            channels: Channels::Bgr,
+            raw: vec!["boxes".into()],
+            normalize: true,
         });
         for model in [builtin, onnx] {
             let text = serde_json::to_string(&model).expect("json");

@@ -3,8 +3,8 @@
 //! and `--channels`, each laid over a base (a model's own transform, or a
 //! config file's), into the [`PreprocessSpec`] the exact loader runs, so
 //! what the model sees stays byte-identical to Pillow's resize and crop.
-//! What the loader cannot do (BGR channels), or flags that contradict
-//! each other, is one line.
+//! BGR channels (which only an ONNX model's engine feeds, its planes
+//! reversed), or flags that contradict each other, are one line.
 //!
 //! Decisions where the issue is silent:
 //! - `--size N` is the model's input side: the crop, and the resize's
@@ -57,8 +57,8 @@ pub fn spec_from_flags(
 ) -> Result<PreprocessSpec, String> {
     if flags.bgr {
         return Err(
-            "--channels bgr: the loader feeds RGB only (a BGR model needs its channels swapped \
-             in the model for now)"
+            "--channels bgr: the built-in models take RGB (an ONNX model that takes BGR \
+             gets its planes reversed: --model FILE.onnx --channels bgr)"
                 .to_owned(),
         );
     }

@@ -29,7 +29,9 @@ use serde::{Deserialize, Serialize};
 use crate::device::DeviceSpec;
 use crate::item::{ItemError, ItemIndex};
 use crate::labels::ZeroShotClasses;
-use crate::model::{ClassScore, EmbedPooling, Precision, Prediction, Task};
+use crate::model::{
+    ArrayValues, ClassScore, EmbedPooling, OutputArray, Precision, Prediction, Task,
+};
 use crate::model_ref::ModelRef;
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
 use crate::registry::EngineKind;
@@ -213,7 +215,10 @@ impl Frame for FromWorker {
     /// the times as length-prefixed (`u32`) JSON, `n: u32` outcomes, then per
     /// outcome `index: u64` and one of: `0`, `k: u32`, k × (`class: u32`,
     /// `prob: f32`); `1`, `d: u32`, d × `f32`; `2`, the error as
-    /// length-prefixed JSON. Floats travel as their bits, exactly.
+    /// length-prefixed JSON; `3`, `m: u32` arrays, each its name as
+    /// length-prefixed JSON, `r: u32`, r × `dim: u32`, `v: u32`, then `0`
+    /// and v × `f32` or `1` and v × `i64`. Floats travel as their bits,
+    /// exactly.
     fn encode(&self, out: &mut Vec<u8>) -> io::Result<()> {
         let FromWorker::SpanDone {
             span,
@@ -248,6 +253,32 @@ impl Frame for FromWorker {
                 Err(error) => {
                     out.push(2);
                     put_json(out, error)?;
+                }
+                Ok(Prediction::Outputs(arrays)) => {
+                    out.push(3);
+                    put_len(out, arrays.len())?;
+                    for array in arrays {
+                        put_json(out, &array.name)?;
+                        put_len(out, array.shape.len())?;
+                        for d in &array.shape {
+                            out.extend_from_slice(&d.to_le_bytes());
+                        }
+                        put_len(out, array.values.len())?;
+                        match &array.values {
+                            ArrayValues::F32(v) => {
+                                out.push(0);
+                                for x in v {
+                                    out.extend_from_slice(&x.to_bits().to_le_bytes());
+                                }
+                            }
+                            ArrayValues::I64(v) => {
+                                out.push(1);
+                                for x in v {
+                                    out.extend_from_slice(&x.to_le_bytes());
+                                }
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -287,6 +318,7 @@ impl Frame for FromWorker {
                     Ok(Prediction::Embedding(values))
                 }
                 2 => Err(r.json()?),
+                3 => Ok(Prediction::Outputs(r.arrays()?)),
                 tag => return Err(invalid(format!("unknown outcome tag {tag}"))),
             };
             outcomes.push(ItemOutcome { index, result });
@@ -358,6 +390,50 @@ impl<'a> Reader<'a> {
         Ok(n)
     }
 
+    /// `--task raw`'s arrays of one outcome (see `FromWorker::encode`).
+    fn arrays(&mut self) -> io::Result<Vec<OutputArray>> {
+        // Each array takes at least 13 bytes (an empty name, no dims, no
+        // values, its type).
+        let m = self.len(13)?;
+        let mut arrays = Vec::with_capacity(m);
+        for _ in 0..m {
+            let name = self.json()?;
+            let rank = self.len(4)?;
+            let shape = (0..rank)
+                .map(|_| self.u32())
+                .collect::<io::Result<Vec<_>>>()?;
+            let count = self.u32()? as usize;
+            let dtype = self.u8()?;
+            let size = match dtype {
+                0 => 4,
+                1 => 8,
+                other => return Err(invalid(format!("unknown array type {other}"))),
+            };
+            if count.saturating_mul(size) > self.0.len() {
+                return Err(invalid(format!("{count} values do not fit in the frame")));
+            }
+            let values = if dtype == 0 {
+                ArrayValues::F32(
+                    (0..count)
+                        .map(|_| self.u32().map(f32::from_bits))
+                        .collect::<io::Result<_>>()?,
+                )
+            } else {
+                ArrayValues::I64(
+                    (0..count)
+                        .map(|_| self.u64().map(|v| v as i64))
+                        .collect::<io::Result<_>>()?,
+                )
+            };
+            arrays.push(OutputArray {
+                name,
+                shape,
+                values,
+            });
+        }
+        Ok(arrays)
+    }
+
     fn json<T: DeserializeOwned>(&mut self) -> io::Result<T> {
         let n = self.len(1)?;
         serde_json::from_slice(self.take(n)?).map_err(invalid)
@@ -404,155 +480,4 @@ pub fn read_frame<R: Read + ?Sized, M: Frame>(input: &mut R) -> io::Result<Optio
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::item::ItemErrorKind;
-    use crate::model::ClassScore;
-
-    #[test]
-    fn frames_round_trip_and_end_cleanly() {
-        let messages = vec![
-            FromWorker::Ready {
-                version: PROTOCOL_VERSION,
-                device: "cpu".into(),
-                batch_size: 8,
-                prefetch: 2,
-            },
-            FromWorker::SpanDone {
-                span: 3,
-                outcomes: vec![
-                    ItemOutcome {
-                        index: 7,
-                        result: Ok(Prediction::TopK(vec![ClassScore {
-                            class: 281,
-                            prob: 0.5,
-                        }])),
-                    },
-                    ItemOutcome {
-                        index: 8,
-                        result: Err(ItemError::new(ItemErrorKind::Decode, "bad")),
-                    },
-                ],
-                times: SpanTimes::default(),
-            },
-        ];
-        let mut wire = Vec::new();
-        for m in &messages {
-            write_frame(&mut wire, m).expect("write to a Vec");
-        }
-        let mut input = wire.as_slice();
-        let mut back = Vec::new();
-        while let Some(m) = read_frame::<_, FromWorker>(&mut input).expect("valid frames") {
-            back.push(m);
-        }
-        assert_eq!(back, messages);
-    }
-
-    fn span_done() -> FromWorker {
-        FromWorker::SpanDone {
-            span: u64::MAX - 1,
-            outcomes: vec![
-                ItemOutcome {
-                    index: 1 << 40,
-                    result: Ok(Prediction::TopK(vec![
-                        ClassScore {
-                            class: 999,
-                            prob: f32::MIN_POSITIVE / 3.0, // subnormal
-                        },
-                        ClassScore {
-                            class: 0,
-                            prob: -0.0,
-                        },
-                    ])),
-                },
-                ItemOutcome {
-                    index: 2,
-                    result: Ok(Prediction::Embedding(vec![1.0e-38, f32::MAX, 0.1, -7.5])),
-                },
-                ItemOutcome {
-                    index: 3,
-                    result: Err(ItemError::new(ItemErrorKind::NotFound, "gone \"quoted\" ü")),
-                },
-                ItemOutcome {
-                    index: 4,
-                    result: Ok(Prediction::TopK(Vec::new())),
-                },
-            ],
-            times: SpanTimes {
-                read_s: 0.25,
-                batch_s: vec![0.5, 1.5],
-                ..SpanTimes::default()
-            },
-        }
-    }
-
-    #[test]
-    fn results_travel_binary_and_every_float_bit_survives() {
-        let message = span_done();
-        let mut wire = Vec::new();
-        write_frame(&mut wire, &message).expect("write to a Vec");
-        assert_eq!(wire[4], BINARY_SPAN_DONE, "not the binary layout");
-        let back: FromWorker = read_frame(&mut wire.as_slice())
-            .expect("valid")
-            .expect("one frame");
-        assert_eq!(back, message);
-        let (FromWorker::SpanDone { outcomes: a, .. }, FromWorker::SpanDone { outcomes: b, .. }) =
-            (&back, &message)
-        else {
-            unreachable!("both are SpanDone");
-        };
-        let bits = |o: &[ItemOutcome]| -> Vec<u32> {
-            o.iter()
-                .flat_map(|o| match &o.result {
-                    Ok(Prediction::TopK(s)) => s.iter().map(|s| s.prob.to_bits()).collect(),
-                    Ok(Prediction::Embedding(v)) => v.iter().map(|v| v.to_bits()).collect(),
-                    Err(_) => Vec::new(),
-                })
-                .collect()
-        };
-        assert_eq!(bits(a), bits(b), "-0.0 and subnormals keep their bits");
-    }
-
-    #[test]
-    fn a_damaged_binary_frame_is_refused_whatever_the_damage() {
-        let mut body = Vec::new();
-        span_done().encode(&mut body).expect("encode");
-        // Cut anywhere: refused, never a panic or a short result.
-        for cut in 1..body.len() {
-            let err = FromWorker::decode(&body[..cut]).expect_err("a cut body");
-            assert_eq!(err.kind(), io::ErrorKind::InvalidData, "cut at {cut}");
-        }
-        let mut trailing = body.clone();
-        trailing.push(0);
-        assert!(FromWorker::decode(&trailing).is_err(), "trailing bytes");
-        // A count of outcomes far beyond the frame is refused before any
-        // allocation. It sits after the tag, the chunk and the times.
-        let times_len = u32::from_le_bytes(body[9..13].try_into().expect("4 bytes")) as usize;
-        let count_at = 13 + times_len;
-        let mut huge = body.clone();
-        huge[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(FromWorker::decode(&huge).is_err(), "huge count");
-        let mut bad_tag = body;
-        bad_tag[count_at + 4 + 8] = 9;
-        let err = FromWorker::decode(&bad_tag).expect_err("unknown tag");
-        assert!(err.to_string().contains("tag 9"), "{err}");
-    }
-
-    #[test]
-    fn a_cut_frame_is_an_error_not_an_end() {
-        let mut wire = Vec::new();
-        write_frame(&mut wire, &ToWorker::Finish).expect("write to a Vec");
-        wire.pop();
-        let err = read_frame::<_, ToWorker>(&mut wire.as_slice()).expect_err("cut frame");
-        assert_eq!(err.kind(), io::ErrorKind::UnexpectedEof);
-        let mut header_only = &wire[..2];
-        assert!(read_frame::<_, ToWorker>(&mut header_only).is_err());
-    }
-
-    #[test]
-    fn an_oversized_length_is_refused() {
-        let wire = u32::MAX.to_le_bytes();
-        let err = read_frame::<_, ToWorker>(&mut wire.as_slice()).expect_err("too large");
-        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-    }
-}
+mod tests;

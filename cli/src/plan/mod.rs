@@ -114,6 +114,7 @@ pub(crate) struct ModelFlags {
     pub(crate) output: Option<String>,
     pub(crate) scores: Option<pipeline_core::Scores>,
     pub(crate) labels: Option<PathBuf>,
+    pub(crate) normalize: bool,
 }
 
 /// `--weights FILE` checked for `model` by its names and shapes only, so
@@ -181,8 +182,11 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
     if onnx::is_onnx(&args.model) {
         return onnx::plan(args, flags);
     }
-    if flags.output.is_some() || flags.scores.is_some() || flags.labels.is_some() {
-        return Err("--output, --scores and --labels go with --model FILE.onnx".to_owned());
+    if flags.output.is_some() || flags.scores.is_some() || flags.labels.is_some() || flags.normalize
+    {
+        return Err(
+            "--output, --scores, --labels and --normalize go with --model FILE.onnx".to_owned(),
+        );
     }
     let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
     let batch_size = batch_size(args)?;
@@ -206,6 +210,13 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
         |n| n as usize,
     );
     let task = match (args.task, &args.classes) {
+        (Some(TaskArg::Raw), _) => {
+            return Err(
+                "--task raw reads an ONNX model's outputs (--model FILE.onnx); the built-in \
+                 models embed or classify"
+                    .to_owned(),
+            );
+        }
         (Some(TaskArg::Embed), Some(_)) => {
             return Err("--classes goes with --task classify (zero-shot), not embed".to_owned());
         }

@@ -77,16 +77,53 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
         }
     };
     let graph = gpu_worker::onnx::graph::describe(&path).map_err(|e| format!("--model: {e}"))?;
-    let (output, width) = output(&graph, flags.output.as_deref(), name)?;
+    // --task raw reads a list of outputs (--output A,B, else all), the
+    // other tasks one float output.
+    let mut raw_notice = None;
+    let (output, width, raw) = if args.task == Some(TaskArg::Raw) {
+        let wanted: Vec<String> = flags
+            .output
+            .iter()
+            .flat_map(|o| o.split(','))
+            .map(|o| o.trim().to_owned())
+            .filter(|o| !o.is_empty())
+            .collect();
+        let (raw, left_out) =
+            gpu_worker::onnx::engine::raw_outputs(&graph.outputs, graph.input.batch, &wanted)
+                .map_err(|e| format!("--model {name}: {e}"))?;
+        if !left_out.is_empty() {
+            raw_notice = Some(format!(
+                "pipeline: --task raw leaves out {}",
+                left_out.join(", ")
+            ));
+        }
+        let first = raw
+            .first()
+            .cloned()
+            .ok_or_else(|| format!("--model {name}: the model has no output"))?;
+        (first, None, raw)
+    } else {
+        let (output, width) = output(&graph, flags.output.as_deref(), name)?;
+        (output, width, Vec::new())
+    };
     let (preprocess, preprocess_notice) = preprocessing(&graph, &path, args, flags)?;
     let labels = labels(&path, flags.labels.as_deref(), args.task, &output, width)?;
     // A model that names its classes is a classifier unless told otherwise.
     let task = match (args.task, labels.is_empty()) {
+        (Some(TaskArg::Raw), _) => Task::Raw,
         (Some(TaskArg::Classify), _) | (None, false) => Task::Classify {
             top_k: args.top_k as usize,
         },
         (Some(TaskArg::Embed), _) | (None, true) => Task::Embed,
     };
+    if flags.normalize && task != Task::Embed {
+        return Err(
+            "--normalize goes with --task embed (a classifier's rows are scores)".to_owned(),
+        );
+    }
+    if flags.scores.is_some() && !matches!(task, Task::Classify { .. }) {
+        return Err("--scores goes with --task classify".to_owned());
+    }
     let devices = vec![DeviceSpec::Cpu];
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -107,6 +144,13 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
                 width,
                 scores: flags.scores.unwrap_or_default(),
                 labels,
+                raw,
+                channels: if flags.preprocess.bgr {
+                    pipeline_core::Channels::Bgr
+                } else {
+                    pipeline_core::Channels::Rgb
+                },
+                normalize: flags.normalize,
             }),
             weights: None,
             seed: args.seed,
@@ -125,6 +169,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
         notices: vec![
             device_notice.unwrap_or_default(),
             preprocess_notice.unwrap_or_default(),
+            raw_notice.unwrap_or_default(),
         ],
         class_dir: None,
     })
@@ -188,8 +233,8 @@ fn labels(
     width: Option<usize>,
 ) -> Result<Vec<String>, String> {
     let (labels, source) = match (file, task) {
-        (Some(_), Some(TaskArg::Embed)) => {
-            return Err("--labels goes with --task classify, not --task embed".to_owned());
+        (Some(_), Some(TaskArg::Embed | TaskArg::Raw)) => {
+            return Err("--labels goes with --task classify".to_owned());
         }
         (Some(file), _) => {
             let shown = file.display();
@@ -210,7 +255,7 @@ fn labels(
             }
             (labels, format!("--labels {shown}"))
         }
-        (None, Some(TaskArg::Embed)) => return Ok(Vec::new()),
+        (None, Some(TaskArg::Embed | TaskArg::Raw)) => return Ok(Vec::new()),
         (None, _) => {
             let config = model.parent().unwrap_or(Path::new(".")).join("config.json");
             let Ok(text) = std::fs::read_to_string(&config) else {
@@ -283,6 +328,13 @@ fn preprocessing(
                 ..PreprocessSpec::IMAGENET
             },
             (!complete).then(|| {
+                if f.size.or(f.crop).is_some() {
+                    // The size is given: only the statistics are a guess.
+                    return format!(
+                        "pipeline: warning: no preprocessing file for {shown}: ImageNet's mean \
+                         and std; give --mean and --std, or a preprocessor_config.json beside it"
+                    );
+                }
                 let statistics = if bytes {
                     "its bytes as they are (a u8 input)"
                 } else {
@@ -311,7 +363,13 @@ fn preprocessing(
         (None, None) => (PreprocessSpec::IMAGENET, None),
     };
     let notice = passed_over.or(notice);
-    let spec = pipeline_core::spec_from_flags(&flags.preprocess, base)?;
+    // --channels bgr: the engine feeds the planes reversed; the loader's
+    // crop is the same.
+    let rgb = pipeline_core::PreprocessFlags {
+        bgr: false,
+        ..flags.preprocess.clone()
+    };
+    let spec = pipeline_core::spec_from_flags(&rgb, base)?;
     if let Some((h, w)) = input.size
         && (h, w) != (spec.crop as usize, spec.crop as usize)
     {

@@ -126,6 +126,23 @@ fn upstream_exports_match_onnxruntime_over_their_own_preprocessing() {
         let cosine = dot / (norm(&got) * norm(&want));
         assert!(cosine >= 0.99999, "dinov2 image {i}: cosine {cosine}");
     }
+    // --normalize: the same rows at unit length.
+    let unit = run(cwd, "hf_dinov2_unit", &["--model", &dinov2, "--normalize"]);
+    for (i, (record, want)) in unit
+        .iter()
+        .zip(reference::<Vec<f64>>("hf_dinov2"))
+        .enumerate()
+    {
+        let got: Vec<f64> = serde_json::from_value(record["embedding"].clone()).expect("row");
+        let norm = want.iter().map(|x| x * x).sum::<f64>().sqrt();
+        for (g, w) in got.iter().zip(&want) {
+            assert!(
+                (g - w / norm).abs() <= 1e-5,
+                "dinov2 image {i}: {g} vs {}",
+                w / norm
+            );
+        }
+    }
 }
 
 /// `--labels FILE` names the classes over the model's own; `--task embed`
@@ -156,7 +173,7 @@ fn class_names_come_from_labels_or_the_models_config() {
     let two = file("two.txt", "cat\ndog\n");
     let blank = file("blank.txt", "cat\n\ndog\n");
     let convnext = onnx("timm_convnext");
-    let cases: [(&[&str], String); 5] = [
+    let cases: [(&[&str], String); 7] = [
         (
             &["--model", &hf_vit, "--labels", &two],
             format!("--labels {two}: 2 class names for output logits's 3 values"),
@@ -171,7 +188,15 @@ fn class_names_come_from_labels_or_the_models_config() {
         ),
         (
             &["--model", "resnet18", "--labels", &three],
-            "--output, --scores and --labels go with --model FILE.onnx".into(),
+            "--output, --scores, --labels and --normalize go with --model FILE.onnx".into(),
+        ),
+        (
+            &["--model", &hf_vit, "--normalize"],
+            "--normalize goes with --task embed".into(),
+        ),
+        (
+            &["--model", "resnet18", "--channels", "bgr"],
+            "--channels bgr: the built-in models take RGB".into(),
         ),
         (
             &["--model", &convnext, "--labels", &three],

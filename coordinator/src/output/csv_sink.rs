@@ -37,6 +37,7 @@ impl<W: Write> CsvSink<W> {
                 header.extend((0..feature_dim).map(|i| format!("f_{i}")));
                 feature_dim
             }
+            Task::Raw => return Err(io::Error::other("--task raw has no CSV form")),
         };
         header.extend(["error_kind".to_owned(), "error_message".to_owned()]);
         let mut out = csv::Writer::from_writer(out);
@@ -69,6 +70,9 @@ impl<W: Write> RecordSink for CsvSink<W> {
                 }
             }
             Ok(Prediction::Embedding(values)) => row.extend(values.iter().map(f32::to_string)),
+            Ok(Prediction::Outputs(_)) => {
+                return Err(io::Error::other("--task raw has no CSV form"));
+            }
             Err(_) => {}
         }
         row.resize(2 + self.kept + self.width, String::new());

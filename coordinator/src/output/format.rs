@@ -97,6 +97,13 @@ impl OutputLayout {
                     .to_owned(),
             );
         }
+        if task == Task::Raw && format != OutputFormat::Jsonl {
+            return Err(
+                "--task raw writes JSONL (each output's name, shape, dtype and values); its \
+                 Parquet, CSV and npy forms are not built yet"
+                    .to_owned(),
+            );
+        }
         if self.embedding_dtype != EmbeddingDtype::F32 && !(binary && task == Task::Embed) {
             return Err(
                 "--embedding-dtype applies to embeddings in npy or parquet output; \

@@ -9,7 +9,7 @@ use std::borrow::Cow;
 use std::io::{self, Write};
 
 use pipeline_core::{
-    ClassLabels, ClassScore, ItemError, ItemIndex, ItemOutcome, Manifest, Prediction,
+    ClassLabels, ClassScore, ItemError, ItemIndex, ItemOutcome, Manifest, OutputArray, Prediction,
 };
 use serde::{Deserialize, Serialize};
 
@@ -31,6 +31,8 @@ struct JsonResult<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     embedding: Option<&'a [f32]>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    outputs: Option<&'a [OutputArray]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a ItemError>,
 }
 
@@ -40,11 +42,13 @@ impl<'a> JsonResult<'a> {
         let mut fields = Self {
             top_k: None,
             embedding: None,
+            outputs: None,
             error: None,
         };
         match result {
             Ok(Prediction::TopK(scores)) => fields.top_k = Some(JsonTopK(scores, labels)),
             Ok(Prediction::Embedding(values)) => fields.embedding = Some(values),
+            Ok(Prediction::Outputs(arrays)) => fields.outputs = Some(arrays),
             Err(error) => fields.error = Some(error),
         }
         fields
@@ -138,6 +142,8 @@ struct OwnedJsonRecord {
     #[serde(default)]
     embedding: Option<Vec<f32>>,
     #[serde(default)]
+    outputs: Option<Vec<OutputArray>>,
+    #[serde(default)]
     error: Option<ItemError>,
 }
 
@@ -156,10 +162,11 @@ pub(crate) fn decode_jsonl(line: &[u8], kept: &[String]) -> io::Result<Record> {
             })
             .collect()
     };
-    let result = match (json.top_k, json.embedding, json.error) {
-        (_, _, Some(error)) => Err(error),
-        (Some(scores), None, None) => Ok(Prediction::TopK(scores)),
-        (None, Some(values), None) => Ok(Prediction::Embedding(values)),
+    let result = match (json.top_k, json.embedding, json.outputs, json.error) {
+        (_, _, _, Some(error)) => Err(error),
+        (Some(scores), None, None, None) => Ok(Prediction::TopK(scores)),
+        (None, Some(values), None, None) => Ok(Prediction::Embedding(values)),
+        (None, None, Some(arrays), None) => Ok(Prediction::Outputs(arrays)),
         _ => {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -275,6 +282,57 @@ mod tests {
             let back = decode_jsonl(&line, &[]).expect("decoded");
             assert_eq!(back, rec, "{value:e}");
         }
+    }
+
+    /// `--task raw`: each output as name, shape, dtype and values, in the
+    /// model's order, read back to the same arrays (floats to their bits).
+    #[test]
+    fn raw_outputs_are_named_arrays_that_read_back() {
+        use pipeline_core::ArrayValues;
+        let rec = Record {
+            index: 3,
+            path: "a.jpg".into(),
+            kept: Vec::new(),
+            result: Ok(Prediction::Outputs(vec![
+                OutputArray {
+                    name: "boxes".into(),
+                    shape: vec![1, 4],
+                    values: ArrayValues::F32(vec![0.5, -0.0, 1e-45, 3.0]),
+                },
+                OutputArray {
+                    name: "classes".into(),
+                    shape: vec![1],
+                    values: ArrayValues::I64(vec![-9_007_199_254_740_993]),
+                },
+                OutputArray {
+                    name: "anchors".into(),
+                    shape: vec![0, 2],
+                    values: ArrayValues::F32(Vec::new()),
+                },
+            ])),
+        };
+        let mut line = Vec::new();
+        encode_jsonl(&rec, &ClassLabels::Imagenet, &mut line).expect("encoded");
+        let text = String::from_utf8(line.clone()).expect("utf-8");
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"index":3,"path":"a.jpg","outputs":["#,
+                r#"{"name":"boxes","shape":[1,4],"dtype":"f32","values":[0.5,-0.0,1e-45,3.0]},"#,
+                r#"{"name":"classes","shape":[1],"dtype":"i64","values":[-9007199254740993]},"#,
+                r#"{"name":"anchors","shape":[0,2],"dtype":"f32","values":[]}]}"#,
+                "\n"
+            )
+        );
+        let back = decode_jsonl(&line, &[]).expect("decoded");
+        assert_eq!(back, rec);
+        let Ok(Prediction::Outputs(arrays)) = &back.result else {
+            unreachable!("outputs read back as outputs");
+        };
+        let ArrayValues::F32(v) = &arrays[0].values else {
+            unreachable!("floats read back as floats");
+        };
+        assert_eq!(v[1].to_bits(), (-0.0f32).to_bits());
     }
 
     #[test]

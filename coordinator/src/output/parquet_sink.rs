@@ -83,6 +83,7 @@ impl<W: Write + Send> ParquetSink<W> {
                 ),
                 true,
             ),
+            Task::Raw => return Err(io::Error::other("--task raw has no Parquet form yet")),
         };
         let mut fields = vec![
             Field::new("index", DataType::UInt64, false),
@@ -146,6 +147,7 @@ impl<W: Write + Send> ParquetSink<W> {
         let result = match self.task {
             Task::Classify { .. } => top_k_column(&rows, &self.labels),
             Task::Embed => embedding_column(&rows, self.dim, self.dtype)?,
+            Task::Raw => return Err(io::Error::other("--task raw has no Parquet form yet")),
         };
         let error_kind: StringArray = rows
             .iter()

@@ -520,7 +520,7 @@ mod tests {
                 .into_iter()
                 .flat_map(|p| match p {
                     Prediction::Embedding(v) => v,
-                    Prediction::TopK(_) => panic!("embed gave classes"),
+                    other => panic!("embed gave {other:?}"),
                 })
                 .collect();
             let classify = config(model, Task::Classify { top_k: 5 }, Some(classes.clone()));

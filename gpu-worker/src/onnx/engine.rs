@@ -11,8 +11,9 @@
 //! (an out-of-memory backoff to a smaller batch may change them, as on the
 //! other engines).
 //! One output is read (named, else the graph's first), one row per image:
-//! the embedding, or for a classifier the top-k of its softmax, its
-//! sigmoids (multi-label) or its raw values.
+//! the embedding (scaled to unit length with `--normalize`), or for a
+//! classifier the top-k of its softmax, its sigmoids (multi-label) or its
+//! raw values. A BGR model (`--channels bgr`) gets the planes reversed.
 //!
 //! `--model FILE.onnx` opens it in each worker ([`OnnxEngine::for_worker`])
 //! from the model the coordinator resolved (`pipeline_core::OnnxModel`),
@@ -29,9 +30,10 @@ use ort::value::Tensor;
 use pipeline_core::{DeviceSpec, ModelRef, Prediction, SpanTimes, Task, WorkerConfig};
 
 use super::graph::{self, ImageInput, Layout, Output, PixelType};
+use super::raw;
 use crate::engine::{Engine, EngineError, InFlight, OpenError, PendingPass, PixelBatch, top_k_of};
 
-pub use pipeline_core::Scores;
+pub use pipeline_core::{Channels, Scores};
 
 /// What an ONNX model runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,12 +42,18 @@ pub struct OnnxOptions {
     pub path: PathBuf,
     /// The output read, by name; `None` for the graph's first.
     pub output: Option<String>,
+    /// `--task raw`: the outputs read, in order (empty: every output).
+    pub raw: Vec<String>,
     /// An embedding per image, or the top-k classes.
     pub task: Task,
     /// How a classifier's values become scores.
     pub scores: Scores,
     /// ONNX Runtime's intra-op threads (the loader has the other cores).
     pub threads: usize,
+    /// The channel order the model takes.
+    pub channels: Channels,
+    /// Embeddings scaled to unit length.
+    pub normalize: bool,
 }
 
 /// A model in an ONNX Runtime session on the CPU.
@@ -54,9 +62,13 @@ pub struct OnnxEngine {
     session: Mutex<Session>,
     input: ImageInput,
     output: Output,
+    /// `--task raw`'s outputs, in order.
+    raw: Vec<String>,
     task: Task,
     scores: Scores,
     threads: usize,
+    channels: Channels,
+    normalize: bool,
 }
 
 /// A pass that is not a device's out-of-memory: ONNX Runtime's message.
@@ -108,25 +120,36 @@ impl OnnxEngine {
                 .first()
                 .ok_or_else(|| format!("{shown}: the model has no output"))?,
         };
-        if output.element != "Float32" && output.element != "Float16" {
-            return Err(format!(
-                "{shown}: output {output} is not floats; the tool reads Float32 or Float16 \
-                 outputs (its outputs: {})",
-                listed()
-            ));
-        }
-        if output.shape.is_empty() {
-            return Err(format!(
-                "{shown}: output {output} has no batch axis; the tool reads one row per image"
-            ));
-        }
+        // --task raw reads its own list; the others one float output.
+        let raw = if options.task == Task::Raw {
+            raw_outputs(&graph.outputs, graph.input.batch, &options.raw)
+                .map_err(|e| format!("{shown}: {e}"))?
+                .0
+        } else {
+            if output.element != "Float32" && output.element != "Float16" {
+                return Err(format!(
+                    "{shown}: output {output} is not floats; the tool reads Float32 or Float16 \
+                     outputs (its outputs: {})",
+                    listed()
+                ));
+            }
+            if output.shape.is_empty() {
+                return Err(format!(
+                    "{shown}: output {output} has no batch axis; the tool reads one row per image"
+                ));
+            }
+            Vec::new()
+        };
         Ok(Self {
             session: Mutex::new(session),
             input: graph.input,
             output: output.clone(),
+            raw,
             task: options.task,
             scores: options.scores,
             threads: options.threads.max(1),
+            channels: options.channels,
+            normalize: options.normalize,
         })
     }
 
@@ -150,9 +173,12 @@ impl OnnxEngine {
         let options = OnnxOptions {
             path: model.onnx.clone(),
             output: Some(model.output.clone()),
+            raw: model.raw.clone(),
             task: config.task,
             scores: model.scores,
             threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            channels: model.channels,
+            normalize: model.normalize,
         };
         Self::open(&options).map_err(OpenError::Model)
     }
@@ -163,7 +189,8 @@ impl OnnxEngine {
     }
 
     /// `batch`'s images as the input takes them, `run` images from `first`
-    /// (zero images past the batch's real rows).
+    /// (zero images past the batch's real rows): each byte through its
+    /// channel's table of the 256 values it becomes.
     fn tensor(
         &self,
         batch: &PixelBatch<'_>,
@@ -171,63 +198,84 @@ impl OnnxEngine {
         run: usize,
     ) -> Result<ort::value::DynValue, EngineError> {
         let side = batch.side;
-        let plane = side * side;
-        let image = 3 * plane;
         let shape = match self.input.layout {
             Layout::Nchw => [run, 3, side, side],
             Layout::Nhwc => [run, side, side, 3],
         };
-        // Where value `c, y, x` of image `i` of the run goes.
-        let at = |i: usize, c: usize, p: usize| match self.input.layout {
-            Layout::Nchw => i * image + c * plane + p,
-            Layout::Nhwc => i * image + p * 3 + c,
-        };
-        let pixel = |i: usize, c: usize, p: usize| {
-            let row = first + i;
-            if row < batch.rows {
-                batch.pixels[row * image + c * plane + p]
-            } else {
-                0
-            }
-        };
         let n = batch.normalize;
-        let normalised = |i, c, p| (f32::from(pixel(i, c, p)) - n.mean[c]) / n.std[c];
-        let fill = |put: &mut dyn FnMut(usize, usize, usize)| {
-            for i in 0..run {
-                for c in 0..3 {
-                    for p in 0..plane {
-                        put(i, c, p);
-                    }
-                }
-            }
+        let table = |to: &dyn Fn(usize, u8) -> f32| -> [[f32; 256]; 3] {
+            std::array::from_fn(|c| std::array::from_fn(|b| to(c, b as u8)))
         };
+        let normalised = table(&|c, b| (f32::from(b) - n.mean[c]) / n.std[c]);
         let made = match self.input.pixels {
             PixelType::F32 => {
-                let mut values = vec![0f32; run * image];
-                fill(&mut |i, c, p| values[at(i, c, p)] = normalised(i, c, p));
+                let values = self.fill(batch, first, run, &normalised);
                 Tensor::from_array((shape, values)).map(Tensor::into_dyn)
             }
             PixelType::F16 => {
-                let mut values = vec![f16::ZERO; run * image];
-                fill(&mut |i, c, p| values[at(i, c, p)] = f16::from_f32(normalised(i, c, p)));
+                let halves = normalised.map(|t| t.map(f16::from_f32));
+                let values = self.fill(batch, first, run, &halves);
                 Tensor::from_array((shape, values)).map(Tensor::into_dyn)
             }
             PixelType::U8 => {
-                let mut values = vec![0u8; run * image];
-                fill(&mut |i, c, p| values[at(i, c, p)] = pixel(i, c, p));
+                let bytes: [[u8; 256]; 3] = [std::array::from_fn(|b| b as u8); 3];
+                let values = self.fill(batch, first, run, &bytes);
                 Tensor::from_array((shape, values)).map(Tensor::into_dyn)
             }
         };
         made.map_err(failed("input", run))
     }
 
-    /// One pass over `batch`: the chosen output's rows, `width` values
-    /// each, for every padded row.
-    fn values(
+    /// `run` images from `first` in the input's layout and channel order,
+    /// byte `b` of picture channel `s` as `tables[s][b]`; rows past the
+    /// batch are zero bytes.
+    fn fill<T: Copy + Default>(
+        &self,
+        batch: &PixelBatch<'_>,
+        first: usize,
+        run: usize,
+        tables: &[[T; 256]; 3],
+    ) -> Vec<T> {
+        let plane = batch.side * batch.side;
+        let image = 3 * plane;
+        let zeros = vec![0u8; plane];
+        let mut values = vec![T::default(); run * image];
+        for (i, out) in values.chunks_exact_mut(image).enumerate() {
+            let row = first + i;
+            for c in 0..3 {
+                let s = self.channels.source(c);
+                let table = &tables[s];
+                let src = if row < batch.rows {
+                    &batch.pixels[row * image + s * plane..][..plane]
+                } else {
+                    &zeros[..]
+                };
+                match self.input.layout {
+                    Layout::Nchw => {
+                        for (v, &b) in out[c * plane..][..plane].iter_mut().zip(src) {
+                            *v = table[usize::from(b)];
+                        }
+                    }
+                    Layout::Nhwc => {
+                        for (v, &b) in out[c..].iter_mut().step_by(3).zip(src) {
+                            *v = table[usize::from(b)];
+                        }
+                    }
+                }
+            }
+        }
+        values
+    }
+
+    /// Runs `batch` through the session in runs of the input's batch (the
+    /// whole padded batch where it is dynamic), handing `take` each run's
+    /// outputs and its size.
+    fn each_run(
         &self,
         batch: &PixelBatch<'_>,
         times: &mut SpanTimes,
-    ) -> Result<(Vec<f32>, usize), EngineError> {
+        mut take: impl FnMut(&ort::session::SessionOutputs<'_>, usize) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
         if let Some((h, w)) = self.input.size
             && (h, w) != (batch.side, batch.side)
         {
@@ -240,8 +288,6 @@ impl OnnxEngine {
         let padded = batch.padded_rows;
         // A fixed batch runs in runs of its size, the last one padded.
         let run = self.input.batch.unwrap_or(padded).max(1);
-        let mut values = Vec::new();
-        let mut width = None;
         let mut first = 0;
         while first < padded {
             let started = Instant::now();
@@ -254,6 +300,24 @@ impl OnnxEngine {
                 .map_err(failed("run", padded))?;
             let computed = Instant::now();
             times.compute_s += (computed - uploaded).as_secs_f64();
+            take(&outputs, run)?;
+            times.readback_s += computed.elapsed().as_secs_f64();
+            first += run;
+        }
+        Ok(())
+    }
+
+    /// One pass over `batch`: the chosen output's rows, `width` values
+    /// each, for every padded row.
+    fn values(
+        &self,
+        batch: &PixelBatch<'_>,
+        times: &mut SpanTimes,
+    ) -> Result<(Vec<f32>, usize), EngineError> {
+        let padded = batch.padded_rows;
+        let mut values = Vec::new();
+        let mut width = None;
+        self.each_run(batch, times, |outputs, run| {
             let value = &outputs[self.output.name.as_str()];
             let (shape, row_values): (Vec<i64>, Vec<f32>) = if self.output.element == "Float16" {
                 let (shape, v) = value
@@ -280,17 +344,36 @@ impl OnnxEngine {
                 )));
             }
             values.extend(row_values);
-            times.readback_s += computed.elapsed().as_secs_f64();
-            first += run;
-        }
+            Ok(())
+        })?;
         Ok((values, width.unwrap_or(0)))
+    }
+
+    /// `--task raw`: each real image's slices of the outputs read.
+    fn raw_pass(
+        &self,
+        batch: &PixelBatch<'_>,
+        times: &mut SpanTimes,
+    ) -> Result<Vec<Prediction>, EngineError> {
+        let mut images = Vec::with_capacity(batch.padded_rows);
+        self.each_run(batch, times, |outputs, run| {
+            let slices = raw::slices(outputs, &self.raw, run).map_err(EngineError::Other)?;
+            images.extend(slices.into_iter().map(Prediction::Outputs));
+            Ok(())
+        })?;
+        images.truncate(batch.rows);
+        Ok(images)
     }
 
     /// The predictions of the first `rows` rows of `values`.
     fn predictions(&self, values: &[f32], width: usize, rows: usize) -> Vec<Prediction> {
         let rows = values.chunks_exact(width.max(1)).take(rows);
         match self.task {
-            Task::Embed => rows.map(|r| Prediction::Embedding(r.to_vec())).collect(),
+            Task::Embed if self.normalize => rows
+                .map(|r| Prediction::Embedding(unit_length(r)))
+                .collect(),
+            // Raw passes do not come here (`raw_pass`).
+            Task::Embed | Task::Raw => rows.map(|r| Prediction::Embedding(r.to_vec())).collect(),
             Task::Classify { top_k } => rows
                 .map(|r| Prediction::TopK(top_k_of(&scores(r, self.scores), top_k)))
                 .collect(),
@@ -303,8 +386,12 @@ impl OnnxEngine {
         times: &mut SpanTimes,
     ) -> Result<Vec<Prediction>, EngineError> {
         let started = Instant::now();
-        let (values, width) = self.values(batch, times)?;
-        let predictions = self.predictions(&values, width, batch.rows);
+        let predictions = if self.task == Task::Raw {
+            self.raw_pass(batch, times)?
+        } else {
+            let (values, width) = self.values(batch, times)?;
+            self.predictions(&values, width, batch.rows)
+        };
         times.batch_s.push(started.elapsed().as_secs_f64());
         Ok(predictions)
     }
@@ -326,6 +413,79 @@ pub fn scores(row: &[f32], how: Scores) -> Vec<f32> {
             exps.iter().map(|&e| (e / sum) as f32).collect()
         }
     }
+}
+
+/// The outputs `--task raw` reads, and those it leaves out: `wanted` (each
+/// one the graph has, of a type it reads, with a batch axis), else every
+/// such output (the others left out, with why).
+pub fn raw_outputs(
+    outputs: &[Output],
+    input_batch: Option<usize>,
+    wanted: &[String],
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let listed = || {
+        outputs
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // Why an output has no slice per image, if it has none.
+    let unreadable = |o: &Output| -> Option<&str> {
+        if !raw::readable(&o.element) {
+            return Some("not numbers or booleans");
+        }
+        match o.shape.first() {
+            None => Some("no batch axis"),
+            Some(&d) if d >= 0 && usize::try_from(d).ok() != input_batch => Some("no batch axis"),
+            _ => None,
+        }
+    };
+    if wanted.is_empty() {
+        let (read, left): (Vec<&Output>, Vec<&Output>) =
+            outputs.iter().partition(|o| unreadable(o).is_none());
+        if read.is_empty() {
+            return Err(format!(
+                "no output can be read per image (--task raw reads numbers and booleans with a \
+                 batch axis); its outputs: {}",
+                listed()
+            ));
+        }
+        let left = left
+            .iter()
+            .map(|o| format!("{o} ({})", unreadable(o).unwrap_or_default()))
+            .collect();
+        return Ok((read.iter().map(|o| o.name.clone()).collect(), left));
+    }
+    let mut read = Vec::new();
+    for w in wanted {
+        let o = outputs
+            .iter()
+            .find(|o| &o.name == w)
+            .ok_or_else(|| format!("no output named {w}; its outputs: {}", listed()))?;
+        if let Some(why) = unreadable(o) {
+            return Err(format!(
+                "output {o} cannot be read per image: {why} (--task raw reads numbers and \
+                 booleans with a batch axis)"
+            ));
+        }
+        read.push(o.name.clone());
+    }
+    Ok((read, Vec::new()))
+}
+
+/// `row` scaled to unit length (its norm summed in f64); a zero row stays
+/// zero.
+pub fn unit_length(row: &[f32]) -> Vec<f32> {
+    let norm = row
+        .iter()
+        .map(|&v| f64::from(v).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    if norm == 0.0 || !norm.is_finite() {
+        return row.to_vec();
+    }
+    row.iter().map(|&v| (f64::from(v) / norm) as f32).collect()
 }
 
 /// A pass already run (ONNX Runtime's CPU runs it in `launch`).
@@ -367,7 +527,18 @@ impl Engine for OnnxEngine {
 
 #[cfg(test)]
 mod tests {
-    use super::{Scores, scores};
+    use super::{Scores, scores, unit_length};
+
+    #[test]
+    fn unit_length_rows() {
+        assert_eq!(unit_length(&[3.0, -4.0]), vec![0.6, -0.8]);
+        assert_eq!(unit_length(&[0.0, 0.0]), vec![0.0, 0.0]);
+        let tiny = unit_length(&[1e-30, 1e-30]);
+        assert!(
+            (tiny[0] - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-7,
+            "{tiny:?}"
+        );
+    }
 
     #[test]
     fn softmax_sigmoid_and_raw_scores() {

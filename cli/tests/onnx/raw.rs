@@ -1,0 +1,145 @@
+//! `--task raw` (#41) end to end, on `detector_like.onnx` (outputs known in
+//! closed form from what it was fed: two "boxes" of the channel means, the
+//! brightest channel as an i64 scalar, which means are positive as
+//! booleans, and the input's shape, which has no batch axis): every image
+//! once in input order, a broken file an error record, each good image's
+//! slices named, typed and shaped as the model gives them, the same bytes
+//! whatever the chunks and workers; the outputs picked by `--output A,B`;
+//! one line, exit 2, for what raw cannot do.
+
+use pipeline_core::PreprocessSpec;
+use serde_json::Value;
+
+use super::{channel_means, crop, infer, model, runtime_or_skip, stderr};
+use fixtures::{DatasetSpec, generate};
+
+#[test]
+fn raw_outputs_are_each_images_named_slices() {
+    if !runtime_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let data = generate(
+        &cwd.join("data"),
+        &DatasetSpec {
+            images: 9,
+            seed: 42,
+            broken: true,
+        },
+    )
+    .expect("dataset");
+    let onnx = model("detector_like");
+    let onnx = onnx.to_str().expect("utf-8 path");
+    let args = ["--model", onnx, "--task", "raw", "--size", "8"];
+    let out = cwd.join("raw.jsonl");
+    let run = infer(cwd, &data.root, &out, &args);
+    assert_eq!(run.status.code(), Some(1), "broken files: {}", stderr(&run));
+    let spec = PreprocessSpec {
+        resize_shorter: 8,
+        crop: 8,
+        ..PreprocessSpec::IMAGENET
+    };
+    let records = crate::common::records(&out);
+    let mut good = 0;
+    for (i, record) in records.iter().enumerate() {
+        assert_eq!(record["index"], i, "input order");
+        let path = data.root.join(record["path"].as_str().expect("path"));
+        if record.get("error").is_some() {
+            assert!(data.broken.iter().any(|b| b.path == path), "{record}");
+            continue;
+        }
+        good += 1;
+        let means = channel_means(&crop(&spec, &path), &spec.normalize);
+        let outputs = record["outputs"].as_array().expect("outputs");
+        let field = |k: usize, f: &str| outputs[k][f].clone();
+        let names: Vec<Value> = (0..outputs.len()).map(|k| field(k, "name")).collect();
+        assert_eq!(names, ["boxes", "classes", "positive"], "{record}");
+        assert_eq!(field(0, "shape"), serde_json::json!([2, 3]));
+        assert_eq!(field(0, "dtype"), "f32");
+        let boxes = field(0, "values");
+        let boxes = boxes.as_array().expect("values");
+        assert_eq!(boxes.len(), 6);
+        for (k, v) in boxes.iter().enumerate() {
+            let v = v.as_f64().expect("a float");
+            assert!((v - means[k % 3]).abs() < 1e-5, "{record}: {means:?}");
+        }
+        let brightest = (0..3).fold(0, |b, c| if means[c] > means[b] { c } else { b });
+        assert_eq!(field(1, "shape"), serde_json::json!([]));
+        assert_eq!(field(1, "dtype"), "i64");
+        assert_eq!(field(1, "values"), serde_json::json!([brightest]));
+        let positive: Vec<i64> = means.iter().map(|&m| i64::from(m > 0.0)).collect();
+        assert_eq!(field(2, "dtype"), "i64");
+        assert_eq!(field(2, "values"), serde_json::json!(positive));
+    }
+    assert!(
+        good >= data.good.len(),
+        "{good} good of {}",
+        data.good.len()
+    );
+    // Other chunks and two workers: the same bytes.
+    let other = cwd.join("raw2.jsonl");
+    let more = [&args[..], &["--chunk-size", "2", "--workers-per-gpu", "2"]].concat();
+    let run = infer(cwd, &data.root, &other, &more);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    assert_eq!(std::fs::read(&out).ok(), std::fs::read(&other).ok());
+    // Picked by name, in the order given.
+    let picked = cwd.join("picked.jsonl");
+    let run = infer(
+        cwd,
+        &data.root,
+        &picked,
+        &[&args[..], &["--output", "positive,classes"]].concat(),
+    );
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let first = crate::common::records(&picked)
+        .into_iter()
+        .find(|r| r.get("outputs").is_some())
+        .expect("a good image");
+    let names: Vec<&str> = first["outputs"]
+        .as_array()
+        .expect("outputs")
+        .iter()
+        .map(|o| o["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(names, ["positive", "classes"]);
+
+    // What raw cannot do: one line, exit 2, no output.
+    let cases: [(&[&str], &str); 5] = [
+        (
+            &["--output", "input_shape"],
+            "output input_shape [4] Int64 cannot be read per image: no batch axis",
+        ),
+        (
+            &["--format", "parquet"],
+            "--task raw writes JSONL (each output's name, shape, dtype and values)",
+        ),
+        (
+            &["--labels", "labels.txt"],
+            "--labels goes with --task classify",
+        ),
+        (
+            &["--scores", "sigmoid"],
+            "--scores goes with --task classify",
+        ),
+        (&["--normalize"], "--normalize goes with --task embed"),
+    ];
+    std::fs::write(cwd.join("labels.txt"), "a\nb\n").expect("labels");
+    for (extra, says) in cases {
+        let refused = cwd.join("refused.jsonl");
+        let run = infer(cwd, &data.root, &refused, &[&args[..], extra].concat());
+        let err = stderr(&run);
+        assert_eq!(run.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(says), "{extra:?}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{extra:?}: {err}");
+        assert!(!refused.exists(), "{extra:?} wrote output");
+    }
+    let builtin = infer(
+        cwd,
+        &data.root,
+        &cwd.join("builtin.jsonl"),
+        &["--model", "resnet18", "--task", "raw"],
+    );
+    assert_eq!(builtin.status.code(), Some(2));
+    assert!(stderr(&builtin).contains("--task raw reads an ONNX model's outputs"));
+}

@@ -53,7 +53,7 @@ echo "|---|---|---|---|---|---|---|"
 for model in "$@"; do
     ours=() peer=() ours_e2e=() peer_e2e=()
     for _ in $(seq "$rounds"); do
-        "$pipeline" bench --model-only --gpus cpu --model "$model" --batch-size 32 --batches 8 \
+        "$pipeline" bench --model-only --gpus cpu --model "$model" --batch-size 32 --batches 32 \
             --json "$tmp/bench.json" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
         ours+=("$("$python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["images_per_s"])' "$tmp/bench.json")")
         peer+=("$("$python" "$here/peer_onnx.py" --onnx "$model" --model-only --batch 32 --seconds 12)")

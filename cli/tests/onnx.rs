@@ -293,7 +293,7 @@ fn what_an_onnx_model_cannot_run_is_one_line() {
                 "--engine".into(),
                 "vulkan".into(),
             ],
-            "--engine vulkan: an ONNX model runs on ONNX Runtime's CPU provider",
+            "--engine vulkan: an ONNX model runs on ONNX Runtime",
         ),
         (
             vec![
@@ -371,7 +371,8 @@ fn what_an_onnx_model_cannot_run_is_one_line() {
             "{record}"
         );
     }
-    // --gpus naming a GPU: the CPU only, for now.
+    // --gpus naming a GPU: ONNX Runtime's CUDA provider, which the CPU
+    // build CI installs has not.
     let out = cwd.join("gpu.jsonl");
     let run = common::pipeline(cwd)
         .args([
@@ -390,5 +391,14 @@ fn what_an_onnx_model_cannot_run_is_one_line() {
         .expect("pipeline runs");
     let err = stderr(&run);
     assert_eq!(run.status.code(), Some(2), "{err}");
-    assert!(err.contains("ONNX models run on the CPU for now"), "{err}");
+    let cuda = gpu_worker::onnx::runtime::onnx_runtime()
+        .as_ref()
+        .is_ok_and(|r| r.providers.iter().any(|p| p == "CUDAExecutionProvider"));
+    let says = if cuda {
+        "--gpus 0: ONNX Runtime's CUDA provider runs NVIDIA GPUs"
+    } else {
+        "--gpus 0: this ONNX Runtime has no CUDA provider (pip install onnxruntime-gpu"
+    };
+    assert!(err.contains(says), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
 }

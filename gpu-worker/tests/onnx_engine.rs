@@ -26,6 +26,7 @@ fn options(name: &str, output: Option<&str>, task: Task, scores: Scores) -> Onnx
         threads: 1,
         channels: Channels::Rgb,
         normalize: false,
+        cuda: false,
     }
 }
 
@@ -418,4 +419,37 @@ fn raw_outputs_are_each_images_slice_of_every_output() {
         e.contains("no output named scores; its outputs: boxes"),
         "{e}"
     );
+}
+
+/// ONNX Runtime's CUDA provider where the loaded runtime has none (the CPU
+/// build CI installs): one line saying what it needs, never a silent run
+/// on the CPU.
+#[test]
+fn a_cuda_session_without_the_provider_is_one_line() {
+    if !runtime_or_skip() {
+        return;
+    }
+    let runtime = gpu_worker::onnx::runtime::onnx_runtime()
+        .as_ref()
+        .expect("loaded");
+    if runtime
+        .providers
+        .iter()
+        .any(|p| p == "CUDAExecutionProvider")
+    {
+        eprintln!("skipped: this ONNX Runtime has the CUDA provider");
+        return;
+    }
+    let e = OnnxEngine::open(&OnnxOptions {
+        cuda: true,
+        ..options("classifier_known", None, Task::Embed, Scores::Softmax)
+    })
+    .err()
+    .expect("no CUDA provider here");
+    assert!(
+        e.starts_with("ONNX Runtime's CUDA provider does not start here ("),
+        "{e}"
+    );
+    assert!(e.contains("pip install onnxruntime-gpu"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
 }

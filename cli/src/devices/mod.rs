@@ -13,7 +13,7 @@ use crate::exit::Outcome;
 
 mod choose;
 
-pub(crate) use choose::{cuda_uuids, engine_devices};
+pub(crate) use choose::{Runs, chosen_devices, cuda_uuids, engine_devices};
 
 #[derive(Serialize)]
 struct Listing {

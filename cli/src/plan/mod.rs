@@ -13,6 +13,7 @@ use pipeline_core::{
 };
 
 mod onnx;
+mod remote_model;
 
 use crate::args::{DecodeArgs, EngineArg, LimitArgs, RunArgs, SourceArgs, TaskArg};
 

@@ -9,9 +9,10 @@
 //! model names its classes (`--labels`, or `id2label` / `label_names` in a
 //! `config.json` beside it), else `embed`, unless `--task` says; a label
 //! file's blank line and a count that differs from the output's width are
-//! errors (an off-by-one list would name every class wrongly); ONNX models run on the CPU
-//! (ONNX Runtime's CUDA provider is not built), so `--gpus all` takes the
-//! CPU and says so, and a GPU named is refused; the flags of the built-in
+//! errors (an off-by-one list would name every class wrongly); ONNX models
+//! run on ONNX Runtime's CUDA provider on NVIDIA GPUs where the loaded
+//! runtime has it (`onnxruntime-gpu`), else `--gpus all` takes the CPU and
+//! says so and a GPU named is refused; the flags of the built-in
 //! models' own machinery (`--weights`, `--classes`, `--pooling`,
 //! `--precision`) are refused rather than ignored.
 
@@ -26,21 +27,31 @@ use pipeline_core::{
 use super::{ModelFlags, Planned, batch_size, decode_limits, default_loader_threads, per_worker};
 use crate::args::{EngineArg, RunArgs, TaskArg};
 
-/// Whether `--model` names an ONNX file.
+/// Whether `--model` names an ONNX file (a path, or a URL with or without
+/// a query).
 pub(super) fn is_onnx(model: &str) -> bool {
-    model.to_ascii_lowercase().ends_with(".onnx")
+    let file = if super::remote_model::is_remote(model) {
+        model.split('?').next().unwrap_or(model)
+    } else {
+        model
+    };
+    file.to_ascii_lowercase().ends_with(".onnx")
 }
 
 /// The run of `args` with the ONNX model it names.
 pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String> {
     let name = &args.model;
-    let path = Path::new(name);
+    let path = if super::remote_model::is_remote(name) {
+        super::remote_model::fetch(name, super::remote_spec(args)?)?
+    } else {
+        PathBuf::from(name)
+    };
     if !path.is_file() {
         return Err(format!("--model {name}: no such file"));
     }
     // Absolute, links kept: a Hugging Face cache's snapshot links to a blob
     // whose folder holds neither the config nor external weights.
-    let path = std::path::absolute(path).map_err(|e| format!("--model {name}: {e}"))?;
+    let path = std::path::absolute(&path).map_err(|e| format!("--model {name}: {e}"))?;
     for (given, flag) in [
         (args.weights.is_some(), "--weights"),
         (args.classes.is_some(), "--classes"),
@@ -55,27 +66,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             ));
         }
     }
-    if !matches!(args.engine, EngineArg::Auto | EngineArg::Cpu) {
-        return Err(format!(
-            "--engine {}: an ONNX model runs on ONNX Runtime's CPU provider (--engine auto)",
-            format!("{:?}", args.engine).to_lowercase()
-        ));
-    }
-    let gpus = args.gpus.trim();
-    let device_notice = match gpus.to_ascii_lowercase().as_str() {
-        "cpu" | "none" => None,
-        "all" => Some(
-            "pipeline: ONNX models run on the CPU (ONNX Runtime's CPU provider; its CUDA \
-             provider is not built yet)"
-                .to_owned(),
-        ),
-        _ => {
-            return Err(format!(
-                "--gpus {gpus}: ONNX models run on the CPU for now (ONNX Runtime's CUDA \
-                 provider is not built); use --gpus cpu"
-            ));
-        }
-    };
+    let (devices, device_notice) = devices(args.engine, &args.gpus)?;
     let graph = gpu_worker::onnx::graph::describe(&path).map_err(|e| format!("--model: {e}"))?;
     // --task raw reads a list of outputs (--output A,B, else all), the
     // other tasks one float output.
@@ -124,8 +115,8 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     if flags.scores.is_some() && !matches!(task, Task::Classify { .. }) {
         return Err("--scores goes with --task classify".to_owned());
     }
-    let devices = vec![DeviceSpec::Cpu];
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
+    let cuda_uuids = crate::devices::cuda_uuids(&devices);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let loader_threads = args.loader_threads.map_or_else(
         || default_loader_threads(cores, &worker_devices),
@@ -164,7 +155,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             preprocess,
             limits: decode_limits(&args.limits),
             remote: super::remote_spec(args)?,
-            cuda_uuids: Default::default(),
+            cuda_uuids,
         },
         notices: vec![
             device_notice.unwrap_or_default(),
@@ -173,6 +164,75 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
         ],
         class_dir: None,
     })
+}
+
+/// The devices an ONNX model runs on, and a notice saying how `all`
+/// chose: ONNX Runtime's CPU provider, or its CUDA provider on NVIDIA GPUs
+/// where the loaded runtime has one (`onnxruntime-gpu`); `all` takes the
+/// GPUs then, else the CPU and says why; a GPU named without the provider,
+/// or another engine, is one line.
+fn devices(engine: EngineArg, gpus: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+    let flag = gpus.trim();
+    let lower = flag.to_ascii_lowercase();
+    let cpu = matches!(lower.as_str(), "cpu" | "none");
+    match engine {
+        EngineArg::Auto | EngineArg::Cuda => {}
+        EngineArg::Cpu if cpu || lower == "all" => return Ok((vec![DeviceSpec::Cpu], None)),
+        EngineArg::Cpu => {
+            return Err(format!(
+                "--engine cpu runs on the CPU; --gpus {flag} names GPUs (leave --gpus out)"
+            ));
+        }
+        EngineArg::Vulkan => {
+            return Err(
+                "--engine vulkan: an ONNX model runs on ONNX Runtime (its CPU provider, or its \
+                 CUDA provider on NVIDIA GPUs): --engine auto"
+                    .to_owned(),
+            );
+        }
+    }
+    if cpu && engine == EngineArg::Auto {
+        return Ok((vec![DeviceSpec::Cpu], None));
+    }
+    let provider = gpu_worker::onnx::runtime::onnx_runtime()
+        .as_ref()
+        .is_ok_and(|r| r.providers.iter().any(|p| p == "CUDAExecutionProvider"));
+    let no_provider = "this ONNX Runtime has no CUDA provider (pip install onnxruntime-gpu \
+                       runs NVIDIA GPUs)";
+    if lower == "all" && engine == EngineArg::Auto {
+        if !provider {
+            return Ok((
+                vec![DeviceSpec::Cpu],
+                Some(format!(
+                    "pipeline: ONNX models run on the CPU here: {no_provider}"
+                )),
+            ));
+        }
+        let (devices, notice) =
+            crate::devices::chosen_devices(flag, crate::devices::Runs::Cuda, None)?;
+        if devices.iter().all(|d| matches!(d, DeviceSpec::Gpu(_))) {
+            return Ok((devices, notice));
+        }
+        return Ok((
+            vec![DeviceSpec::Cpu],
+            Some("pipeline: no NVIDIA GPU found; ONNX models run on the CPU".to_owned()),
+        ));
+    }
+    let named = if engine == EngineArg::Cuda {
+        format!("--engine cuda (--gpus {flag})")
+    } else {
+        format!("--gpus {flag}")
+    };
+    if !provider {
+        return Err(format!("{named}: {no_provider}; --gpus cpu runs the CPU"));
+    }
+    let (devices, notice) = crate::devices::chosen_devices(flag, crate::devices::Runs::Cuda, None)?;
+    if devices.is_empty() || devices.iter().any(|d| !matches!(d, DeviceSpec::Gpu(_))) {
+        return Err(format!(
+            "{named}: ONNX Runtime's CUDA provider runs NVIDIA GPUs, and none is picked here"
+        ));
+    }
+    Ok((devices, notice))
 }
 
 /// The output read (`--output`, else the graph's first) and its values per

@@ -212,3 +212,54 @@ fn class_names_come_from_labels_or_the_models_config() {
         assert!(err.contains(&want), "{args:?}: {err}");
     }
 }
+
+/// `--model URL`: the model and the config files beside it fetched from an
+/// HTTP server on 127.0.0.1 (through two 5xx answers, retried) into the
+/// model cache, then the same records as the local file; a location with
+/// no model is one line, exit 2.
+#[test]
+fn a_model_at_a_url_runs_as_its_local_copy() {
+    if !runtime_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let server = fixtures::fault_server::start(&folder(), 0).expect("server starts");
+    let base = server.base();
+    let run = |out: &str, model: &str| {
+        crate::common::pipeline(cwd)
+            .env("PIPELINE_MODELS_DIR", cwd.join("models"))
+            .args(["infer", "--quiet", "--gpus", "cpu", "--io-retries", "3"])
+            .arg("--data")
+            .arg(folder().join("images"))
+            .arg("--out")
+            .arg(cwd.join(out))
+            .args(["--model", model])
+            .output()
+            .expect("pipeline runs")
+    };
+    let local = run("local.jsonl", &onnx("hf_vit"));
+    assert_eq!(local.status.code(), Some(0), "{}", stderr(&local));
+    let url = format!("{base}/flaky/2/hf_vit/model.onnx");
+    let remote = run("remote.jsonl", &url);
+    assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+    // Its labels and preprocessing came with it: the same bytes.
+    assert_eq!(
+        std::fs::read(cwd.join("remote.jsonl")).ok(),
+        std::fs::read(cwd.join("local.jsonl")).ok()
+    );
+    let cached: Vec<String> = std::fs::read_dir(cwd.join("models"))
+        .expect("the cache")
+        .flat_map(|d| std::fs::read_dir(d.expect("entry").path()).expect("a model's folder"))
+        .map(|f| f.expect("file").file_name().to_string_lossy().into_owned())
+        .collect();
+    for file in ["model.onnx", "config.json", "preprocessor_config.json"] {
+        assert!(cached.iter().any(|c| c == file), "{file} in {cached:?}");
+    }
+    let missing = format!("{base}/ok/nowhere/model.onnx");
+    let refused = run("missing.jsonl", &missing);
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    assert!(err.contains(&format!("--model {missing}: ")), "{err}");
+}

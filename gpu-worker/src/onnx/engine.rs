@@ -54,6 +54,8 @@ pub struct OnnxOptions {
     pub channels: Channels,
     /// Embeddings scaled to unit length.
     pub normalize: bool,
+    /// On ONNX Runtime's CUDA provider (the first visible GPU).
+    pub cuda: bool,
 }
 
 /// A model in an ONNX Runtime session on the CPU.
@@ -69,6 +71,7 @@ pub struct OnnxEngine {
     threads: usize,
     channels: Channels,
     normalize: bool,
+    cuda: bool,
 }
 
 /// A pass that is not a device's out-of-memory: ONNX Runtime's message.
@@ -80,7 +83,7 @@ fn failed(what: &str, rows: usize) -> impl FnOnce(ort::Error) -> EngineError + '
             "ONNX Runtime {what}: {}",
             said.split_whitespace().collect::<Vec<_>>().join(" ")
         );
-        if message.contains("Failed to allocate memory") || message.contains("bad_alloc") {
+        if is_out_of_memory(&message) {
             EngineError::OutOfMemory {
                 batch: rows,
                 message,
@@ -91,12 +94,29 @@ fn failed(what: &str, rows: usize) -> impl FnOnce(ort::Error) -> EngineError + '
     }
 }
 
+/// Whether ONNX Runtime's message is a device's out-of-memory (the CPU's
+/// allocator, or the CUDA provider's arena and allocations), which the
+/// worker answers by halving the batch.
+fn is_out_of_memory(message: &str) -> bool {
+    [
+        "Failed to allocate memory",
+        "bad_alloc",
+        "out of memory",
+        "CUDNN_STATUS_ALLOC_FAILED",
+        "CUBLAS_STATUS_ALLOC_FAILED",
+        "Available memory of",
+    ]
+    .iter()
+    .any(|m| message.contains(m))
+}
+
 impl OnnxEngine {
-    /// The model of `options` in a session on the CPU; or why not, in one
+    /// The model of `options` in a session on the CPU (or ONNX Runtime's
+    /// CUDA provider, `options.cuda`); or why not, in one
     /// line: a file ONNX Runtime does not load, an input the tool cannot
     /// feed, an output that is not there or not floats.
     pub fn open(options: &OnnxOptions) -> Result<Self, String> {
-        let session = graph::session(&options.path, options.threads)?;
+        let session = graph::session_on(&options.path, options.threads, options.cuda)?;
         let graph = graph::graph_of(&session, &options.path)?;
         let listed = || {
             graph
@@ -150,12 +170,15 @@ impl OnnxEngine {
             threads: options.threads.max(1),
             channels: options.channels,
             normalize: options.normalize,
+            cuda: options.cuda,
         })
     }
 
     /// The worker's model (`--model FILE.onnx`, as the coordinator
-    /// resolved it) on the CPU with every core, as the CPU engine runs (the
-    /// decoders beside it at background priority; one worker on the CPU).
+    /// resolved it): on the CPU with every core, as the CPU engine runs
+    /// (the decoders beside it at background priority; one worker on the
+    /// CPU); on a GPU through ONNX Runtime's CUDA provider, with two CPU
+    /// threads for what it leaves on the host.
     pub(crate) fn for_worker(config: &WorkerConfig) -> Result<Self, OpenError> {
         let ModelRef::Onnx(model) = &config.model else {
             return Err(OpenError::Model(format!(
@@ -163,22 +186,30 @@ impl OnnxEngine {
                 config.model
             )));
         };
-        if config.device != DeviceSpec::Cpu {
-            return Err(OpenError::Model(format!(
-                "ONNX models run on the CPU (ONNX Runtime's CPU provider), not {}: its CUDA \
-                 provider is not built yet",
-                config.device
-            )));
-        }
+        let (cuda, threads) = match config.device {
+            DeviceSpec::Cpu => (
+                false,
+                std::thread::available_parallelism().map_or(1, |n| n.get()),
+            ),
+            DeviceSpec::Gpu(_) => (true, 2),
+            DeviceSpec::Software => {
+                return Err(OpenError::Model(
+                    "ONNX models run on the CPU or on NVIDIA GPUs (ONNX Runtime's CUDA \
+                     provider), not on Mesa's lavapipe"
+                        .to_owned(),
+                ));
+            }
+        };
         let options = OnnxOptions {
             path: model.onnx.clone(),
             output: Some(model.output.clone()),
             raw: model.raw.clone(),
             task: config.task,
             scores: model.scores,
-            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads,
             channels: model.channels,
             normalize: model.normalize,
+            cuda,
         };
         Self::open(&options).map_err(OpenError::Model)
     }
@@ -499,11 +530,15 @@ impl PendingPass for Done {
 
 impl Engine for OnnxEngine {
     fn device_name(&self) -> String {
-        format!("ONNX Runtime CPU ({} threads)", self.threads)
+        if self.cuda {
+            "ONNX Runtime CUDA".to_owned()
+        } else {
+            format!("ONNX Runtime CPU ({} threads)", self.threads)
+        }
     }
 
     fn default_batch(&self, _: &ModelRef) -> usize {
-        self.input.batch.unwrap_or(16)
+        self.input.batch.unwrap_or(if self.cuda { 64 } else { 16 })
     }
 
     fn infer_timed(
@@ -528,6 +563,27 @@ impl Engine for OnnxEngine {
 #[cfg(test)]
 mod tests {
     use super::{Scores, scores, unit_length};
+
+    /// ONNX Runtime's out-of-memory messages, on the CPU and the CUDA
+    /// provider, halve the batch; other failures do not.
+    #[test]
+    fn out_of_memory_messages_are_recognised() {
+        for oom in [
+            "Failed to allocate memory for requested buffer of size 123",
+            "std::bad_alloc",
+            "CUDA failure 2: out of memory ; GPU=0",
+            "BFCArena: Available memory of 0 is smaller than requested bytes of 4096",
+            "CUDNN failure 4: CUDNN_STATUS_ALLOC_FAILED",
+        ] {
+            assert!(super::is_out_of_memory(oom), "{oom}");
+        }
+        for other in [
+            "Invalid input name: x",
+            "Non-zero status code returned while running Conv",
+        ] {
+            assert!(!super::is_out_of_memory(other), "{other}");
+        }
+    }
 
     #[test]
     fn unit_length_rows() {

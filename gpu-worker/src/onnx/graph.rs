@@ -116,20 +116,45 @@ pub fn describe(path: &Path) -> Result<Graph, String> {
 /// An ONNX Runtime session of the model at `path` on the CPU, with
 /// `threads` intra-op threads; or why not, in one line.
 pub fn session(path: &Path, threads: usize) -> Result<Session, String> {
+    session_on(path, threads, false)
+}
+
+/// [`session`] on ONNX Runtime's CUDA execution provider (the process's
+/// first visible GPU: workers get theirs as `CUDA_VISIBLE_DEVICES`) when
+/// `cuda`; a provider that cannot start is the error, never a silent CPU.
+pub fn session_on(path: &Path, threads: usize, cuda: bool) -> Result<Session, String> {
     let env = environment()?;
-    Session::builder(env)
+    let one_line = |e: &dyn fmt::Display| {
+        e.to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut builder = Session::builder(env)
         .map_err(|e| format!("ONNX Runtime: {e}"))?
         .with_intra_threads(threads.max(1))
-        .map_err(|e| format!("ONNX Runtime: {e}"))?
-        .commit_from_file(path)
-        .map_err(|e| {
-            let why = e.to_string();
+        .map_err(|e| format!("ONNX Runtime: {e}"))?;
+    if cuda {
+        let provider = ort::ep::CUDA::default()
+            .with_device_id(0)
+            .build()
+            .error_on_failure();
+        builder = builder.with_execution_providers([provider]).map_err(|e| {
             format!(
-                "{}: not a model ONNX Runtime loads ({})",
-                path.display(),
-                why.split_whitespace().collect::<Vec<_>>().join(" ")
+                "ONNX Runtime's CUDA provider does not start here ({}); onnxruntime-gpu needs \
+                 the CUDA and cuDNN libraries of its build (pip install onnxruntime-gpu[cuda,cudnn])",
+                one_line(&e)
             )
-        })
+        })?;
+    }
+    builder.commit_from_file(path).map_err(|e| {
+        let why = e.to_string();
+        format!(
+            "{}: not a model ONNX Runtime loads ({})",
+            path.display(),
+            why.split_whitespace().collect::<Vec<_>>().join(" ")
+        )
+    })
 }
 
 /// What `session` (of the model at `path`) takes and gives, as the tool

@@ -1,0 +1,101 @@
+//! `--model URL.onnx` (#41 item 1): a model at any location the loader
+//! reads (`s3://`, `http://`, `https://`), fetched by the coordinator
+//! before any worker starts into the model cache (`$PIPELINE_MODELS_DIR`,
+//! else `~/.cache/pipeline/models`), one folder per URL, with the config
+//! files its upstream keeps beside it (`preprocessor_config.json`,
+//! `config.json`); then run as a local file.
+//!
+//! Decisions where the issue is silent: each download goes to a temporary
+//! file renamed into place, so runs that share a cache never read half a
+//! file; the model is fetched on every run (its fingerprint, taken from
+//! what came, is the run's identity, so a changed object is a changed
+//! model and resume refuses it); retries and timeouts are `--io-retries`
+//! and `--io-timeout`'s, as for images; a config file that is not there
+//! (404) is no config, any other failure is the run's error; a URL with a
+//! query (a presigned one) fetches no config files, since a sibling's
+//! signature would differ.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use pipeline_core::{Fnv64, ItemErrorKind, RemoteSpec};
+
+/// Whether `--model` names a remote location.
+pub(super) fn is_remote(model: &str) -> bool {
+    ["s3://", "http://", "https://"]
+        .iter()
+        .any(|scheme| model.starts_with(scheme))
+}
+
+/// `$PIPELINE_MODELS_DIR`, else the user's cache folder's `models`.
+fn models_dir() -> Result<PathBuf, String> {
+    match std::env::var_os("PIPELINE_MODELS_DIR").filter(|v| !v.is_empty()) {
+        Some(dir) => Ok(dir.into()),
+        None => pipeline_core::cache_dir()
+            .map(|c| c.join("models"))
+            .ok_or_else(|| "no cache folder for remote models: set PIPELINE_MODELS_DIR".to_owned()),
+    }
+}
+
+/// The model at `url` and the config files beside it, fetched into the
+/// cache: the model's local path; or why not, in one line.
+pub(super) fn fetch(url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
+    let (location, query) = url.split_once('?').unwrap_or((url, ""));
+    let name = location
+        .rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| format!("--model {url}: the URL names no file"))?;
+    let mut hash = Fnv64::default();
+    hash.write(url.as_bytes());
+    let dir = models_dir()?.join(format!("{:016x}", hash.finish()));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let remote = loader::remote::Remote::new(spec).map_err(|e| format!("--model {e}"))?;
+    // The loader's messages start with the URL, or say it.
+    let failed = |url: &str, e: pipeline_core::ItemError| {
+        if e.message.starts_with(url) {
+            format!("--model {}", e.message)
+        } else {
+            format!("--model {url}: {}", e.message)
+        }
+    };
+    let model = remote.get(url, None).map_err(|e| failed(url, e))?;
+    let path = dir.join(name);
+    write_atomically(&path, &model)?;
+    let folder = &location[..location.len() - name.len()];
+    for config in ["preprocessor_config.json", "config.json"] {
+        let local = dir.join(config);
+        if !query.is_empty() {
+            remove_stale(&local)?;
+            continue;
+        }
+        match remote.get(&format!("{folder}{config}"), None) {
+            Ok(bytes) => write_atomically(&local, &bytes)?,
+            Err(e) if e.kind == ItemErrorKind::NotFound => remove_stale(&local)?,
+            Err(e) => return Err(failed(&format!("{folder}{config}"), e)),
+        }
+    }
+    Ok(path)
+}
+
+/// `bytes` into `path` through a temporary file in the same folder, so a
+/// reader sees the old file or the new one, never part of either.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let shown = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(shown)?;
+    file.write_all(bytes).map_err(shown)?;
+    file.as_file().sync_all().map_err(shown)?;
+    file.persist(path).map_err(|e| shown(e.error))?;
+    Ok(())
+}
+
+/// A config file an earlier fetch left, which the location no longer has.
+fn remove_stale(path: &Path) -> Result<(), String> {
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(format!("{}: {e}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}

@@ -249,7 +249,13 @@ fn parquet_results(batch: &RecordBatch, task: Task) -> io::Result<Vec<RowResult>
                     ),
                 }
             }
-            Task::Raw => return Err(bad("--task raw has no Parquet form")),
+            Task::Raw => Prediction::Outputs(crate::output::raw_arrays(
+                batch
+                    .column_by_name("outputs")
+                    .ok_or_else(|| bad("no `outputs` column"))?
+                    .as_list::<i32>(),
+                r,
+            )?),
             Task::Classify { .. } => {
                 let list = batch
                     .column_by_name("top_k")

@@ -7,6 +7,9 @@
 //! whatever the chunks and workers; the outputs picked by `--output A,B`;
 //! one line, exit 2, for what raw cannot do.
 
+use arrow_array::cast::AsArray;
+use arrow_array::types::{Float32Type, Int64Type, UInt32Type};
+use arrow_array::{Array, RecordBatch};
 use pipeline_core::PreprocessSpec;
 use serde_json::Value;
 
@@ -83,6 +86,18 @@ fn raw_outputs_are_each_images_named_slices() {
     let run = infer(cwd, &data.root, &other, &more);
     assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
     assert_eq!(std::fs::read(&out).ok(), std::fs::read(&other).ok());
+    // Parquet: the same arrays in the `outputs` column, failed rows null.
+    let table = cwd.join("raw.parquet");
+    let run = infer(cwd, &data.root, &table, &args);
+    assert_eq!(run.status.code(), Some(1), "{}", stderr(&run));
+    let rows = parquet_outputs(&table);
+    assert_eq!(rows.len(), records.len());
+    for (record, row) in records.iter().zip(&rows) {
+        match record.get("outputs") {
+            Some(outputs) => assert_eq!(Some(as_f32(outputs)), row.clone(), "{record}"),
+            None => assert_eq!(row, &None, "{record}"),
+        }
+    }
     // Picked by name, in the order given.
     let picked = cwd.join("picked.jsonl");
     let run = infer(
@@ -111,8 +126,8 @@ fn raw_outputs_are_each_images_named_slices() {
             "output input_shape [4] Int64 cannot be read per image: no batch axis",
         ),
         (
-            &["--format", "parquet"],
-            "--task raw writes JSONL (each output's name, shape, dtype and values)",
+            &["--format", "csv"],
+            "--task raw writes JSONL or Parquet (each output's name, shape, dtype and values)",
         ),
         (
             &["--labels", "labels.txt"],
@@ -142,4 +157,69 @@ fn raw_outputs_are_each_images_named_slices() {
     );
     assert_eq!(builtin.status.code(), Some(2));
     assert!(stderr(&builtin).contains("--task raw reads an ONNX model's outputs"));
+}
+
+/// Each row's `outputs` of a raw Parquet output, as the JSONL writes them
+/// (`None` where the row failed).
+fn parquet_outputs(path: &std::path::Path) -> Vec<Option<Value>> {
+    let file = std::fs::File::open(path).expect("the parquet output");
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .expect("parquet")
+        .build()
+        .expect("a reader");
+    let mut rows = Vec::new();
+    for batch in reader {
+        let batch: RecordBatch = batch.expect("a batch");
+        let list = batch
+            .column_by_name("outputs")
+            .expect("an outputs column")
+            .as_list::<i32>();
+        for r in 0..list.len() {
+            if list.is_null(r) {
+                rows.push(None);
+                continue;
+            }
+            let entries = list.value(r);
+            let s = entries.as_struct();
+            let arrays: Vec<Value> = (0..s.len())
+                .map(|k| {
+                    let dtype = s.column(2).as_string::<i32>().value(k);
+                    let values: Value = if dtype == "f32" {
+                        let v = s.column(3).as_list::<i32>().value(k);
+                        serde_json::json!(v.as_primitive::<Float32Type>().values().to_vec())
+                    } else {
+                        let v = s.column(4).as_list::<i32>().value(k);
+                        serde_json::json!(v.as_primitive::<Int64Type>().values().to_vec())
+                    };
+                    let shape = s.column(1).as_list::<i32>().value(k);
+                    serde_json::json!({
+                        "name": s.column(0).as_string::<i32>().value(k),
+                        "shape": shape.as_primitive::<UInt32Type>().values().to_vec(),
+                        "dtype": dtype,
+                        "values": values,
+                    })
+                })
+                .collect();
+            rows.push(Some(Value::Array(arrays)));
+        }
+    }
+    rows
+}
+
+/// `outputs` as read from JSONL with each f32 value at its f32 (JSON's
+/// text is the f32's shortest form; read as f64 it is another number).
+fn as_f32(outputs: &Value) -> Value {
+    let mut outputs = outputs.clone();
+    for array in outputs.as_array_mut().expect("a list") {
+        if array["dtype"] == "f32" {
+            let values: Vec<f32> = array["values"]
+                .as_array()
+                .expect("values")
+                .iter()
+                .map(|v| v.as_f64().expect("a number") as f32)
+                .collect();
+            array["values"] = serde_json::json!(values);
+        }
+    }
+    outputs
 }

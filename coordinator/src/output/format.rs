@@ -97,10 +97,10 @@ impl OutputLayout {
                     .to_owned(),
             );
         }
-        if task == Task::Raw && format != OutputFormat::Jsonl {
+        if task == Task::Raw && !matches!(format, OutputFormat::Jsonl | OutputFormat::Parquet) {
             return Err(
-                "--task raw writes JSONL (each output's name, shape, dtype and values); its \
-                 Parquet, CSV and npy forms are not built yet"
+                "--task raw writes JSONL or Parquet (each output's name, shape, dtype and \
+                 values); its CSV and npy forms are not built"
                     .to_owned(),
             );
         }

@@ -22,7 +22,8 @@ const PARQUET_ROWS_PER_GROUP: usize = 8192;
 
 /// Columns `index, path`, the kept columns (text), `top_k:
 /// list<struct<class, label, prob>>` (or `embedding:
-/// fixed_size_list<float32|float16>`), `error_kind, error_message`; the
+/// fixed_size_list<float32|float16>`, or raw's `outputs`,
+/// `raw_column.rs`), `error_kind, error_message`; the
 /// result column is null for failed items and the error columns null
 /// otherwise. Without the result column: npy's metadata.
 pub(crate) struct ParquetSink<W: Write + Send> {
@@ -83,7 +84,7 @@ impl<W: Write + Send> ParquetSink<W> {
                 ),
                 true,
             ),
-            Task::Raw => return Err(io::Error::other("--task raw has no Parquet form yet")),
+            Task::Raw => super::raw_column::raw_field(),
         };
         let mut fields = vec![
             Field::new("index", DataType::UInt64, false),
@@ -147,7 +148,7 @@ impl<W: Write + Send> ParquetSink<W> {
         let result = match self.task {
             Task::Classify { .. } => top_k_column(&rows, &self.labels),
             Task::Embed => embedding_column(&rows, self.dim, self.dtype)?,
-            Task::Raw => return Err(io::Error::other("--task raw has no Parquet form yet")),
+            Task::Raw => super::raw_column::raw_column(&rows)?,
         };
         let error_kind: StringArray = rows
             .iter()

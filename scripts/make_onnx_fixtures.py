@@ -88,20 +88,24 @@ def main(out: pathlib.Path) -> None:
         [helper.make_node("Flatten", ["x"], ["y"])])
     # A detector's shape of outputs for --task raw: per image two "boxes"
     # (the channel means twice, [2, 3] f32), the brightest channel (a
-    # scalar i64), which channel means are positive ([3] bool), and one
-    # output with no batch axis (the input's shape, [4] i64).
+    # scalar i64), which channel means are positive ([3] bool); and two
+    # outputs with no batch axis: the input's shape ([4] i64), and every
+    # mean of the batch in a column whose dynamic first axis is named
+    # `num_dets`, not the input's `n` (as a detector's NMS output is).
     shape = numpy_helper.from_array(np.array([-1, 2, 3], dtype=np.int64), "shape")
+    column = numpy_helper.from_array(np.array([-1, 1], dtype=np.int64), "column")
     models["detector_like"] = model(
         "detector", [t("x", F32, ["n", 3, 8, 8])],
         [t("boxes", F32, ["n", 2, 3]), t("classes", I64, ["n"]), t("positive", TensorProto.BOOL, ["n", 3]),
-         t("input_shape", I64, [4])],
+         t("input_shape", I64, [4]), t("detections", F32, ["num_dets", 1])],
         pooled("x", "means") + [
             helper.make_node("Concat", ["means", "means"], ["pair"], axis=1),
             helper.make_node("Reshape", ["pair", "shape"], ["boxes"]),
             helper.make_node("ArgMax", ["means"], ["classes"], axis=1, keepdims=0),
             helper.make_node("Greater", ["means", "zero"], ["positive"]),
-            helper.make_node("Shape", ["x"], ["input_shape"])],
-        [shape, numpy_helper.from_array(np.zeros(1, dtype=np.float32), "zero")])
+            helper.make_node("Shape", ["x"], ["input_shape"]),
+            helper.make_node("Reshape", ["means", "column"], ["detections"])],
+        [shape, column, numpy_helper.from_array(np.zeros(1, dtype=np.float32), "zero")])
     for name, m in models.items():
         onnx.save(m, out / f"{name}.onnx")
     whole = (out / "nchw_f32_dynamic_batch.onnx").read_bytes()

@@ -414,6 +414,19 @@ fn raw_outputs_are_each_images_slice_of_every_output() {
         e.contains("input_shape [4] Int64 cannot be read per image: no batch axis"),
         "{e}"
     );
+    // A dynamic first axis named otherwise than the input's batch (an NMS
+    // output's `num_dets`): left out of every output above, refused here.
+    let e = OnnxEngine::open(&raw(&["detections"]))
+        .err()
+        .expect("refused");
+    assert!(
+        e.contains("detections [?, 1] Float32 cannot be read per image: its first axis is not the input's batch"),
+        "{e}"
+    );
+    let e = OnnxEngine::open(&raw(&["boxes", "boxes"]))
+        .err()
+        .expect("refused");
+    assert!(e.contains("output boxes is named twice"), "{e}");
     let e = OnnxEngine::open(&raw(&["scores"])).err().expect("refused");
     assert!(
         e.contains("no output named scores; its outputs: boxes"),

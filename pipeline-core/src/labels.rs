@@ -95,7 +95,7 @@ impl ClassLabels {
 pub fn labels_from_config(text: &str) -> Result<Option<Vec<String>>, String> {
     let config: serde_json::Value =
         serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    if let Some(names) = config.get("label_names") {
+    if let Some(names) = config.get("label_names").filter(|n| !n.is_null()) {
         let names = names
             .as_array()
             .ok_or("label_names is not a list")?
@@ -105,7 +105,7 @@ pub fn labels_from_config(text: &str) -> Result<Option<Vec<String>>, String> {
             .ok_or("label_names holds a value that is not a string")?;
         return Ok(Some(names));
     }
-    let Some(map) = config.get("id2label") else {
+    let Some(map) = config.get("id2label").filter(|m| !m.is_null()) else {
         return Ok(None);
     };
     let map = map.as_object().ok_or("id2label is not an object")?;
@@ -150,6 +150,7 @@ mod tests {
             Ok(Some(vec!["a".into(), "b".into()]))
         );
         assert_eq!(read(r#"{"model_type": "vit"}"#), Ok(None));
+        assert_eq!(read(r#"{"id2label": null, "label_names": null}"#), Ok(None));
         let gap = refused(r#"{"id2label": {"0": "cat", "2": "car"}}"#);
         assert!(gap.contains("past its 2 classes"), "{gap}");
         let key = refused(r#"{"id2label": {"zero": "cat"}}"#);

@@ -263,10 +263,56 @@ pub struct OutputArray {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "dtype", content = "values", rename_all = "snake_case")]
 pub enum ArrayValues {
-    /// Floats.
-    F32(Vec<f32>),
+    /// Floats (in JSON, NaN and the infinities as the strings `"NaN"`,
+    /// `"Infinity"` and `"-Infinity"`, which JSON's numbers cannot hold).
+    F32(#[serde(with = "finite_or_text")] Vec<f32>),
     /// Integers.
     I64(Vec<i64>),
+}
+
+/// f32 values in JSON: numbers, and the non-finite ones as text (a
+/// detector's masked `-inf` must read back as itself, not as `null`).
+mod finite_or_text {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize)]
+    #[serde(untagged)]
+    enum Value<'a> {
+        Number(f32),
+        Text(&'a str),
+    }
+
+    pub(super) fn serialize<S: Serializer>(values: &[f32], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(values.iter().map(|&v| match v {
+            v if v.is_finite() => Value::Number(v),
+            v if v.is_nan() => Value::Text("NaN"),
+            v if v > 0.0 => Value::Text("Infinity"),
+            _ => Value::Text("-Infinity"),
+        }))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f32>, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Owned {
+            Number(f32),
+            Text(String),
+        }
+        Vec::<Owned>::deserialize(d)?
+            .into_iter()
+            .map(|v| match v {
+                Owned::Number(x) => Ok(x),
+                Owned::Text(t) => match t.as_str() {
+                    "NaN" => Ok(f32::NAN),
+                    "Infinity" => Ok(f32::INFINITY),
+                    "-Infinity" => Ok(f32::NEG_INFINITY),
+                    other => Err(serde::de::Error::custom(format!(
+                        "{other:?} is not a number"
+                    ))),
+                },
+            })
+            .collect()
+    }
 }
 
 impl ArrayValues {

@@ -39,7 +39,7 @@ use crate::source::{Location, RemoteSpec};
 use crate::span_times::SpanTimes;
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -395,7 +395,8 @@ impl<'a> Reader<'a> {
         // Each array takes at least 13 bytes (an empty name, no dims, no
         // values, its type).
         let m = self.len(13)?;
-        let mut arrays = Vec::with_capacity(m);
+        // Capacity by what the frame can hold, not by a count it claims.
+        let mut arrays = Vec::with_capacity(m.min(64));
         for _ in 0..m {
             let name = self.json()?;
             let rank = self.len(4)?;
@@ -425,6 +426,14 @@ impl<'a> Reader<'a> {
                         .collect::<io::Result<_>>()?,
                 )
             };
+            let product = shape
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d as usize));
+            if product != Some(count) {
+                return Err(invalid(format!(
+                    "an array of shape {shape:?} holds {count} values"
+                )));
+            }
             arrays.push(OutputArray {
                 name,
                 shape,

@@ -41,17 +41,7 @@ pub(super) fn is_onnx(model: &str) -> bool {
 /// The run of `args` with the ONNX model it names.
 pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String> {
     let name = &args.model;
-    let path = if super::remote_model::is_remote(name) {
-        super::remote_model::fetch(name, super::remote_spec(args)?)?
-    } else {
-        PathBuf::from(name)
-    };
-    if !path.is_file() {
-        return Err(format!("--model {name}: no such file"));
-    }
-    // Absolute, links kept: a Hugging Face cache's snapshot links to a blob
-    // whose folder holds neither the config nor external weights.
-    let path = std::path::absolute(&path).map_err(|e| format!("--model {name}: {e}"))?;
+    // What is refused costs nothing: before any download.
     for (given, flag) in [
         (args.weights.is_some(), "--weights"),
         (args.classes.is_some(), "--classes"),
@@ -66,7 +56,19 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             ));
         }
     }
-    let (devices, device_notice) = devices(args.engine, &args.gpus)?;
+    let remote = super::remote_spec(args)?;
+    let path = if super::remote_model::is_remote(name) {
+        super::remote_model::fetch(name, remote)?
+    } else {
+        PathBuf::from(name)
+    };
+    if !path.is_file() {
+        return Err(format!("--model {name}: no such file"));
+    }
+    // Absolute, links kept: a Hugging Face cache's snapshot links to a blob
+    // whose folder holds neither the config nor external weights.
+    let path = std::path::absolute(&path).map_err(|e| format!("--model {name}: {e}"))?;
+    let (devices, device_notice) = devices(args.engine, &args.gpus, &path)?;
     let graph = gpu_worker::onnx::graph::describe(&path).map_err(|e| format!("--model: {e}"))?;
     // --task raw reads a list of outputs (--output A,B, else all), the
     // other tasks one float output.
@@ -80,7 +82,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             .filter(|o| !o.is_empty())
             .collect();
         let (raw, left_out) =
-            gpu_worker::onnx::engine::raw_outputs(&graph.outputs, graph.input.batch, &wanted)
+            gpu_worker::onnx::engine::raw_outputs(&graph.outputs, &graph.input, &wanted)
                 .map_err(|e| format!("--model {name}: {e}"))?;
         if !left_out.is_empty() {
             raw_notice = Some(format!(
@@ -98,9 +100,12 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
         (output, width, Vec::new())
     };
     let (preprocess, preprocess_notice) = preprocessing(&graph, &path, args, flags)?;
-    let labels = labels(&path, flags.labels.as_deref(), args.task, &output, width)?;
+    // --normalize asks for embeddings: the model's names do not make it a
+    // classifier then.
+    let asked = args.task.or(flags.normalize.then_some(TaskArg::Embed));
+    let labels = labels(&path, flags.labels.as_deref(), asked, &output, width)?;
     // A model that names its classes is a classifier unless told otherwise.
-    let task = match (args.task, labels.is_empty()) {
+    let task = match (asked, labels.is_empty()) {
         (Some(TaskArg::Raw), _) => Task::Raw,
         (Some(TaskArg::Classify), _) | (None, false) => Task::Classify {
             top_k: args.top_k as usize,
@@ -171,7 +176,11 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
 /// where the loaded runtime has one (`onnxruntime-gpu`); `all` takes the
 /// GPUs then, else the CPU and says why; a GPU named without the provider,
 /// or another engine, is one line.
-fn devices(engine: EngineArg, gpus: &str) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
+fn devices(
+    engine: EngineArg,
+    gpus: &str,
+    model: &Path,
+) -> Result<(Vec<DeviceSpec>, Option<String>), String> {
     let flag = gpus.trim();
     let lower = flag.to_ascii_lowercase();
     let cpu = matches!(lower.as_str(), "cpu" | "none");
@@ -191,8 +200,13 @@ fn devices(engine: EngineArg, gpus: &str) -> Result<(Vec<DeviceSpec>, Option<Str
             );
         }
     }
-    if cpu && engine == EngineArg::Auto {
-        return Ok((vec![DeviceSpec::Cpu], None));
+    if cpu {
+        return match engine {
+            EngineArg::Cuda => Err(format!(
+                "--engine cuda runs NVIDIA GPUs; --gpus {flag} names the CPU (leave --gpus out)"
+            )),
+            _ => Ok((vec![DeviceSpec::Cpu], None)),
+        };
     }
     let provider = gpu_worker::onnx::runtime::onnx_runtime()
         .as_ref()
@@ -210,13 +224,27 @@ fn devices(engine: EngineArg, gpus: &str) -> Result<(Vec<DeviceSpec>, Option<Str
         }
         let (devices, notice) =
             crate::devices::chosen_devices(flag, crate::devices::Runs::Cuda, None)?;
-        if devices.iter().all(|d| matches!(d, DeviceSpec::Gpu(_))) {
-            return Ok((devices, notice));
+        if !devices.iter().all(|d| matches!(d, DeviceSpec::Gpu(_))) {
+            let why = notice
+                .as_deref()
+                .and_then(|n| n.strip_prefix("pipeline: "))
+                .map(|n| n.split("; running on the CPU").next().unwrap_or(n))
+                .unwrap_or("no NVIDIA GPU found");
+            return Ok((
+                vec![DeviceSpec::Cpu],
+                Some(format!("pipeline: {why}; ONNX models run on the CPU")),
+            ));
         }
-        return Ok((
-            vec![DeviceSpec::Cpu],
-            Some("pipeline: no NVIDIA GPU found; ONNX models run on the CPU".to_owned()),
-        ));
+        // The provider listed is not the provider started: onnxruntime-gpu
+        // lists it without the CUDA and cuDNN of its build. `all` tries it
+        // once here (on the first GPU) and runs the CPU if it cannot.
+        if let Err(why) = gpu_worker::onnx::graph::session_on(model, 1, true) {
+            return Ok((
+                vec![DeviceSpec::Cpu],
+                Some(format!("pipeline: {why}; ONNX models run on the CPU")),
+            ));
+        }
+        return Ok((devices, notice));
     }
     let named = if engine == EngineArg::Cuda {
         format!("--engine cuda (--gpus {flag})")
@@ -330,8 +358,14 @@ fn labels(
     };
     match width {
         Some(w) if w != labels.len() => Err(format!(
-            "{source}: {} class names for output {output}'s {w} values",
-            labels.len()
+            "{source}: {} class names for output {output}'s {w} values{}",
+            labels.len(),
+            // Names a config file gave, on a model that may not classify.
+            if file.is_none() {
+                " (--task embed reads the output as it is)"
+            } else {
+                ""
+            }
         )),
         _ => Ok(labels),
     }

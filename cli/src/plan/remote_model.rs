@@ -6,14 +6,16 @@
 //! `config.json`); then run as a local file.
 //!
 //! Decisions where the issue is silent: each download goes to a temporary
-//! file renamed into place, so runs that share a cache never read half a
-//! file; the model is fetched on every run (its fingerprint, taken from
-//! what came, is the run's identity, so a changed object is a changed
-//! model and resume refuses it); retries and timeouts are `--io-retries`
-//! and `--io-timeout`'s, as for images; a config file that is not there
-//! (404) is no config, any other failure is the run's error; a URL with a
-//! query (a presigned one) fetches no config files, since a sibling's
-//! signature would differ.
+//! file renamed into place, in a folder per location and per content, so
+//! runs that share a cache never read half a file nor another run's
+//! newer copy; the model is fetched on every run (its fingerprint, taken
+//! from what came, is the run's identity, so a changed object is a changed
+//! model and resume refuses it); retries are `--io-retries`', the timeout
+//! `--io-timeout` but ten minutes at least (one large object); a config
+//! file that is not there (404, or S3's 403 to a caller that may not list)
+//! is no config, any other failure is the run's error; a URL with a query
+//! (a presigned one) fetches no config files, since a sibling's signature
+//! would differ.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -46,10 +48,11 @@ pub(super) fn fetch(url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
         .next()
         .filter(|n| !n.is_empty())
         .ok_or_else(|| format!("--model {url}: the URL names no file"))?;
-    let mut hash = Fnv64::default();
-    hash.write(url.as_bytes());
-    let dir = models_dir()?.join(format!("{:016x}", hash.finish()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    // A model is one large object: its read gets ten minutes at least.
+    let spec = RemoteSpec {
+        timeout_s: spec.timeout_s.max(600.0),
+        ..spec
+    };
     let remote = loader::remote::Remote::new(spec).map_err(|e| format!("--model {e}"))?;
     // The loader's messages start with the URL, or say it.
     let failed = |url: &str, e: pipeline_core::ItemError| {
@@ -60,6 +63,18 @@ pub(super) fn fetch(url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
         }
     };
     let model = remote.get(url, None).map_err(|e| failed(url, e))?;
+    // One folder per location (a presigned URL's query left out) and per
+    // content: a run's workers open the very bytes its identity holds,
+    // whatever another run fetches meanwhile.
+    let fingerprint = |bytes: &[u8]| {
+        let mut hash = Fnv64::default();
+        hash.write(bytes);
+        format!("{:016x}", hash.finish())
+    };
+    let dir = models_dir()?
+        .join(fingerprint(location.as_bytes()))
+        .join(fingerprint(&model));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let path = dir.join(name);
     write_atomically(&path, &model)?;
     let folder = &location[..location.len() - name.len()];
@@ -71,7 +86,10 @@ pub(super) fn fetch(url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
         }
         match remote.get(&format!("{folder}{config}"), None) {
             Ok(bytes) => write_atomically(&local, &bytes)?,
-            Err(e) if e.kind == ItemErrorKind::NotFound => remove_stale(&local)?,
+            // S3 answers a missing key 403 to a caller that may not list.
+            Err(e) if matches!(e.kind, ItemErrorKind::NotFound | ItemErrorKind::Permission) => {
+                remove_stale(&local)?;
+            }
             Err(e) => return Err(failed(&format!("{folder}{config}"), e)),
         }
     }

@@ -1,7 +1,8 @@
 //! `--task raw` (#41) end to end, on `detector_like.onnx` (outputs known in
 //! closed form from what it was fed: two "boxes" of the channel means, the
 //! brightest channel as an i64 scalar, which means are positive as
-//! booleans, and the input's shape, which has no batch axis): every image
+//! booleans; the input's shape and a `num_dets` column, which have no
+//! batch axis): every image
 //! once in input order, a broken file an error record, each good image's
 //! slices named, typed and shaped as the model gives them, the same bytes
 //! whatever the chunks and workers; the outputs picked by `--output A,B`;

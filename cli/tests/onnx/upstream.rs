@@ -169,6 +169,11 @@ fn class_names_come_from_labels_or_the_models_config() {
     let records = run(cwd, "embedded", &["--model", &hf_vit, "--task", "embed"]);
     let width = records[0]["embedding"].as_array().map(Vec::len);
     assert_eq!(width, Some(3), "--task embed: the logits as a row");
+    // --normalize asks for embeddings: unit rows, though the model has names.
+    let records = run(cwd, "unit", &["--model", &hf_vit, "--normalize"]);
+    let row: Vec<f64> = serde_json::from_value(records[0]["embedding"].clone()).expect("a row");
+    let norm = row.iter().map(|v| v * v).sum::<f64>().sqrt();
+    assert!((norm - 1.0).abs() < 1e-6, "{row:?}");
 
     let two = file("two.txt", "cat\ndog\n");
     let blank = file("blank.txt", "cat\n\ndog\n");
@@ -191,7 +196,7 @@ fn class_names_come_from_labels_or_the_models_config() {
             "--output, --scores, --labels and --normalize go with --model FILE.onnx".into(),
         ),
         (
-            &["--model", &hf_vit, "--normalize"],
+            &["--model", &hf_vit, "--normalize", "--task", "classify"],
             "--normalize goes with --task embed".into(),
         ),
         (
@@ -248,10 +253,23 @@ fn a_model_at_a_url_runs_as_its_local_copy() {
         std::fs::read(cwd.join("remote.jsonl")).ok(),
         std::fs::read(cwd.join("local.jsonl")).ok()
     );
-    let cached: Vec<String> = std::fs::read_dir(cwd.join("models"))
-        .expect("the cache")
-        .flat_map(|d| std::fs::read_dir(d.expect("entry").path()).expect("a model's folder"))
-        .map(|f| f.expect("file").file_name().to_string_lossy().into_owned())
+    // models/<location>/<content>/: the model and its config files.
+    let folders = |dir: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(dir)
+            .expect("a folder")
+            .map(|d| d.expect("entry").path())
+            .collect()
+    };
+    let cached: Vec<String> = folders(&cwd.join("models"))
+        .iter()
+        .flat_map(|location| folders(location))
+        .flat_map(|content| folders(&content))
+        .map(|f| {
+            f.file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     for file in ["model.onnx", "config.json", "preprocessor_config.json"] {
         assert!(cached.iter().any(|c| c == file), "{file} in {cached:?}");

@@ -326,6 +326,30 @@ mod tests {
         );
         let back = decode_jsonl(&line, &[]).expect("decoded");
         assert_eq!(back, rec);
+        // NaN and the infinities as text, which JSON's numbers cannot hold.
+        let odd = Record {
+            result: Ok(Prediction::Outputs(vec![OutputArray {
+                name: "logits".into(),
+                shape: vec![3],
+                values: ArrayValues::F32(vec![f32::NEG_INFINITY, f32::NAN, f32::INFINITY]),
+            }])),
+            ..rec.clone()
+        };
+        let mut line = Vec::new();
+        encode_jsonl(&odd, &ClassLabels::Imagenet, &mut line).expect("encoded");
+        let text = String::from_utf8(line.clone()).expect("utf-8");
+        assert!(
+            text.contains(r#""values":["-Infinity","NaN","Infinity"]"#),
+            "{text}"
+        );
+        let Ok(Prediction::Outputs(read)) = decode_jsonl(&line, &[]).expect("decoded").result
+        else {
+            unreachable!("outputs read back as outputs");
+        };
+        let ArrayValues::F32(v) = &read[0].values else {
+            unreachable!("floats read back as floats");
+        };
+        assert!(v[0] == f32::NEG_INFINITY && v[1].is_nan() && v[2] == f32::INFINITY);
         let Ok(Prediction::Outputs(arrays)) = &back.result else {
             unreachable!("outputs read back as outputs");
         };

@@ -20,6 +20,9 @@ use super::record::{Record, RecordSink, kept_text};
 /// Rows per Parquet row group.
 const PARQUET_ROWS_PER_GROUP: usize = 8192;
 
+/// `--task raw`'s values per row group at most (128 MiB of f32).
+const RAW_VALUES_PER_GROUP: usize = 1 << 25;
+
 /// Columns `index, path`, the kept columns (text), `top_k:
 /// list<struct<class, label, prob>>` (or `embedding:
 /// fixed_size_list<float32|float16>`, or raw's `outputs`,
@@ -36,6 +39,8 @@ pub(crate) struct ParquetSink<W: Write + Send> {
     dim: usize,
     dtype: EmbeddingDtype,
     pending: Vec<Record>,
+    /// Raw output values in `pending`.
+    pending_values: usize,
 }
 
 /// Rows per row group: about 128 MiB of data each (readers fetch and
@@ -129,6 +134,7 @@ impl<W: Write + Send> ParquetSink<W> {
             dim,
             dtype,
             pending: Vec::with_capacity(PARQUET_ROWS_PER_GROUP),
+            pending_values: 0,
         })
     }
 
@@ -143,6 +149,7 @@ impl<W: Write + Send> ParquetSink<W> {
             return Ok(());
         }
         let rows = std::mem::take(&mut self.pending);
+        self.pending_values = 0;
         let index = UInt64Array::from_iter_values(rows.iter().map(|r| r.index));
         let path = StringArray::from_iter_values(rows.iter().map(|r| r.path.as_str()));
         let result = match self.task {
@@ -176,6 +183,11 @@ impl<W: Write + Send> ParquetSink<W> {
         ]);
         let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(io::Error::other)?;
         self.writer.write(&batch).map_err(io::Error::other)?;
+        if self.task == Task::Raw {
+            // Its rows' sizes are unknown up front: each batch its own row
+            // group, so the writer never holds more than one.
+            self.writer.flush().map_err(io::Error::other)?;
+        }
         self.pending = rows;
         self.pending.clear();
         Ok(())
@@ -256,8 +268,15 @@ fn top_k_column(rows: &[Record], labels: &ClassLabels) -> ArrayRef {
 
 impl<W: Write + Send> RecordSink for ParquetSink<W> {
     fn write(&mut self, record: &Record) -> io::Result<()> {
+        if let Ok(Prediction::Outputs(arrays)) = &record.result {
+            self.pending_values += arrays.iter().map(|a| a.values.len()).sum::<usize>();
+        }
         self.pending.push(record.clone());
-        if self.pending.len() >= PARQUET_ROWS_PER_GROUP {
+        // Raw outputs can be megabytes an image: a row group ends by its
+        // values too (far below the i32 offsets' 2^31).
+        if self.pending.len() >= PARQUET_ROWS_PER_GROUP
+            || self.pending_values >= RAW_VALUES_PER_GROUP
+        {
             self.flush_rows()?;
         }
         Ok(())

@@ -10,15 +10,17 @@
 //! padded), so an image's bytes do not depend on the images beside it
 //! (an out-of-memory backoff to a smaller batch may change them, as on the
 //! other engines).
-//! One output is read (named, else the graph's first), one row per image:
+//! One output is read (named, else the graph's first), one row per image
+//! (`--task raw` reads several, `raw.rs`):
 //! the embedding (scaled to unit length with `--normalize`), or for a
 //! classifier the top-k of its softmax, its sigmoids (multi-label) or its
 //! raw values. A BGR model (`--channels bgr`) gets the planes reversed.
 //!
 //! `--model FILE.onnx` opens it in each worker ([`OnnxEngine::for_worker`])
 //! from the model the coordinator resolved (`pipeline_core::OnnxModel`),
-//! on the CPU with every core, as the CPU engine runs. The CUDA execution
-//! provider is not built.
+//! on the CPU with every core, as the CPU engine runs, or on a GPU through
+//! ONNX Runtime's CUDA execution provider (untested on a GPU: the machines
+//! lent carry ONNX Runtime's CPU build).
 
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -58,7 +60,8 @@ pub struct OnnxOptions {
     pub cuda: bool,
 }
 
-/// A model in an ONNX Runtime session on the CPU.
+/// A model in an ONNX Runtime session (the CPU, or a GPU through the CUDA
+/// provider).
 pub struct OnnxEngine {
     /// `Session::run` takes `&mut self`: one pass at a time.
     session: Mutex<Session>,
@@ -142,7 +145,7 @@ impl OnnxEngine {
         };
         // --task raw reads its own list; the others one float output.
         let raw = if options.task == Task::Raw {
-            raw_outputs(&graph.outputs, graph.input.batch, &options.raw)
+            raw_outputs(&graph.outputs, &graph.input, &options.raw)
                 .map_err(|e| format!("{shown}: {e}"))?
                 .0
         } else {
@@ -451,9 +454,10 @@ pub fn scores(row: &[f32], how: Scores) -> Vec<f32> {
 /// such output (the others left out, with why).
 pub fn raw_outputs(
     outputs: &[Output],
-    input_batch: Option<usize>,
+    input: &ImageInput,
     wanted: &[String],
 ) -> Result<(Vec<String>, Vec<String>), String> {
+    let input_batch = input.batch;
     let listed = || {
         outputs
             .iter()
@@ -469,6 +473,16 @@ pub fn raw_outputs(
         match o.shape.first() {
             None => Some("no batch axis"),
             Some(&d) if d >= 0 && usize::try_from(d).ok() != input_batch => Some("no batch axis"),
+            // A dynamic first axis named otherwise than the input's batch
+            // (a detector's `num_dets`) is not the batch.
+            Some(&d)
+                if d < 0
+                    && !o.first_symbol.is_empty()
+                    && !input.batch_symbol.is_empty()
+                    && o.first_symbol != input.batch_symbol =>
+            {
+                Some("its first axis is not the input's batch")
+            }
             _ => None,
         }
     };
@@ -488,8 +502,11 @@ pub fn raw_outputs(
             .collect();
         return Ok((read.iter().map(|o| o.name.clone()).collect(), left));
     }
-    let mut read = Vec::new();
+    let mut read: Vec<String> = Vec::new();
     for w in wanted {
+        if read.contains(w) {
+            return Err(format!("output {w} is named twice"));
+        }
         let o = outputs
             .iter()
             .find(|o| &o.name == w)

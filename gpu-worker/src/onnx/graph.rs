@@ -43,6 +43,9 @@ pub struct ImageInput {
     pub pixels: PixelType,
     /// A fixed batch, or `None` for a dynamic one.
     pub batch: Option<usize>,
+    /// The batch axis's symbolic name where the graph gives one (e.g.
+    /// `batch`), else empty.
+    pub batch_symbol: String,
     /// A fixed (height, width), or `None` where either is dynamic (the
     /// size must then be given).
     pub size: Option<(usize, usize)>,
@@ -57,6 +60,9 @@ pub struct Output {
     pub shape: Vec<i64>,
     /// e.g. `Float32`.
     pub element: String,
+    /// The first axis's symbolic name where the graph gives one, else
+    /// empty.
+    pub first_symbol: String,
 }
 
 /// What the tool feeds and reads of a model.
@@ -169,15 +175,21 @@ pub fn graph_of(session: &Session, path: &Path) -> Result<Graph, String> {
         .outputs()
         .iter()
         .map(|o| match o.dtype() {
-            ValueType::Tensor { ty, shape, .. } => Output {
+            ValueType::Tensor {
+                ty,
+                shape,
+                dimension_symbols,
+            } => Output {
                 name: o.name().to_owned(),
                 shape: shape.to_vec(),
                 element: format!("{ty:?}"),
+                first_symbol: dimension_symbols.first().cloned().unwrap_or_default(),
             },
             other => Output {
                 name: o.name().to_owned(),
                 shape: Vec::new(),
                 element: format!("{other:?}"),
+                first_symbol: String::new(),
             },
         })
         .collect();
@@ -201,7 +213,12 @@ pub fn image_input(inputs: &[(String, ValueType)]) -> Result<ImageInput, String>
             listed()
         ));
     };
-    let ValueType::Tensor { ty, shape, .. } = value else {
+    let ValueType::Tensor {
+        ty,
+        shape,
+        dimension_symbols,
+    } = value
+    else {
         return Err(format!("its input is not a tensor: {}", listed()));
     };
     let what = || describe_value(name, value);
@@ -243,6 +260,7 @@ pub fn image_input(inputs: &[(String, ValueType)]) -> Result<ImageInput, String>
         layout,
         pixels,
         batch: fixed(shape[0]),
+        batch_symbol: dimension_symbols.first().cloned().unwrap_or_default(),
         size: fixed(h).zip(fixed(w)),
     })
 }

@@ -77,9 +77,13 @@ fn extract(value: &DynValue) -> Result<(Vec<i64>, ArrayValues), String> {
     };
     macro_rules! read {
         ($t:ty, $kind:ident, $convert:expr) => {{
-            let (shape, v) = value
-                .try_extract_tensor::<$t>()
-                .map_err(|e| e.to_string())?;
+            let (shape, v) = value.try_extract_tensor::<$t>().map_err(|e| {
+                // ONNX Runtime's messages span lines: one line here.
+                e.to_string()
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })?;
             (
                 shape.to_vec(),
                 ArrayValues::$kind(v.iter().map($convert).collect()),

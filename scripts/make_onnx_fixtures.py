@@ -106,6 +106,20 @@ def main(out: pathlib.Path) -> None:
             helper.make_node("Shape", ["x"], ["input_shape"]),
             helper.make_node("Reshape", ["means", "column"], ["detections"])],
         [shape, column, numpy_helper.from_array(np.zeros(1, dtype=np.float32), "zero")])
+    # Raw outputs of 64 MiB an image (each image's channel-0 mean spread
+    # over 4096 × 4096): more than a chunk's message holds at the default
+    # --chunk-size, refused before any worker starts.
+    spread = numpy_helper.from_array(np.array([1, 4096, 4096], dtype=np.int64), "spread")
+    cube = numpy_helper.from_array(np.array([-1, 1, 1], dtype=np.int64), "cube")
+    models["huge_raw"] = model(
+        "huge", [t("x", F32, ["n", 3, 8, 8])], [t("planes", F32, ["n", 4096, 4096])],
+        pooled("x", "means") + [
+            helper.make_node("Slice", ["means", "start", "end", "axis"], ["first"]),
+            helper.make_node("Reshape", ["first", "cube"], ["column"]),
+            helper.make_node("Expand", ["column", "spread"], ["planes"])],
+        [spread, cube, numpy_helper.from_array(np.array([0], dtype=np.int64), "start"),
+         numpy_helper.from_array(np.array([1], dtype=np.int64), "end"),
+         numpy_helper.from_array(np.array([1], dtype=np.int64), "axis")])
     for name, m in models.items():
         onnx.save(m, out / f"{name}.onnx")
     whole = (out / "nchw_f32_dynamic_batch.onnx").read_bytes()

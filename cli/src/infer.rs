@@ -62,6 +62,28 @@ fn plan(args: &InferArgs) -> Result<Plan, String> {
     )?;
     let task = planned.worker.task;
     layout.check(format, task)?;
+    // A chunk's results travel to the coordinator in one message.
+    if let Some(bytes) = planned.raw_bytes {
+        let most = (pipeline_core::MAX_FRAME_BYTES / 2) / bytes.max(1);
+        if most == 0 {
+            return Err(format!(
+                "--task raw: one image's outputs take {:.1} MiB, more than a worker's message \
+                 holds ({} MiB); pick smaller ones with --output A,B",
+                bytes as f64 / f64::from(1 << 20),
+                pipeline_core::MAX_FRAME_BYTES >> 20
+            ));
+        }
+        if args.chunk_size as usize > most {
+            return Err(format!(
+                "--chunk-size {}: --task raw's outputs take {:.1} MiB an image, and a chunk's \
+                 results travel in one message of at most {} MiB; use --chunk-size {} or less",
+                args.chunk_size,
+                bytes as f64 / f64::from(1 << 20),
+                pipeline_core::MAX_FRAME_BYTES >> 20,
+                most
+            ));
+        }
+    }
     if task == pipeline_core::Task::Embed
         && planned.worker.model.embedding_dim(planned.worker.pooling) == 0
         && format != coordinator::OutputFormat::Jsonl

@@ -156,6 +156,9 @@ pub(crate) struct Planned {
     /// Where the class matrix of `--classes` labels is, for the run's
     /// length (removed when dropped).
     pub(crate) class_dir: Option<tempfile::TempDir>,
+    /// `--task raw`: the bytes one image's outputs take in a worker's
+    /// message, where the graph fixes their shapes.
+    pub(crate) raw_bytes: Option<usize>,
 }
 
 /// Whether the CUDA engine runs `model` at `precision`, else why not: it
@@ -295,6 +298,7 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],
         class_dir,
+        raw_bytes: None,
     })
 }
 

@@ -73,6 +73,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     // --task raw reads a list of outputs (--output A,B, else all), the
     // other tasks one float output.
     let mut raw_notice = None;
+    let mut raw_bytes = None;
     let (output, width, raw) = if args.task == Some(TaskArg::Raw) {
         let wanted: Vec<String> = flags
             .output
@@ -94,6 +95,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             .first()
             .cloned()
             .ok_or_else(|| format!("--model {name}: the model has no output"))?;
+        raw_bytes = raw_image_bytes(&graph.outputs, &raw);
         (first, None, raw)
     } else {
         let (output, width) = output(&graph, flags.output.as_deref(), name)?;
@@ -168,6 +170,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             raw_notice.unwrap_or_default(),
         ],
         class_dir: None,
+        raw_bytes,
     })
 }
 
@@ -261,6 +264,20 @@ fn devices(
         ));
     }
     Ok((devices, notice))
+}
+
+/// The bytes one image's slices of the outputs `names` take in a worker's
+/// message (4 a float, 8 an integer, beside names and shapes), where the
+/// graph fixes every axis but the batch.
+fn raw_image_bytes(outputs: &[gpu_worker::onnx::graph::Output], names: &[String]) -> Option<usize> {
+    names.iter().try_fold(0usize, |total, name| {
+        let o = outputs.iter().find(|o| &o.name == name)?;
+        let values = o.shape.get(1..)?.iter().try_fold(1usize, |n, &d| {
+            usize::try_from(d).ok().and_then(|d| n.checked_mul(d))
+        })?;
+        let each = if o.element.starts_with("Float") { 4 } else { 8 };
+        total.checked_add(values.checked_mul(each)?.checked_add(64 + name.len())?)
+    })
 }
 
 /// The output read (`--output`, else the graph's first) and its values per

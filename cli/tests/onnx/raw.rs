@@ -150,6 +150,23 @@ fn raw_outputs_are_each_images_named_slices() {
         assert_eq!(err.trim_end().lines().count(), 1, "{extra:?}: {err}");
         assert!(!refused.exists(), "{extra:?} wrote output");
     }
+    // Outputs of 64 MiB an image: more than a chunk of 256 fits in one
+    // worker's message; refused before any worker starts.
+    let huge = model("huge_raw");
+    let huge = huge.to_str().expect("utf-8 path");
+    let refused = infer(
+        cwd,
+        &data.root,
+        &cwd.join("huge.jsonl"),
+        &["--model", huge, "--task", "raw", "--size", "8"],
+    );
+    let err = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--chunk-size 256: --task raw's outputs take 64.0 MiB an image"),
+        "{err}"
+    );
+    assert!(err.contains("use --chunk-size 7 or less"), "{err}");
     let builtin = infer(
         cwd,
         &data.root,

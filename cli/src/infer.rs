@@ -67,8 +67,8 @@ fn plan(args: &InferArgs) -> Result<Plan, String> {
         let most = (pipeline_core::MAX_FRAME_BYTES / 2) / bytes.max(1);
         if most == 0 {
             return Err(format!(
-                "--task raw: one image's outputs take {:.1} MiB, more than a worker's message \
-                 holds ({} MiB); pick smaller ones with --output A,B",
+                "--task raw: one image's outputs take {:.1} MiB, more than half of a worker's \
+                 message ({} MiB); pick smaller ones with --output A,B",
                 bytes as f64 / f64::from(1 << 20),
                 pipeline_core::MAX_FRAME_BYTES >> 20
             ));

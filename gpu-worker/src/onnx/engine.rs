@@ -465,30 +465,37 @@ pub fn raw_outputs(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    // Why an output has no slice per image, if it has none.
-    let unreadable = |o: &Output| -> Option<&str> {
+    // Why an output has no slice per image, if it has none; with `names`,
+    // also a dynamic first axis named otherwise than the input's batch (a
+    // detector's `num_dets`), which "every output" leaves out but a name
+    // asked for is read (the pass checks its first axis is the batch:
+    // some exporters name every tensor's batch axis apart).
+    let unreadable = |o: &Output, names: bool| -> Option<&str> {
         if !raw::readable(&o.element) {
             return Some("not numbers or booleans");
         }
         match o.shape.first() {
             None => Some("no batch axis"),
             Some(&d) if d >= 0 && usize::try_from(d).ok() != input_batch => Some("no batch axis"),
-            // A dynamic first axis named otherwise than the input's batch
-            // (a detector's `num_dets`) is not the batch.
             Some(&d)
-                if d < 0
+                if names
+                    && d < 0
                     && !o.first_symbol.is_empty()
                     && !input.batch_symbol.is_empty()
                     && o.first_symbol != input.batch_symbol =>
             {
-                Some("its first axis is not the input's batch")
+                Some("its first axis is named otherwise than the input's batch; --output names it")
             }
             _ => None,
         }
     };
     if wanted.is_empty() {
-        let (read, left): (Vec<&Output>, Vec<&Output>) =
-            outputs.iter().partition(|o| unreadable(o).is_none());
+        let split = |names: bool| -> (Vec<&Output>, Vec<&Output>) {
+            outputs.iter().partition(|o| unreadable(o, names).is_none())
+        };
+        // Where names leave nothing, the exporter named every axis apart.
+        let names = !split(true).0.is_empty();
+        let (read, left) = split(names);
         if read.is_empty() {
             return Err(format!(
                 "no output can be read per image (--task raw reads numbers and booleans with a \
@@ -498,7 +505,7 @@ pub fn raw_outputs(
         }
         let left = left
             .iter()
-            .map(|o| format!("{o} ({})", unreadable(o).unwrap_or_default()))
+            .map(|o| format!("{o} ({})", unreadable(o, names).unwrap_or_default()))
             .collect();
         return Ok((read.iter().map(|o| o.name.clone()).collect(), left));
     }
@@ -511,7 +518,7 @@ pub fn raw_outputs(
             .iter()
             .find(|o| &o.name == w)
             .ok_or_else(|| format!("no output named {w}; its outputs: {}", listed()))?;
-        if let Some(why) = unreadable(o) {
+        if let Some(why) = unreadable(o, false) {
             return Err(format!(
                 "output {o} cannot be read per image: {why} (--task raw reads numbers and \
                  booleans with a batch axis)"

@@ -70,6 +70,20 @@ fn channel_means(crop: &[u8], n: &Normalize) -> Vec<f64> {
         .collect()
 }
 
+/// `images` generated images under `cwd/data` (and Pillow's broken files
+/// with `broken`).
+fn dataset(cwd: &Path, images: usize, seed: u64, broken: bool) -> fixtures::Dataset {
+    generate(
+        &cwd.join("data"),
+        &DatasetSpec {
+            images,
+            seed,
+            broken,
+        },
+    )
+    .expect("dataset")
+}
+
 fn infer(cwd: &Path, data: &Path, out: &Path, args: &[&str]) -> std::process::Output {
     common::pipeline(cwd)
         .args(["infer", "--quiet", "--gpus", "cpu", "--data"])
@@ -96,15 +110,7 @@ fn an_onnx_classifier_runs_every_image_once_in_order_on_the_exact_crop() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
-    let data = generate(
-        &cwd.join("data"),
-        &DatasetSpec {
-            images: 10,
-            seed: 41,
-            broken: true,
-        },
-    )
-    .expect("dataset");
+    let data = dataset(cwd, 10, 41, true);
     let onnx = model("classifier_known");
     let onnx = onnx.to_str().expect("utf-8 path");
     let args = ["--model", onnx, "--task", "classify", "--top-k", "5"];
@@ -183,15 +189,7 @@ fn an_onnx_embedder_takes_the_flags_preprocessing() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
-    let data = generate(
-        &cwd.join("data"),
-        &DatasetSpec {
-            images: 4,
-            seed: 7,
-            broken: false,
-        },
-    )
-    .expect("dataset");
+    let data = dataset(cwd, 4, 7, false);
     let onnx = model("dynamic_size");
     let onnx = onnx.to_str().expect("utf-8 path");
     let args = [
@@ -245,15 +243,7 @@ fn what_an_onnx_model_cannot_run_is_one_line() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
-    let data = generate(
-        &cwd.join("data"),
-        &DatasetSpec {
-            images: 2,
-            seed: 3,
-            broken: false,
-        },
-    )
-    .expect("dataset");
+    let data = dataset(cwd, 2, 3, false);
     let path = |name: &str| model(name).to_str().expect("utf-8 path").to_owned();
     let cases: Vec<(Vec<String>, &str)> = vec![
         (

@@ -287,14 +287,7 @@ fn output(
     wanted: Option<&str>,
     name: &str,
 ) -> Result<(String, Option<usize>), String> {
-    let listed = || {
-        graph
-            .outputs
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let listed = || gpu_worker::onnx::graph::listed(&graph.outputs);
     let output = match wanted {
         Some(w) => graph.outputs.iter().find(|o| o.name == w).ok_or_else(|| {
             format!(

@@ -14,8 +14,7 @@ use arrow_array::{Array, RecordBatch};
 use pipeline_core::PreprocessSpec;
 use serde_json::Value;
 
-use super::{channel_means, crop, infer, model, runtime_or_skip, stderr};
-use fixtures::{DatasetSpec, generate};
+use super::{channel_means, crop, dataset, infer, model, runtime_or_skip, stderr};
 
 #[test]
 fn raw_outputs_are_each_images_named_slices() {
@@ -24,15 +23,7 @@ fn raw_outputs_are_each_images_named_slices() {
     }
     let dir = tempfile::tempdir().expect("tempdir");
     let cwd = dir.path();
-    let data = generate(
-        &cwd.join("data"),
-        &DatasetSpec {
-            images: 9,
-            seed: 42,
-            broken: true,
-        },
-    )
-    .expect("dataset");
+    let data = dataset(cwd, 9, 42, true);
     let onnx = model("detector_like");
     let onnx = onnx.to_str().expect("utf-8 path");
     let args = ["--model", onnx, "--task", "raw", "--size", "8"];

@@ -121,14 +121,7 @@ impl OnnxEngine {
     pub fn open(options: &OnnxOptions) -> Result<Self, String> {
         let session = graph::session_on(&options.path, options.threads, options.cuda)?;
         let graph = graph::graph_of(&session, &options.path)?;
-        let listed = || {
-            graph
-                .outputs
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let listed = || graph::listed(&graph.outputs);
         let shown = options.path.display();
         let output = match &options.output {
             Some(name) => graph
@@ -458,13 +451,7 @@ pub fn raw_outputs(
     wanted: &[String],
 ) -> Result<(Vec<String>, Vec<String>), String> {
     let input_batch = input.batch;
-    let listed = || {
-        outputs
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+    let listed = || graph::listed(outputs);
     // Why an output has no slice per image, if it has none; with `names`,
     // also a dynamic first axis named otherwise than the input's batch (a
     // detector's `num_dets`), which "every output" leaves out but a name

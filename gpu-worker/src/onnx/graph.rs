@@ -74,6 +74,15 @@ pub struct Graph {
     pub outputs: Vec<Output>,
 }
 
+/// `outputs` as users read them in an error: `logits [?, 7] Float32, …`.
+pub fn listed(outputs: &[Output]) -> String {
+    outputs
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// A dimension list as users read it: `[N, 3, 224, 224]`, `?` dynamic.
 struct Dims<'a>(&'a [i64]);
 

@@ -83,7 +83,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             .filter(|o| !o.is_empty())
             .collect();
         let (raw, left_out) =
-            gpu_worker::onnx::engine::raw_outputs(&graph.outputs, &graph.input, &wanted)
+            gpu_worker::onnx::raw::raw_outputs(&graph.outputs, &graph.input, &wanted)
                 .map_err(|e| format!("--model {name}: {e}"))?;
         if !left_out.is_empty() {
             raw_notice = Some(format!(

@@ -28,11 +28,10 @@ use std::time::Instant;
 
 use half::f16;
 use ort::session::Session;
-use ort::value::Tensor;
 use pipeline_core::{DeviceSpec, ModelRef, Prediction, SpanTimes, Task, WorkerConfig};
 
-use super::graph::{self, ImageInput, Layout, Output, PixelType};
-use super::raw;
+use super::graph::{self, ImageInput, Output};
+use super::{feed, raw};
 use crate::engine::{Engine, EngineError, InFlight, OpenError, PendingPass, PixelBatch, top_k_of};
 
 pub use pipeline_core::{Channels, Scores};
@@ -138,7 +137,7 @@ impl OnnxEngine {
         };
         // --task raw reads its own list; the others one float output.
         let raw = if options.task == Task::Raw {
-            raw_outputs(&graph.outputs, &graph.input, &options.raw)
+            raw::raw_outputs(&graph.outputs, &graph.input, &options.raw)
                 .map_err(|e| format!("{shown}: {e}"))?
                 .0
         } else {
@@ -215,85 +214,6 @@ impl OnnxEngine {
         &self.input
     }
 
-    /// `batch`'s images as the input takes them, `run` images from `first`
-    /// (zero images past the batch's real rows): each byte through its
-    /// channel's table of the 256 values it becomes.
-    fn tensor(
-        &self,
-        batch: &PixelBatch<'_>,
-        first: usize,
-        run: usize,
-    ) -> Result<ort::value::DynValue, EngineError> {
-        let side = batch.side;
-        let shape = match self.input.layout {
-            Layout::Nchw => [run, 3, side, side],
-            Layout::Nhwc => [run, side, side, 3],
-        };
-        let n = batch.normalize;
-        let table = |to: &dyn Fn(usize, u8) -> f32| -> [[f32; 256]; 3] {
-            std::array::from_fn(|c| std::array::from_fn(|b| to(c, b as u8)))
-        };
-        let normalised = table(&|c, b| (f32::from(b) - n.mean[c]) / n.std[c]);
-        let made = match self.input.pixels {
-            PixelType::F32 => {
-                let values = self.fill(batch, first, run, &normalised);
-                Tensor::from_array((shape, values)).map(Tensor::into_dyn)
-            }
-            PixelType::F16 => {
-                let halves = normalised.map(|t| t.map(f16::from_f32));
-                let values = self.fill(batch, first, run, &halves);
-                Tensor::from_array((shape, values)).map(Tensor::into_dyn)
-            }
-            PixelType::U8 => {
-                let bytes: [[u8; 256]; 3] = [std::array::from_fn(|b| b as u8); 3];
-                let values = self.fill(batch, first, run, &bytes);
-                Tensor::from_array((shape, values)).map(Tensor::into_dyn)
-            }
-        };
-        made.map_err(failed("input", run))
-    }
-
-    /// `run` images from `first` in the input's layout and channel order,
-    /// byte `b` of picture channel `s` as `tables[s][b]`; rows past the
-    /// batch are zero bytes.
-    fn fill<T: Copy + Default>(
-        &self,
-        batch: &PixelBatch<'_>,
-        first: usize,
-        run: usize,
-        tables: &[[T; 256]; 3],
-    ) -> Vec<T> {
-        let plane = batch.side * batch.side;
-        let image = 3 * plane;
-        let zeros = vec![0u8; plane];
-        let mut values = vec![T::default(); run * image];
-        for (i, out) in values.chunks_exact_mut(image).enumerate() {
-            let row = first + i;
-            for c in 0..3 {
-                let s = self.channels.source(c);
-                let table = &tables[s];
-                let src = if row < batch.rows {
-                    &batch.pixels[row * image + s * plane..][..plane]
-                } else {
-                    &zeros[..]
-                };
-                match self.input.layout {
-                    Layout::Nchw => {
-                        for (v, &b) in out[c * plane..][..plane].iter_mut().zip(src) {
-                            *v = table[usize::from(b)];
-                        }
-                    }
-                    Layout::Nhwc => {
-                        for (v, &b) in out[c..].iter_mut().step_by(3).zip(src) {
-                            *v = table[usize::from(b)];
-                        }
-                    }
-                }
-            }
-        }
-        values
-    }
-
     /// Runs `batch` through the session in runs of the input's batch (the
     /// whole padded batch where it is dynamic), handing `take` each run's
     /// outputs and its size.
@@ -318,7 +238,8 @@ impl OnnxEngine {
         let mut first = 0;
         while first < padded {
             let started = Instant::now();
-            let input = self.tensor(batch, first, run)?;
+            let input = feed::tensor(&self.input, self.channels, batch, first, run)
+                .map_err(failed("input", run))?;
             let uploaded = Instant::now();
             times.upload_s += (uploaded - started).as_secs_f64();
             let mut session = self.session.lock().unwrap_or_else(|p| p.into_inner());
@@ -440,80 +361,6 @@ pub fn scores(row: &[f32], how: Scores) -> Vec<f32> {
             exps.iter().map(|&e| (e / sum) as f32).collect()
         }
     }
-}
-
-/// The outputs `--task raw` reads, and those it leaves out: `wanted` (each
-/// one the graph has, of a type it reads, with a batch axis), else every
-/// such output (the others left out, with why).
-pub fn raw_outputs(
-    outputs: &[Output],
-    input: &ImageInput,
-    wanted: &[String],
-) -> Result<(Vec<String>, Vec<String>), String> {
-    let input_batch = input.batch;
-    let listed = || graph::listed(outputs);
-    // Why an output has no slice per image, if it has none; with `names`,
-    // also a dynamic first axis named otherwise than the input's batch (a
-    // detector's `num_dets`), which "every output" leaves out but a name
-    // asked for is read (the pass checks its first axis is the batch:
-    // some exporters name every tensor's batch axis apart).
-    let unreadable = |o: &Output, names: bool| -> Option<&str> {
-        if !raw::readable(&o.element) {
-            return Some("not numbers or booleans");
-        }
-        match o.shape.first() {
-            None => Some("no batch axis"),
-            Some(&d) if d >= 0 && usize::try_from(d).ok() != input_batch => Some("no batch axis"),
-            Some(&d)
-                if names
-                    && d < 0
-                    && !o.first_symbol.is_empty()
-                    && !input.batch_symbol.is_empty()
-                    && o.first_symbol != input.batch_symbol =>
-            {
-                Some("its first axis is named otherwise than the input's batch; --output names it")
-            }
-            _ => None,
-        }
-    };
-    if wanted.is_empty() {
-        let split = |names: bool| -> (Vec<&Output>, Vec<&Output>) {
-            outputs.iter().partition(|o| unreadable(o, names).is_none())
-        };
-        // Where names leave nothing, the exporter named every axis apart.
-        let names = !split(true).0.is_empty();
-        let (read, left) = split(names);
-        if read.is_empty() {
-            return Err(format!(
-                "no output can be read per image (--task raw reads numbers and booleans with a \
-                 batch axis); its outputs: {}",
-                listed()
-            ));
-        }
-        let left = left
-            .iter()
-            .map(|o| format!("{o} ({})", unreadable(o, names).unwrap_or_default()))
-            .collect();
-        return Ok((read.iter().map(|o| o.name.clone()).collect(), left));
-    }
-    let mut read: Vec<String> = Vec::new();
-    for w in wanted {
-        if read.contains(w) {
-            return Err(format!("output {w} is named twice"));
-        }
-        let o = outputs
-            .iter()
-            .find(|o| &o.name == w)
-            .ok_or_else(|| format!("no output named {w}; its outputs: {}", listed()))?;
-        if let Some(why) = unreadable(o, false) {
-            return Err(format!(
-                "output {o} cannot be read per image: {why} (--task raw reads numbers and \
-                 booleans with a batch axis)"
-            ));
-        }
-        read.push(o.name.clone());
-    }
-    Ok((read, Vec::new()))
 }
 
 /// `row` scaled to unit length (its norm summed in f64); a zero row stays

@@ -3,10 +3,13 @@
 //! (`runtime.rs`), which `pipeline devices` reports; what a model takes and
 //! gives, read from its graph (`graph.rs`), with which the CLI refuses a
 //! model it could never feed; the engine on ONNX Runtime's CPU execution
-//! provider (`engine.rs`), and `--task raw`'s per-image slices of every
-//! output (`raw.rs`). **Not built yet:** the CUDA execution provider.
+//! provider, or its CUDA provider on NVIDIA GPUs (untested on a GPU: the
+//! machines lent carry ONNX Runtime's CPU build), `engine.rs`, with its
+//! feed of the loader's bytes (`feed.rs`); and `--task raw`'s choice of
+//! outputs and per-image slices (`raw.rs`).
 
 pub mod engine;
+mod feed;
 pub mod graph;
 pub mod raw;
 pub mod runtime;

@@ -1,5 +1,6 @@
-//! `--task raw` (#41 item 5): each image's slice of each named output, as
-//! the model gives it, for the user to post-process (a detector's boxes,
+//! `--task raw` (#41 item 5): which outputs are read (`raw_outputs`), and
+//! each image's slice of each of them (`slices`) as the model gives it,
+//! for the user to post-process (a detector's boxes,
 //! scores and classes). Floats travel as f32 (f16 and f64 outputs
 //! converted), integers and booleans as i64. An output is sliced along its
 //! first axis, which must be the batch: one slice per image.
@@ -8,6 +9,8 @@ use half::f16;
 use ort::session::SessionOutputs;
 use ort::value::{DynValue, TensorElementType, ValueType};
 use pipeline_core::{ArrayValues, OutputArray};
+
+use super::graph::{self, ImageInput, Output};
 
 /// Whether `--task raw` reads an output of `element` (ONNX Runtime's
 /// name of its element type, as `graph.rs` records it).
@@ -27,6 +30,80 @@ pub fn readable(element: &str) -> bool {
             | "Uint64"
             | "Bool"
     )
+}
+
+/// The outputs `--task raw` reads, and those it leaves out: `wanted` (each
+/// one the graph has, of a type it reads, with a batch axis), else every
+/// such output (the others left out, with why).
+pub fn raw_outputs(
+    outputs: &[Output],
+    input: &ImageInput,
+    wanted: &[String],
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let input_batch = input.batch;
+    let listed = || graph::listed(outputs);
+    // Why an output has no slice per image, if it has none; with `names`,
+    // also a dynamic first axis named otherwise than the input's batch (a
+    // detector's `num_dets`), which "every output" leaves out but a name
+    // asked for is read (the pass checks its first axis is the batch:
+    // some exporters name every tensor's batch axis apart).
+    let unreadable = |o: &Output, names: bool| -> Option<&str> {
+        if !readable(&o.element) {
+            return Some("not numbers or booleans");
+        }
+        match o.shape.first() {
+            None => Some("no batch axis"),
+            Some(&d) if d >= 0 && usize::try_from(d).ok() != input_batch => Some("no batch axis"),
+            Some(&d)
+                if names
+                    && d < 0
+                    && !o.first_symbol.is_empty()
+                    && !input.batch_symbol.is_empty()
+                    && o.first_symbol != input.batch_symbol =>
+            {
+                Some("its first axis is named otherwise than the input's batch; --output names it")
+            }
+            _ => None,
+        }
+    };
+    if wanted.is_empty() {
+        let split = |names: bool| -> (Vec<&Output>, Vec<&Output>) {
+            outputs.iter().partition(|o| unreadable(o, names).is_none())
+        };
+        // Where names leave nothing, the exporter named every axis apart.
+        let names = !split(true).0.is_empty();
+        let (read, left) = split(names);
+        if read.is_empty() {
+            return Err(format!(
+                "no output can be read per image (--task raw reads numbers and booleans with a \
+                 batch axis); its outputs: {}",
+                listed()
+            ));
+        }
+        let left = left
+            .iter()
+            .map(|o| format!("{o} ({})", unreadable(o, names).unwrap_or_default()))
+            .collect();
+        return Ok((read.iter().map(|o| o.name.clone()).collect(), left));
+    }
+    let mut read: Vec<String> = Vec::new();
+    for w in wanted {
+        if read.contains(w) {
+            return Err(format!("output {w} is named twice"));
+        }
+        let o = outputs
+            .iter()
+            .find(|o| &o.name == w)
+            .ok_or_else(|| format!("no output named {w}; its outputs: {}", listed()))?;
+        if let Some(why) = unreadable(o, false) {
+            return Err(format!(
+                "output {o} cannot be read per image: {why} (--task raw reads numbers and \
+                 booleans with a batch axis)"
+            ));
+        }
+        read.push(o.name.clone());
+    }
+    Ok((read, Vec::new()))
 }
 
 /// Each of the `run` images' slices of the outputs `names`, in that order;

@@ -102,6 +102,7 @@ fn architecture(config: &Value) -> Architecture {
         projection: opt("projection"),
         classes: opt("classes"),
         normalize: b("normalize"),
+        hub: false,
     })
 }
 

@@ -70,11 +70,12 @@ impl ClassLabels {
     }
 
     /// The labels a run of `model` writes: `classes`' rows; ImageNet's for
-    /// a built-in classifier; a user's ONNX model's own (none where it has
+    /// a built-in classifier; a user's ONNX or hub model's own (none where it has
     /// none: its classes are not ImageNet's).
     pub fn for_model(classes: Option<&ZeroShotClasses>, model: &crate::ModelRef) -> Self {
         match (classes, model) {
             (None, crate::ModelRef::Onnx(m)) => Self::Named(m.labels.iter().cloned().collect()),
+            (None, crate::ModelRef::Hub(m)) => Self::Named(m.labels.iter().cloned().collect()),
             (classes, _) => Self::of(classes),
         }
     }

@@ -1,7 +1,7 @@
 //! The model a run runs (#41): one of the built-in architectures, or a
 //! user's ONNX file as the coordinator resolved it before any worker
 //! started (its fingerprint, the output read, how a classifier's values
-//! become scores). A built-in model is written as its name, as before, so
+//! become scores), or a Hugging Face repo's model (#42, `hub_model.rs`). A built-in model is written as its name, as before, so
 //! earlier runs' identities stay the same.
 
 use std::fmt;
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::hub_model::HubModel;
 use crate::model::{EmbedPooling, ModelKind};
 use crate::registry::EngineKind;
 
@@ -89,16 +90,21 @@ pub enum ModelRef {
     Builtin(ModelKind),
     /// A user's ONNX file (`--model FILE.onnx`).
     Onnx(OnnxModel),
+    /// A Hugging Face repo (`--model org/name`), #42.
+    Hub(HubModel),
 }
 
 const ONNX: &[EngineKind] = &[EngineKind::Onnx];
+/// Hub models build the burn engine's networks from their configs; the
+/// CUDA engine's plans are the built-in names' for now.
+const HUB: &[EngineKind] = &[EngineKind::Burn];
 
 impl ModelRef {
     /// The built-in architecture, if it is one.
     pub fn builtin(&self) -> Option<ModelKind> {
         match self {
             Self::Builtin(kind) => Some(*kind),
-            Self::Onnx(_) => None,
+            Self::Onnx(_) | Self::Hub(_) => None,
         }
     }
 
@@ -107,6 +113,7 @@ impl ModelRef {
         match self {
             Self::Builtin(kind) => kind.spec().engines,
             Self::Onnx(_) => ONNX,
+            Self::Hub(_) => HUB,
         }
     }
 
@@ -116,6 +123,10 @@ impl ModelRef {
         match self {
             Self::Builtin(kind) => kind.embedding_dim(pooling),
             Self::Onnx(m) => m.width.unwrap_or(0),
+            Self::Hub(m) => match pooling {
+                Some(EmbedPooling::ClsMean) => 2 * m.shape.width,
+                _ => m.shape.feature_dim(),
+            },
         }
     }
 }
@@ -125,6 +136,7 @@ impl Serialize for ModelRef {
         match self {
             Self::Builtin(kind) => s.serialize_str(kind.name()),
             Self::Onnx(onnx) => onnx.serialize(s),
+            Self::Hub(hub) => hub.serialize(s),
         }
     }
 }
@@ -137,6 +149,7 @@ impl<'de> Deserialize<'de> for ModelRef {
         enum Written {
             Name(String),
             Onnx(OnnxModel),
+            Hub(HubModel),
         }
         match Written::deserialize(d)? {
             Written::Name(name) => name
@@ -144,6 +157,7 @@ impl<'de> Deserialize<'de> for ModelRef {
                 .map(Self::Builtin)
                 .map_err(serde::de::Error::custom),
             Written::Onnx(onnx) => Ok(Self::Onnx(onnx)),
+            Written::Hub(hub) => Ok(Self::Hub(hub)),
         }
     }
 }
@@ -155,7 +169,7 @@ impl From<ModelKind> for ModelRef {
 }
 
 impl fmt::Display for ModelRef {
-    /// `resnet50`, or the ONNX file's name.
+    /// `resnet50`, the ONNX file's name, or the repo id.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Builtin(kind) => write!(f, "{kind}"),
@@ -167,6 +181,7 @@ impl fmt::Display for ModelRef {
                     |n| n.to_string_lossy().into()
                 )
             ),
+            Self::Hub(m) => write!(f, "{}", m.repo),
         }
     }
 }

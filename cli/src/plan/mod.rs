@@ -12,6 +12,7 @@ use pipeline_core::{
     ZeroShotClasses,
 };
 
+mod hub;
 mod onnx;
 mod remote_model;
 
@@ -185,6 +186,9 @@ fn cuda_fits(model: ModelKind, precision: Precision) -> Result<(), String> {
 pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String> {
     if onnx::is_onnx(&args.model) {
         return onnx::plan(args, flags);
+    }
+    if let Some(id) = hub::hub_id(&args.model) {
+        return hub::plan(args, flags, &id);
     }
     if flags.output.is_some() || flags.scores.is_some() || flags.labels.is_some() || flags.normalize
     {

@@ -50,8 +50,24 @@ impl BurnEngine {
     /// Opens `config`'s device, builds or loads its model, with the
     /// zero-shot head of `--classes` and the precision the device runs.
     pub(crate) fn open(config: &WorkerConfig) -> Result<Self, OpenError> {
-        let kind = crate::engine::builtin(config)?;
         let (device, dtype) = open_with(&config.device, config.precision)?;
+        if let pipeline_core::ModelRef::Hub(hub) = &config.model {
+            let arch = crate::model::Architecture::of_hub(&hub.shape);
+            let mut model = Model::load_architecture(&arch, &hub.repo, &hub.weights, &device)?
+                .with_pooling(config.pooling);
+            if hub.scores == pipeline_core::Scores::Sigmoid {
+                model = model.with_sigmoid_scores();
+            }
+            if matches!(config.task, Task::Classify { .. }) && !model.classifies() {
+                return Err(OpenError::Model(format!(
+                    "{} has no classifier head; use --task embed",
+                    hub.repo
+                )));
+            }
+            return Ok(Self::for_device(&config.device, device, model, config.task)
+                .with_float_dtype(dtype));
+        }
+        let kind = crate::engine::builtin(config)?;
         let mut model = match &config.weights {
             Some(path) => Model::load(kind, path, &device)?,
             None => Model::random(kind, config.seed, &device),

@@ -4,7 +4,7 @@
 //! family is a type implementing `network::Network` in a file of its own,
 //! a variant here, and its layouts in `layout.rs`.
 
-use pipeline_core::ModelKind;
+use pipeline_core::{Family, HubActivation, HubShape, ModelKind};
 
 use super::convnext::ConvNextConfig;
 use super::efficientnet_lite::EfficientNetLite;
@@ -53,6 +53,7 @@ fn torchvision_vit(patch: usize, width: usize, depth: usize, heads: usize) -> Vi
         projection: None,
         classes: Some(1000),
         normalize: false,
+        hub: false,
     }
 }
 
@@ -117,6 +118,54 @@ impl Architecture {
         }
     }
 
+    /// The architecture a Hugging Face repo's config describes (#42): the
+    /// transformers family's network at the config's sizes, fed `image`
+    /// pixels square (position embeddings resampled to that grid as
+    /// transformers does for DINOv2; a ViT, CLIP or SigLIP is fed its own
+    /// size, which the coordinator checks).
+    pub fn of_hub(shape: &HubShape) -> Self {
+        let base = VitConfig {
+            mlp: shape.mlp,
+            pos_grid: shape.pos_grid,
+            image: shape.image,
+            eps: shape.eps,
+            activation: match shape.activation {
+                HubActivation::Gelu => Activation::Gelu,
+                HubActivation::GeluTanh => Activation::GeluTanh,
+                HubActivation::QuickGelu => Activation::QuickGelu,
+            },
+            classes: shape.classes,
+            hub: true,
+            ..torchvision_vit(shape.patch, shape.width, shape.depth, shape.heads)
+        };
+        Self::Vit(match shape.family {
+            Family::Dinov2 => VitConfig {
+                layer_scale: true,
+                // Dinov2ForImageClassification's head reads both.
+                pooling: if shape.classes.is_some() {
+                    Pooling::ClassAndMean
+                } else {
+                    Pooling::Class
+                },
+                ..base
+            },
+            Family::Clip => VitConfig {
+                patch_bias: false,
+                pre_norm: true,
+                projection: shape.projection,
+                normalize: true,
+                ..base
+            },
+            Family::Siglip => VitConfig {
+                class_token: false,
+                pooling: Pooling::Map,
+                normalize: true,
+                ..base
+            },
+            _ => base,
+        })
+    }
+
     /// The checkpoint layouts this architecture loads by canonical tensor
     /// names. The burn-module CNNs have none: they load through
     /// `burn::store` by their own field names (`weights.rs`).
@@ -126,7 +175,10 @@ impl Architecture {
             Self::ConvNext(_) => &[Layout::TorchvisionConvNext],
             Self::Vit(c) if c.pooling == Pooling::Map => &[Layout::HfSiglip, Layout::HfSiglipBare],
             Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
+            Self::Vit(c) if c.layer_scale && c.classes.is_some() => &[Layout::HfDinov2Classifier],
             Self::Vit(c) if c.layer_scale => &[Layout::HfDinov2, Layout::HubDinov2],
+            Self::Vit(c) if c.hub && c.classes.is_some() => &[Layout::HfVit],
+            Self::Vit(c) if c.hub => &[Layout::HfVitBare],
             Self::Vit(_) => &[Layout::TorchvisionVit],
         }
     }
@@ -181,6 +233,11 @@ pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
             Layout::HfSiglipBare => "SiglipVisionModel saved by transformers 5 (no vision_model. prefix)",
             Layout::HfDinov2 => "Hugging Face Dinov2Model (model.safetensors, pytorch_model.bin)",
             Layout::HubDinov2 => "DINOv2 torch-hub state_dict (dinov2_vit*14_pretrain.pth)",
+            Layout::HfVit => "Hugging Face ViTForImageClassification (model.safetensors)",
+            Layout::HfVitBare => "Hugging Face ViTModel (model.safetensors)",
+            Layout::HfDinov2Classifier => {
+                "Hugging Face Dinov2ForImageClassification (model.safetensors)"
+            }
         })
         .collect()
 }

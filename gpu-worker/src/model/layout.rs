@@ -38,6 +38,14 @@ pub(crate) enum Layout {
     HfDinov2,
     /// DINOv2's torch-hub `.pth` (facebookresearch/dinov2).
     HubDinov2,
+    /// Hugging Face `ViTForImageClassification` (`vit.` prefix, a
+    /// `classifier`).
+    HfVit,
+    /// Hugging Face `ViTModel` (no prefix; its `pooler` is not used).
+    HfVitBare,
+    /// Hugging Face `Dinov2ForImageClassification` (`dinov2.` prefix, a
+    /// `classifier` over the class token and the patch mean).
+    HfDinov2Classifier,
 }
 
 impl fmt::Display for Layout {
@@ -50,6 +58,8 @@ impl fmt::Display for Layout {
             Self::HfSiglip | Self::HfSiglipBare => "a Hugging Face SigLIP",
             Self::HfDinov2 => "a Hugging Face DINOv2",
             Self::HubDinov2 => "a torch-hub DINOv2",
+            Self::HfVit | Self::HfVitBare => "a Hugging Face ViT",
+            Self::HfDinov2Classifier => "a Hugging Face DINOv2 classifier",
         })
     }
 }
@@ -92,6 +102,12 @@ impl Layout {
             Some(Self::HfSiglip)
         } else if has("embeddings.patch_embedding.weight") && has("head.probe") {
             Some(Self::HfSiglipBare)
+        } else if has("vit.embeddings.cls_token") {
+            Some(Self::HfVit)
+        } else if has("dinov2.embeddings.cls_token") {
+            Some(Self::HfDinov2Classifier)
+        } else if has("embeddings.cls_token") && has("encoder.layer.0.layernorm_before.weight") {
+            Some(Self::HfVitBare)
         } else if has("embeddings.cls_token") && any("encoder.layer.0.attention.") {
             Some(Self::HfDinov2)
         } else if has("cls_token") && has("patch_embed.proj.weight") {
@@ -128,8 +144,9 @@ impl Layout {
             Self::OpenClip => OPEN_CLIP,
             Self::HfClip => HF_CLIP,
             Self::HfSiglip | Self::HfSiglipBare => HF_SIGLIP,
-            Self::HfDinov2 => HF_DINOV2,
+            Self::HfDinov2 | Self::HfDinov2Classifier => HF_DINOV2,
             Self::HubDinov2 => HUB_DINOV2,
+            Self::HfVit | Self::HfVitBare => HF_VIT,
         }
     }
 
@@ -141,9 +158,13 @@ impl Layout {
             Self::TorchvisionVit | Self::TorchvisionConvNext | Self::OpenClip | Self::HubDinov2 => {
                 CropRounding::HalfEven
             }
-            Self::HfClip | Self::HfSiglip | Self::HfSiglipBare | Self::HfDinov2 => {
-                CropRounding::Floor
-            }
+            Self::HfClip
+            | Self::HfSiglip
+            | Self::HfSiglipBare
+            | Self::HfDinov2
+            | Self::HfVit
+            | Self::HfVitBare
+            | Self::HfDinov2Classifier => CropRounding::Floor,
         }
     }
 
@@ -166,6 +187,9 @@ impl Layout {
             ],
             Self::HfDinov2 => &[r"^embeddings\.mask_token$"],
             Self::HubDinov2 => &[r"^mask_token$"],
+            Self::HfDinov2Classifier => &[r"^dinov2\.embeddings\.mask_token$"],
+            Self::HfVit => &[r"^vit\.embeddings\.mask_token$"],
+            Self::HfVitBare => &[r"^embeddings\.mask_token$", r"^pooler\.dense\."],
         }
     }
 }
@@ -375,6 +399,42 @@ static HF_DINOV2: &[Rule] = &[
     rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
 ];
 
+/// transformers' `ViTModel` (the prefix-free names; `place` adds `vit.`).
+static HF_VIT: &[Rule] = &[
+    rule!(r"^patch\.(.*)$", |c| key(format!(
+        "embeddings.patch_embeddings.projection.{c}"
+    ))),
+    rule!(r"^cls$", |_c| Place::Unsqueezed(
+        "embeddings.cls_token".into(),
+        2
+    )),
+    rule!(r"^pos$", |_c| Place::Unsqueezed(
+        "embeddings.position_embeddings".into(),
+        1
+    )),
+    rule!(r"^blocks\.(.*)$", |c| {
+        let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+        let base = format!("encoder.layer.{i}");
+        if let Some(leaf) = rest.strip_prefix("qkv.") {
+            return Place::Stacked(
+                ["query", "key", "value"]
+                    .iter()
+                    .map(|p| format!("{base}.attention.attention.{p}.{leaf}"))
+                    .collect(),
+            );
+        }
+        let table = [
+            ("norm1", "layernorm_before"),
+            ("out", "attention.output.dense"),
+            ("norm2", "layernorm_after"),
+            ("fc1", "intermediate.dense"),
+            ("fc2", "output.dense"),
+        ];
+        key(format!("{base}.{}", renamed(rest, &table)))
+    }),
+    rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
+];
+
 static HUB_DINOV2: &[Rule] = &[
     rule!(r"^patch\.(.*)$", |c| key(format!("patch_embed.proj.{c}"))),
     rule!(r"^cls$", |_c| Place::Unsqueezed("cls_token".into(), 2)),
@@ -410,6 +470,30 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
             Place::Unsqueezed(k, n) => Place::Unsqueezed(bare(k), n),
             Place::Transposed(k) => Place::Transposed(bare(k)),
             Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(bare).collect()),
+        };
+    }
+    // The classifiers' backbones are their bare models' under a prefix,
+    // their heads a `classifier` beside it.
+    let prefix = match layout {
+        Layout::HfVit => Some("vit."),
+        Layout::HfDinov2Classifier => Some("dinov2."),
+        _ => None,
+    };
+    if let Some(prefix) = prefix {
+        if let Some(leaf) = canonical.strip_prefix("head.") {
+            return Place::Key(format!("classifier.{leaf}"));
+        }
+        let base = if layout == Layout::HfVit {
+            Layout::HfVitBare
+        } else {
+            Layout::HfDinov2
+        };
+        let prefixed = |k: String| format!("{prefix}{k}");
+        return match place(base, canonical) {
+            Place::Key(k) => Place::Key(prefixed(k)),
+            Place::Unsqueezed(k, n) => Place::Unsqueezed(prefixed(k), n),
+            Place::Transposed(k) => Place::Transposed(prefixed(k)),
+            Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(prefixed).collect()),
         };
     }
     for rule in layout.rules() {

@@ -69,6 +69,9 @@ pub struct Model {
     logit_params: Option<LogitParams>,
     /// Zero-shot classification's head, replacing the model's own.
     zero_shot: Option<ZeroShotHead>,
+    /// How the model's own head's logits become scores: softmax, or a
+    /// sigmoid per class for a multi-label classifier (#42).
+    own_scores: Probabilities,
 }
 
 /// Class text embeddings as a Linear layer over the normalised image
@@ -138,6 +141,7 @@ impl Model {
             network,
             logit_params: None,
             zero_shot: None,
+            own_scores: Probabilities::Softmax,
         }
     }
 
@@ -162,6 +166,18 @@ impl Model {
                 Ok(layout.crop_rounding())
             }
         }
+    }
+
+    /// Checks that `path` holds the weights of the hub model `shape`
+    /// describes (#42), by names and shapes only, before any worker starts.
+    pub fn check_hub_file(
+        shape: &pipeline_core::HubShape,
+        repo: &str,
+        path: &Path,
+    ) -> Result<(), WeightsError> {
+        let checkpoint = Checkpoint::open(path)?;
+        families::check(&Architecture::of_hub(shape), repo, &checkpoint)?;
+        Ok(())
     }
 
     /// Every parameter in `dtype` (see [`Network::cast`]).
@@ -218,13 +234,24 @@ impl Model {
         Ok(self)
     }
 
-    /// Logits to probabilities: softmax over the classes, or for SigLIP's
-    /// zero-shot scores each class's sigmoid.
+    /// Logits to probabilities: softmax over the classes, or each class's
+    /// sigmoid for SigLIP's zero-shot scores and multi-label classifiers.
     pub fn probabilities(&self, logits: Tensor<2>) -> Tensor<2> {
-        match self.zero_shot.as_ref().map(|z| z.probabilities) {
-            Some(Probabilities::Sigmoid) => sigmoid(logits),
-            Some(Probabilities::Softmax) | None => softmax(logits, 1),
+        match self
+            .zero_shot
+            .as_ref()
+            .map_or(self.own_scores, |z| z.probabilities)
+        {
+            Probabilities::Sigmoid => sigmoid(logits),
+            Probabilities::Softmax => softmax(logits, 1),
         }
+    }
+
+    /// The model's own head scores each class by its sigmoid (a
+    /// multi-label classifier's `problem_type`).
+    pub fn with_sigmoid_scores(mut self) -> Self {
+        self.own_scores = Probabilities::Sigmoid;
+        self
     }
 
     /// Rewrites every unpadded 1×1 convolution, once, as the equivalent

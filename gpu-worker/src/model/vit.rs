@@ -86,6 +86,10 @@ pub struct VitConfig {
     pub classes: Option<usize>,
     /// L2-normalise the output (CLIP and SigLIP embeddings).
     pub normalize: bool,
+    /// Built from a Hugging Face repo's config (#42): its checkpoint may be
+    /// in transformers' ViT layouts, whose LayerNorm eps the config gives
+    /// (the named torchvision ViTs keep to torchvision's layout).
+    pub hub: bool,
 }
 
 impl VitConfig {
@@ -134,7 +138,14 @@ impl VitConfig {
             t.push(("proj.weight".into(), vec![e, d]));
         }
         if let Some(k) = self.classes {
-            t.push(("head.weight".into(), vec![k, d]));
+            // The head reads the pooled tokens: DINOv2's classifier the
+            // class token and the patch mean, concatenated.
+            let pooled = if self.pooling == Pooling::ClassAndMean {
+                2 * d
+            } else {
+                d
+            };
+            t.push(("head.weight".into(), vec![k, pooled]));
             t.push(("head.bias".into(), vec![k]));
         }
         t

@@ -1,0 +1,497 @@
+//! A Hugging Face repo's files, from the cache `huggingface_hub` writes
+//! (`models--ORG--NAME/{blobs,refs,snapshots}`), else downloaded into it
+//! with the `hf-hub` crate, so that Python and this tool share one cache.
+//!
+//! - The cache is `$HF_HUB_CACHE`, else `$HF_HOME/hub`, else
+//!   `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`;
+//!   the token `$HF_TOKEN`, else the token file (`$HF_TOKEN_PATH`, else
+//!   `token` in `$HF_HOME`); `HF_ENDPOINT` names another hub and
+//!   `HF_HUB_OFFLINE=1` reads the cache only. These are Python's rules
+//!   (`huggingface_hub/constants.py`); `hf-hub` reads only some of them.
+//! - A model whose files are cached needs no network: a branch resolves
+//!   through `refs/<branch>`, a commit names its snapshot.
+//! - Otherwise one request to the hub's API resolves the revision to its
+//!   commit and lists the files (so only those the model needs are
+//!   fetched, and a missing repo, revision or token is told apart); each
+//!   file then downloads into `blobs/` through a `.part` file that a later
+//!   run resumes, renamed into place, and linked from the commit's
+//!   snapshot. Downloads of one repo take turns under a lock in the
+//!   cache's `.locks/` (shards on nodes sharing a cache), and re-check the
+//!   cache once they hold it.
+//! - What was downloaded is checked against its ETag, the hub's checksum
+//!   (git's blob SHA-1 for small files, SHA-256 for LFS files); a file
+//!   that does not match is removed and is an error.
+
+use std::io::{IsTerminal, Read};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hf_hub::api::sync::{ApiBuilder, ApiError};
+use hf_hub::{Cache, Repo, RepoType};
+
+/// A repo id and revision (`org/name[@revision]`; `main` by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct HubId {
+    pub(crate) repo: String,
+    pub(crate) revision: String,
+}
+
+impl HubId {
+    /// `model` as a repo id: `org/name` (letters, digits, `-`, `_`, `.`)
+    /// with an optional `@revision`; `None` for anything else.
+    pub(crate) fn parse(model: &str) -> Option<Self> {
+        let (repo, revision) = match model.split_once('@') {
+            Some((repo, rev)) if !rev.is_empty() => (repo, rev),
+            Some(_) => return None,
+            None => (model, "main"),
+        };
+        let (org, name) = repo.split_once('/')?;
+        let part = |s: &str| {
+            !s.is_empty()
+                && !s.starts_with(['.', '-'])
+                && !s.contains("..")
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        };
+        let revision_ok = revision
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+            && !revision.contains("..");
+        (part(org) && part(name) && revision_ok).then(|| Self {
+            repo: repo.to_owned(),
+            revision: revision.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for HubId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.revision == "main" {
+            f.write_str(&self.repo)
+        } else {
+            write!(f, "{}@{}", self.repo, self.revision)
+        }
+    }
+}
+
+/// Where the hub and its cache are, as Python's `huggingface_hub` reads
+/// its environment.
+#[derive(Debug, Clone)]
+pub(crate) struct HubEnv {
+    pub(crate) cache: PathBuf,
+    /// `HF_ENDPOINT`; `None`: `hf-hub`'s default, the public hub.
+    pub(crate) endpoint: Option<String>,
+    pub(crate) token: Option<String>,
+    pub(crate) offline: bool,
+}
+
+impl HubEnv {
+    pub(crate) fn from_env() -> Self {
+        let var = |k: &str| {
+            std::env::var_os(k)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let home = var("HF_HOME").or_else(|| {
+            var("XDG_CACHE_HOME")
+                .or_else(|| std::env::home_dir().map(|h| h.join(".cache")))
+                .map(|c| c.join("huggingface"))
+        });
+        let cache = var("HF_HUB_CACHE")
+            .or_else(|| home.as_ref().map(|h| h.join("hub")))
+            .unwrap_or_else(|| PathBuf::from(".cache/huggingface/hub"));
+        let token = std::env::var("HF_TOKEN")
+            .ok()
+            .filter(|t| !t.trim().is_empty())
+            .or_else(|| {
+                let file = var("HF_TOKEN_PATH").or_else(|| home.map(|h| h.join("token")))?;
+                std::fs::read_to_string(file).ok()
+            })
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty());
+        let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| {
+            matches!(
+                v.trim().to_ascii_uppercase().as_str(),
+                "1" | "ON" | "YES" | "TRUE"
+            )
+        });
+        Self {
+            cache,
+            endpoint: std::env::var("HF_ENDPOINT")
+                .ok()
+                .map(|e| e.trim().trim_end_matches('/').to_owned())
+                .filter(|e| !e.is_empty()),
+            token,
+            offline,
+        }
+    }
+}
+
+/// The files a model needs: every name of `required` (a list of
+/// alternatives, the first present taken), and `optional` where the repo
+/// has it.
+pub(crate) struct Wanted<'a> {
+    pub(crate) required: &'a [&'a [&'a str]],
+    pub(crate) optional: &'a [&'a str],
+}
+
+/// A repo's files at one commit, in the cache.
+#[derive(Debug)]
+pub(crate) struct Snapshot {
+    pub(crate) commit: String,
+    /// The files found, by the name asked for.
+    pub(crate) files: Vec<(String, PathBuf)>,
+    /// Whether anything was downloaded.
+    pub(crate) downloaded: bool,
+}
+
+impl Snapshot {
+    /// The path of `name`, if the snapshot has it.
+    pub(crate) fn file(&self, name: &str) -> Option<&Path> {
+        self.files
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, p)| p.as_path())
+    }
+}
+
+fn is_commit(revision: &str) -> bool {
+    revision.len() == 40 && revision.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// `models--org--name` under the cache.
+fn repo_dir(env: &HubEnv, id: &HubId) -> PathBuf {
+    env.cache
+        .join(format!("models--{}", id.repo.replace('/', "--")))
+}
+
+/// The files of `id` that `wanted` names, from the cache, else from the
+/// hub (unless offline); one line naming what is missing otherwise.
+pub(crate) fn resolve(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, String> {
+    if let Some(found) = cached(env, id, wanted) {
+        return Ok(found);
+    }
+    if env.offline {
+        return Err(format!(
+            "--model {id}: {} is not in the Hugging Face cache ({}) and HF_HUB_OFFLINE is set",
+            missing_names(env, id, wanted),
+            env.cache.display()
+        ));
+    }
+    let repo = repo_dir(env, id);
+    let locks = env
+        .cache
+        .join(".locks")
+        .join(repo.file_name().unwrap_or_default());
+    std::fs::create_dir_all(&locks).map_err(|e| {
+        format!(
+            "--model {id}: cannot write the cache {}: {e}",
+            locks.display()
+        )
+    })?;
+    let lock = std::fs::File::create(locks.join("pipeline.lock"))
+        .map_err(|e| format!("--model {id}: {e}"))?;
+    // Another process downloading this repo finishes first; its files are
+    // then cached.
+    lock.lock()
+        .map_err(|e| format!("--model {id}: cannot lock the cache: {e}"))?;
+    if let Some(found) = cached(env, id, wanted) {
+        return Ok(found);
+    }
+    download(env, id, wanted)
+}
+
+/// The commit a revision names in the cache: itself, or `refs/<branch>`.
+fn cached_commit(env: &HubEnv, id: &HubId) -> Option<String> {
+    if is_commit(&id.revision) {
+        return Some(id.revision.to_ascii_lowercase());
+    }
+    let text = std::fs::read_to_string(repo_dir(env, id).join("refs").join(&id.revision)).ok()?;
+    Some(text.trim().to_owned()).filter(|c| is_commit(c))
+}
+
+/// `wanted` from the snapshot, where every required file is there and
+/// each optional one is there or known absent (`.no_exist/`, as Python
+/// records a 404); `None` otherwise.
+fn cached(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Option<Snapshot> {
+    let commit = cached_commit(env, id)?;
+    let dir = repo_dir(env, id).join("snapshots").join(&commit);
+    let no_exist = repo_dir(env, id).join(".no_exist").join(&commit);
+    let mut files = Vec::new();
+    for names in wanted.required {
+        let name = names.iter().find(|n| dir.join(n).is_file())?;
+        files.push(((*name).to_owned(), dir.join(name)));
+    }
+    for name in wanted.optional {
+        if dir.join(name).is_file() {
+            files.push(((*name).to_owned(), dir.join(name)));
+        } else if !no_exist.join(name).exists() {
+            return None;
+        }
+    }
+    Some(Snapshot {
+        commit,
+        files,
+        downloaded: false,
+    })
+}
+
+/// For the offline error: the first file the cache lacks.
+fn missing_names(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> String {
+    let Some(commit) = cached_commit(env, id) else {
+        return format!("revision {}", id.revision);
+    };
+    let dir = repo_dir(env, id).join("snapshots").join(commit);
+    for names in wanted.required {
+        if !names.iter().any(|n| dir.join(n).is_file()) {
+            return names.join(" or ");
+        }
+    }
+    wanted
+        .optional
+        .iter()
+        .find(|n| !dir.join(n).is_file())
+        .map_or_else(|| "a file".to_owned(), |n| (*n).to_owned())
+}
+
+/// Up to this many tries of one request (a connection or server error is
+/// tried again after 0.5, 1, 2 s; a 4xx is not).
+const TRIES: u32 = 4;
+
+/// `call`, tried again on errors that may pass.
+fn with_retries<T>(mut call: impl FnMut() -> Result<T, ApiError>) -> Result<T, ApiError> {
+    let mut wait = Duration::from_millis(500);
+    let mut tries = 1;
+    loop {
+        match call() {
+            Err(e) if tries < TRIES && transient(&e) => {
+                std::thread::sleep(wait);
+                wait *= 2;
+                tries += 1;
+            }
+            other => return other,
+        }
+    }
+}
+
+fn status(e: &ApiError) -> Option<u16> {
+    match e {
+        ApiError::RequestError(e) => match e.as_ref() {
+            ureq::Error::StatusCode(code) => Some(*code),
+            _ => None,
+        },
+        ApiError::TooManyRetries(e) => status(e),
+        _ => None,
+    }
+}
+
+fn transient(e: &ApiError) -> bool {
+    match status(e) {
+        Some(code) => code >= 500 || code == 429,
+        None => matches!(e, ApiError::RequestError(_) | ApiError::TooManyRetries(_)),
+    }
+}
+
+/// One line for a failed request about `what`.
+fn request_error(env: &HubEnv, id: &HubId, what: &str, e: &ApiError) -> String {
+    let token = if env.token.is_some() {
+        "the token in HF_TOKEN (or the token file) has no access to it"
+    } else {
+        "set HF_TOKEN to a token with access (or run `hf auth login`)"
+    };
+    match status(e) {
+        Some(401 | 403) => {
+            format!("--model {id}: the hub refused {what} (a gated or private repo): {token}")
+        }
+        Some(404) if what == "the repo" => format!(
+            "--model {id}: no such repo or revision on the hub (a private repo also answers \
+             this way without a token)"
+        ),
+        Some(404) => format!("--model {id}: the repo has no {what}"),
+        _ => format!(
+            "--model {id}: cannot fetch {what} from the hub{}: {e}; a model in the Hugging \
+             Face cache ({}) runs without the network",
+            env.endpoint
+                .as_deref()
+                .map(|e| format!(" at {e}"))
+                .unwrap_or_default(),
+            env.cache.display()
+        ),
+    }
+}
+
+/// Downloads what `wanted` names at the revision's commit.
+fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, String> {
+    let mut builder = ApiBuilder::from_cache(Cache::new(env.cache.clone()))
+        .with_token(env.token.clone())
+        .with_progress(std::io::stderr().is_terminal())
+        // Retries of a body cut short, each resuming where it stopped.
+        .with_retries(5);
+    if let Some(endpoint) = &env.endpoint {
+        builder = builder.with_endpoint(endpoint.clone());
+    }
+    let api = builder
+        .build()
+        .map_err(|e| format!("--model {id}: the hub client: {e}"))?;
+    let info = with_retries(|| {
+        api.repo(Repo::with_revision(
+            id.repo.clone(),
+            RepoType::Model,
+            id.revision.clone(),
+        ))
+        .info()
+    })
+    .map_err(|e| request_error(env, id, "the repo", &e))?;
+    let commit = info.sha.to_ascii_lowercase();
+    if !is_commit(&commit) {
+        return Err(format!(
+            "--model {id}: the hub named the revision's commit {commit:?}, not a commit hash"
+        ));
+    }
+    let listed = |name: &str| info.siblings.iter().any(|s| s.rfilename == name);
+    let mut names: Vec<&str> = Vec::new();
+    for alternatives in wanted.required {
+        let name = alternatives.iter().find(|n| listed(n)).ok_or_else(|| {
+            format!(
+                "--model {id}: the repo has no {} (at commit {commit})",
+                alternatives.join(" or ")
+            )
+        })?;
+        names.push(name);
+    }
+    let repo = repo_dir(env, id);
+    for name in wanted.optional {
+        if listed(name) {
+            names.push(name);
+        } else {
+            // Python's record of a file the repo lacks.
+            let marker = repo.join(".no_exist").join(&commit).join(name);
+            if let Some(parent) = marker.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let _ = std::fs::write(marker, b"");
+        }
+    }
+    let api_repo = api.repo(Repo::with_revision(
+        id.repo.clone(),
+        RepoType::Model,
+        commit.clone(),
+    ));
+    let dir = repo.join("snapshots").join(&commit);
+    let mut files = Vec::new();
+    for name in names {
+        let path = dir.join(name);
+        if !path.is_file() {
+            with_retries(|| api_repo.download(name))
+                .map_err(|e| request_error(env, id, name, &e))?;
+            verify(&path).map_err(|why| format!("--model {id}: {name}: {why}"))?;
+        }
+        files.push((name.to_owned(), path));
+    }
+    // hf-hub records the commit under its own name; Python reads the
+    // branch's name.
+    if !is_commit(&id.revision) {
+        write_ref(&repo, &id.revision, &commit).map_err(|e| format!("--model {id}: {e}"))?;
+    }
+    Ok(Snapshot {
+        commit,
+        files,
+        downloaded: true,
+    })
+}
+
+/// `refs/<revision>` holds `commit`, written whole (a temporary file
+/// renamed into place).
+fn write_ref(repo: &Path, revision: &str, commit: &str) -> std::io::Result<()> {
+    let file = repo.join("refs").join(revision);
+    let parent = file.parent().unwrap_or(repo);
+    std::fs::create_dir_all(parent)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(parent)?;
+    std::io::Write::write_all(&mut tmp, commit.as_bytes())?;
+    tmp.persist(&file).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Checks a downloaded file against the ETag its blob is named by: git's
+/// blob SHA-1 (40 hex digits) or the LFS file's SHA-256 (64); a file that
+/// does not match is removed (blob and link), so the next run fetches it
+/// again.
+fn verify(link: &Path) -> Result<(), String> {
+    let blob = std::fs::canonicalize(link).map_err(|e| e.to_string())?;
+    let etag = blob
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+    let digest = match etag.len() {
+        40 if etag.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            use sha1::Digest;
+            let len = std::fs::metadata(&blob).map_err(|e| e.to_string())?.len();
+            let mut hasher = sha1::Sha1::new();
+            hasher.update(format!("blob {len}\0").as_bytes());
+            hash_file(&blob, |chunk| hasher.update(chunk))?;
+            hex(&hasher.finalize())
+        }
+        64 if etag.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            use sha2::Digest;
+            let mut hasher = sha2::Sha256::new();
+            hash_file(&blob, |chunk| hasher.update(chunk))?;
+            hex(&hasher.finalize())
+        }
+        // An ETag that is no checksum (another server's): nothing to check.
+        _ => return Ok(()),
+    };
+    if digest == etag {
+        return Ok(());
+    }
+    let _ = std::fs::remove_file(&blob);
+    let _ = std::fs::remove_file(link);
+    Err(format!(
+        "the download does not match the hub's checksum {etag} (it hashes to {digest}); it was \
+         removed, run again"
+    ))
+}
+
+fn hash_file(path: &Path, mut update: impl FnMut(&[u8])) -> Result<(), String> {
+    let mut file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buffer).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(());
+        }
+        update(&buffer[..n]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repo_ids_and_revisions() {
+        let id = HubId::parse("facebook/dinov2-base").expect("an id");
+        assert_eq!(
+            (id.repo.as_str(), id.revision.as_str()),
+            ("facebook/dinov2-base", "main")
+        );
+        let id = HubId::parse("timm/convnext_tiny.fb_in22k_ft_in1k@refs/pr/3").expect("an id");
+        assert_eq!(id.revision, "refs/pr/3");
+        for not in [
+            "resnet50",
+            "model.onnx",
+            "a/b/c",
+            "/abs/path",
+            "./x/y",
+            "../x",
+            "org/",
+            "org/name@",
+            "https://x/y",
+            "org/na me",
+            "org/..",
+            "org/name@../x",
+        ] {
+            assert_eq!(HubId::parse(not), None, "{not}");
+        }
+    }
+}

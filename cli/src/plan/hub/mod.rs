@@ -1,0 +1,242 @@
+//! `--model ORG/NAME[@REVISION]` (#42): a Hugging Face repo resolved once,
+//! before any worker starts, into the run's model description
+//! ([`pipeline_core::HubModel`]): its files from the cache or the hub
+//! (`cache.rs`), the family and sizes from its `config.json`, the
+//! classifier's labels and scoring, the preprocessing of its
+//! `preprocessor_config.json` with the flags laid over it, and the weight
+//! file checked by names and shapes; or one line saying why not, exit 2.
+//!
+//! Decisions where the issue is silent:
+//! - a repo with a classifier head classifies unless `--task embed`; its
+//!   embedding is then what the head reads;
+//! - the weights are `model.safetensors`, else `pytorch_model.bin`;
+//! - a ViT, CLIP or SigLIP is fed the config's own image size (their
+//!   upstreams do not resample position embeddings unless asked), so a
+//!   crop of another size is refused; DINOv2 resamples as transformers does;
+//! - hub models run on the burn engine (CPU and Vulkan). The CUDA engine's
+//!   plans are the built-in names' for now: `--engine cuda` is refused,
+//!   and `--gpus all` on NVIDIA GPUs takes Vulkan.
+
+mod cache;
+
+use std::path::Path;
+
+use pipeline_core::{
+    DeviceSpec, Family, HubModel, ModelRef, Precision, PreprocessSpec, Task, WorkerConfig,
+};
+
+pub(crate) use self::cache::HubId;
+use self::cache::{HubEnv, Wanted};
+use super::{ModelFlags, Planned, batch_size, decode_limits, default_loader_threads, per_worker};
+use crate::args::{EngineArg, RunArgs, TaskArg};
+
+/// The files a model of a repo needs.
+const WANTED: Wanted<'static> = Wanted {
+    required: &[
+        &["config.json"],
+        &["model.safetensors", "pytorch_model.bin"],
+    ],
+    optional: &["preprocessor_config.json"],
+};
+
+/// `--model` as a repo id, where it is one and no local path has its name.
+pub(super) fn hub_id(model: &str) -> Option<HubId> {
+    if Path::new(model).exists() {
+        return None;
+    }
+    HubId::parse(model)
+}
+
+/// The run of `args` with the repo `id`'s model.
+pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Planned, String> {
+    for (given, flag) in [
+        (args.weights.is_some(), "--weights (the repo holds them)"),
+        (
+            args.classes.is_some(),
+            "--classes (hub repos' text towers are not built yet)",
+        ),
+        (!args.prompts.is_empty(), "--prompt"),
+        (args.tokenizer.is_some(), "--tokenizer"),
+        (flags.output.is_some(), "--output"),
+        (
+            flags.scores.is_some(),
+            "--scores (the repo's problem_type says)",
+        ),
+        (
+            flags.labels.is_some(),
+            "--labels (the repo's id2label names them)",
+        ),
+        (flags.normalize, "--normalize"),
+        (args.task == Some(TaskArg::Raw), "--task raw"),
+    ] {
+        if given {
+            let flag = flag.split(' ').next().unwrap_or(flag);
+            return Err(format!(
+                "{flag} does not go with a hub model (--model {id})"
+            ));
+        }
+    }
+    let env = HubEnv::from_env();
+    let snapshot = cache::resolve(&env, id, &WANTED)?;
+    let file = |name: &str| snapshot.file(name).map(Path::to_path_buf);
+    let config_path = file("config.json").ok_or("config.json resolved")?;
+    let weights = file("model.safetensors")
+        .or_else(|| file("pytorch_model.bin"))
+        .ok_or("weights resolved")?;
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_err(|e| format!("--model {id}: {}: {e}", path.display()))
+    };
+    let config = pipeline_core::hub_config(&read(&config_path)?)
+        .map_err(|e| format!("--model {id}: {e}"))?;
+    let preprocess = match file("preprocessor_config.json") {
+        Some(path) => {
+            pipeline_core::spec_from_config(&read(&path)?)
+                .map_err(|e| format!("--model {id}: preprocessor_config.json: {e}"))?
+                .0
+        }
+        None => {
+            let p = &flags.preprocess;
+            if p.size.or(p.crop).is_none() || p.mean.is_none() || p.std.is_none() {
+                return Err(format!(
+                    "--model {id}: the repo has no preprocessor_config.json; give --size, \
+                     --mean and --std"
+                ));
+            }
+            PreprocessSpec {
+                crop_rounding: pipeline_core::CropRounding::Floor,
+                ..PreprocessSpec::IMAGENET
+            }
+        }
+    };
+    let spec = pipeline_core::spec_from_flags(&flags.preprocess, preprocess)?;
+    let mut shape = config.shape;
+    let crop = spec.crop as usize;
+    if shape.family == Family::Dinov2 {
+        if crop % shape.patch != 0 {
+            return Err(format!(
+                "--model {id}: a {crop}×{crop} crop is not a whole number of its {p}×{p} patches",
+                p = shape.patch
+            ));
+        }
+        shape.image = crop;
+    } else if crop != config.image_size {
+        return Err(format!(
+            "--model {id}: it takes {s}×{s} images (its config's image_size), and the \
+             preprocessing crops {crop}×{crop}",
+            s = config.image_size
+        ));
+    }
+    gpu_worker::Model::check_hub_file(&shape, &id.to_string(), &weights)
+        .map_err(|e| format!("--model {id}: {e}"))?;
+    let classifier = shape.classes.is_some();
+    let task = match args.task {
+        Some(TaskArg::Classify) if !classifier => {
+            return Err(format!(
+                "--task classify: {id} has no classifier head (its config names no \
+                 …ForImageClassification); use --task embed"
+            ));
+        }
+        Some(TaskArg::Embed) => Task::Embed,
+        Some(TaskArg::Classify) | None if classifier => Task::Classify {
+            top_k: args.top_k as usize,
+        },
+        _ => Task::Embed,
+    };
+    let pooling = match &args.pooling {
+        None => None,
+        Some(_) if shape.family != Family::Dinov2 => {
+            return Err(format!("--pooling: only DINOv2 models take it, not {id}"));
+        }
+        Some(_) if task != Task::Embed || classifier => {
+            return Err(
+                "--pooling goes with --task embed of a DINOv2 without a classifier head".to_owned(),
+            );
+        }
+        Some(p) => Some(
+            p.parse::<pipeline_core::EmbedPooling>()
+                .map_err(|e| format!("--pooling: {e}"))?,
+        ),
+    };
+    let precision: Precision = args
+        .precision
+        .parse()
+        .map_err(|e| format!("--precision: {e}"))?;
+    if args.engine == EngineArg::Cuda {
+        return Err(format!(
+            "--engine cuda runs the built-in model names; a hub model ({id}) runs on --engine \
+             cpu or vulkan for now"
+        ));
+    }
+    let (devices, engine, device_notice) = crate::devices::engine_devices(
+        args.engine,
+        &args.gpus,
+        Err("the CUDA engine runs the built-in model names, not hub models yet".to_owned()),
+    )?;
+    let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
+    let cuda_uuids = crate::devices::cuda_uuids(&devices);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let loader_threads = args.loader_threads.map_or_else(
+        || default_loader_threads(cores, &worker_devices),
+        |n| n as usize,
+    );
+    let model_notice = format!(
+        "pipeline: {id} at {} ({}{}), {}",
+        &snapshot.commit[..12],
+        family_name(shape.family),
+        shape
+            .classes
+            .map(|k| format!(", {k} classes"))
+            .unwrap_or_default(),
+        if snapshot.downloaded {
+            format!("downloaded into {}", env.cache.display())
+        } else {
+            format!("from the cache {}", env.cache.display())
+        }
+    );
+    Ok(Planned {
+        devices,
+        worker_devices,
+        worker: WorkerConfig {
+            name: String::new(),
+            device: DeviceSpec::Cpu,
+            model: ModelRef::Hub(HubModel {
+                repo: id.repo.clone(),
+                revision: snapshot.commit.clone(),
+                weights,
+                shape,
+                labels: config.labels,
+                scores: config.scores,
+            }),
+            weights: None,
+            seed: args.seed,
+            task,
+            pooling,
+            classes: None,
+            precision,
+            engine,
+            batch_size: batch_size(args)?,
+            loader_threads,
+            preprocess: PreprocessSpec {
+                jpeg_draft: args.decode.jpeg_draft,
+                fast: args.decode.fast_preprocess,
+                ..spec
+            },
+            limits: decode_limits(&args.limits),
+            remote: super::remote_spec(args)?,
+            cuda_uuids,
+        },
+        notices: vec![device_notice.unwrap_or_default(), model_notice],
+        class_dir: None,
+        raw_bytes: None,
+    })
+}
+
+fn family_name(family: Family) -> &'static str {
+    match family {
+        Family::Vit => "ViT",
+        Family::Dinov2 => "DINOv2",
+        Family::Clip => "CLIP",
+        Family::Siglip => "SigLIP",
+        _ => "a built-in family",
+    }
+}

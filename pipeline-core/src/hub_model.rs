@@ -1,0 +1,361 @@
+//! A model named by its Hugging Face repo id (#42), as the coordinator
+//! resolved it before any worker started: the repo and the commit its
+//! files are from, the weight file in the cache, the family and its sizes
+//! read from the repo's `config.json`, and a classifier's labels and
+//! scoring. Workers build the model from this value and read no config.
+//!
+//! The transformers families with a built-in network (`model_type`):
+//! - `vit`: `ViTModel` (embeds: the class token after the final norm) or
+//!   `ViTForImageClassification` (any number of labels);
+//! - `dinov2`: `Dinov2Model`, or `Dinov2ForImageClassification` (its head
+//!   reads the class token and the patch mean, concatenated);
+//! - `clip`: `CLIPModel`'s image tower and projection (embeds, unit length);
+//! - `siglip`: `SiglipModel`'s image tower and its attention-pooling head
+//!   (embeds, unit length).
+//!
+//! Everything the built-in network cannot do as upstream does is refused
+//! in one line, never approximated: DINOv2's SwiGLU MLPs (giant), ViT
+//! without q/k/v biases, an activation it lacks, a non-square or
+//! non-RGB input.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::model::Family;
+use crate::model_ref::Scores;
+
+/// The MLP activation of a transformer, as transformers' `hidden_act`
+/// names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HubActivation {
+    /// Exact GELU (`gelu`).
+    Gelu,
+    /// GELU's tanh approximation (`gelu_pytorch_tanh`, `gelu_new`).
+    GeluTanh,
+    /// OpenAI's `x·σ(1.702x)` (`quick_gelu`).
+    QuickGelu,
+}
+
+/// A transformer image tower's family and sizes, from its config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HubShape {
+    /// `Vit`, `Dinov2`, `Clip` or `Siglip`.
+    pub family: Family,
+    /// Patch side in pixels.
+    pub patch: usize,
+    /// Token width (`hidden_size`).
+    pub width: usize,
+    /// Blocks (`num_hidden_layers`).
+    pub depth: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// The MLPs' hidden width.
+    pub mlp: usize,
+    /// Side of the checkpoint's position-embedding grid
+    /// (`image_size / patch_size`).
+    pub pos_grid: usize,
+    /// Side of the images the model is fed (the preprocessing's crop).
+    pub image: usize,
+    /// Every LayerNorm's eps.
+    pub eps: f64,
+    /// The MLPs' activation.
+    pub activation: HubActivation,
+    /// Output width of CLIP's projection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub projection: Option<usize>,
+    /// Classes of a classifier head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classes: Option<usize>,
+}
+
+// eps is never NaN: it is read from a config and checked positive.
+impl Eq for HubShape {}
+
+impl HubShape {
+    /// Length of the embedding (`--task embed`).
+    pub fn feature_dim(&self) -> usize {
+        match (self.projection, self.family) {
+            (Some(e), _) => e,
+            (None, Family::Dinov2) if self.classes.is_some() => 2 * self.width,
+            (None, _) => self.width,
+        }
+    }
+}
+
+/// A Hugging Face model, resolved once by the coordinator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HubModel {
+    /// The repo id as given (`org/name`).
+    pub repo: String,
+    /// The commit the files are from (40 hex digits), so that resume
+    /// refuses a model that changed.
+    pub revision: String,
+    /// The weight file, in the cache's snapshot of that commit.
+    pub weights: std::path::PathBuf,
+    /// The family and its sizes.
+    pub shape: HubShape,
+    /// A classifier's class names in class order (`id2label`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<String>,
+    /// How a classifier's logits become scores: softmax, or a sigmoid per
+    /// label for `problem_type: multi_label_classification`.
+    #[serde(default)]
+    pub scores: Scores,
+}
+
+/// What a repo's `config.json` says of its model: the shape (with `image`
+/// set to the config's own image size), its labels and their scoring.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubConfig {
+    /// Family and sizes.
+    pub shape: HubShape,
+    /// Class names, in class order, where the checkpoint is a classifier.
+    pub labels: Vec<String>,
+    /// Softmax, or sigmoid for a multi-label classifier.
+    pub scores: Scores,
+    /// The config's `image_size`.
+    pub image_size: usize,
+}
+
+/// The model `text` (a repo's `config.json`) describes, or why this tool
+/// cannot run it, in one line.
+pub fn hub_config(text: &str) -> Result<HubConfig, String> {
+    let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let model_type = json
+        .get("model_type")
+        .and_then(Value::as_str)
+        .ok_or("config.json names no model_type")?;
+    let classifier = json
+        .get("architectures")
+        .and_then(Value::as_array)
+        .is_some_and(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .any(|n| n.ends_with("ForImageClassification"))
+        });
+    let (family, tower) = match model_type {
+        "vit" => (Family::Vit, &json),
+        "dinov2" => (Family::Dinov2, &json),
+        "clip" => (
+            Family::Clip,
+            json.get("vision_config").unwrap_or(&Value::Null),
+        ),
+        "siglip" => (
+            Family::Siglip,
+            json.get("vision_config").unwrap_or(&Value::Null),
+        ),
+        other => {
+            return Err(format!(
+                "model_type {other} is not built in (the built-in families read from a hub \
+                 config are vit, dinov2, clip and siglip); export it to ONNX and run \
+                 --model FILE.onnx"
+            ));
+        }
+    };
+    if !tower.is_object() {
+        return Err(format!(
+            "config.json of a {model_type} model has no vision_config"
+        ));
+    }
+    let count = |key: &str, default: Option<u64>| -> Result<usize, String> {
+        match tower.get(key) {
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("config.json: {key} is {v}, not a positive count")),
+            None => default
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("config.json has no {key}")),
+        }
+    };
+    // transformers' defaults where a config leaves a key out.
+    let (image_default, patch_default, eps_default, act_default) = match family {
+        Family::Vit => (224, 16, 1e-12, "gelu"),
+        Family::Dinov2 => (224, 16, 1e-6, "gelu"),
+        Family::Clip => (224, 32, 1e-5, "quick_gelu"),
+        _ => (224, 16, 1e-6, "gelu_pytorch_tanh"),
+    };
+    let width = count("hidden_size", Some(768))?;
+    let depth = count("num_hidden_layers", Some(12))?;
+    let heads = count("num_attention_heads", Some(12))?;
+    let patch = count("patch_size", Some(patch_default))?;
+    let image_size = count("image_size", Some(image_default))?;
+    if width % heads != 0 {
+        return Err(format!(
+            "config.json: hidden_size {width} is not a multiple of num_attention_heads {heads}"
+        ));
+    }
+    if image_size % patch != 0 {
+        return Err(format!(
+            "config.json: image_size {image_size} is not a multiple of patch_size {patch}"
+        ));
+    }
+    if count("num_channels", Some(3))? != 3 {
+        return Err("config.json: num_channels is not 3 (RGB)".to_owned());
+    }
+    let mlp = if family == Family::Dinov2 {
+        if tower.get("use_swiglu_ffn").and_then(Value::as_bool) == Some(true) {
+            return Err(
+                "a DINOv2 with SwiGLU MLPs (use_swiglu_ffn: giant) is not built in; export it \
+                 to ONNX and run --model FILE.onnx"
+                    .to_owned(),
+            );
+        }
+        width * count("mlp_ratio", Some(4))?
+    } else {
+        count("intermediate_size", Some(4 * width as u64))?
+    };
+    if tower.get("qkv_bias").and_then(Value::as_bool) == Some(false) {
+        return Err(
+            "config.json: qkv_bias false (attention without biases) is not built in".into(),
+        );
+    }
+    let eps = match tower.get("layer_norm_eps") {
+        None => eps_default,
+        Some(v) => v
+            .as_f64()
+            .filter(|e| *e > 0.0 && e.is_finite())
+            .ok_or_else(|| format!("config.json: layer_norm_eps is {v}, not a positive number"))?,
+    };
+    let act = tower
+        .get("hidden_act")
+        .map_or(Some(act_default), Value::as_str)
+        .ok_or("config.json: hidden_act is not a name")?;
+    let activation = match act {
+        "gelu" => HubActivation::Gelu,
+        "gelu_pytorch_tanh" | "gelu_new" => HubActivation::GeluTanh,
+        "quick_gelu" => HubActivation::QuickGelu,
+        other => return Err(format!("config.json: hidden_act {other} is not built in")),
+    };
+    let projection = match family {
+        Family::Clip => Some(
+            json.get("projection_dim")
+                .map_or(Some(512), Value::as_u64)
+                .filter(|&n| n > 0)
+                .ok_or("config.json: projection_dim is not a positive count")? as usize,
+        ),
+        _ => None,
+    };
+    if family == Family::Siglip
+        && tower.get("vision_use_head").and_then(Value::as_bool) == Some(false)
+    {
+        return Err(
+            "a SigLIP without its attention-pooling head (vision_use_head false) is \
+                    not built in"
+                .to_owned(),
+        );
+    }
+    let (labels, classes) = if classifier && matches!(family, Family::Vit | Family::Dinov2) {
+        let labels = crate::labels_from_config(text)
+            .map_err(|e| format!("config.json: {e}"))?
+            .unwrap_or_default();
+        if labels.is_empty() {
+            return Err(format!(
+                "config.json: a {model_type} classifier with no id2label (its classes)"
+            ));
+        }
+        let n = labels.len();
+        (labels, Some(n))
+    } else if classifier {
+        return Err(format!(
+            "a {model_type} classifier head is not built in; its image embeddings are \
+             (a {model_type} checkpoint without the head)"
+        ));
+    } else {
+        (Vec::new(), None)
+    };
+    let scores = match json.get("problem_type").and_then(Value::as_str) {
+        Some("multi_label_classification") => Scores::Sigmoid,
+        _ => Scores::Softmax,
+    };
+    Ok(HubConfig {
+        shape: HubShape {
+            family,
+            patch,
+            width,
+            depth,
+            heads,
+            mlp,
+            pos_grid: image_size / patch,
+            image: image_size,
+            eps,
+            activation,
+            projection,
+            classes,
+        },
+        labels,
+        scores,
+        image_size,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_vit_classifier_with_two_labels() {
+        let config = r#"{"model_type": "vit", "architectures": ["ViTForImageClassification"],
+            "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 3,
+            "intermediate_size": 96, "patch_size": 16, "image_size": 64,
+            "id2label": {"0": "normal", "1": "nsfw"}}"#;
+        let c = hub_config(config).expect("a ViT");
+        assert_eq!(c.shape.family, Family::Vit);
+        assert_eq!((c.shape.width, c.shape.depth, c.shape.heads), (48, 2, 3));
+        assert_eq!((c.shape.mlp, c.shape.pos_grid, c.shape.eps), (96, 4, 1e-12));
+        assert_eq!(c.shape.classes, Some(2));
+        assert_eq!(c.labels, ["normal", "nsfw"]);
+        assert_eq!(c.scores, Scores::Softmax);
+    }
+
+    #[test]
+    fn defaults_and_refusals() {
+        let dino = hub_config(
+            r#"{"model_type": "dinov2", "hidden_size": 32,
+            "num_attention_heads": 2, "patch_size": 14, "image_size": 518,
+            "problem_type": "multi_label_classification",
+            "architectures": ["Dinov2ForImageClassification"],
+            "id2label": {"0": "a", "1": "b", "2": "c"}}"#,
+        )
+        .expect("a DINOv2");
+        assert_eq!((dino.shape.mlp, dino.shape.pos_grid), (128, 37));
+        assert_eq!(dino.shape.feature_dim(), 64);
+        assert_eq!(dino.scores, Scores::Sigmoid);
+        let clip = hub_config(
+            r#"{"model_type": "clip", "projection_dim": 24,
+            "vision_config": {"hidden_size": 32, "num_attention_heads": 4}}"#,
+        )
+        .expect("a CLIP");
+        assert_eq!(clip.shape.activation, HubActivation::QuickGelu);
+        assert_eq!(clip.shape.feature_dim(), 24);
+        for (config, says) in [
+            (
+                r#"{"model_type": "beit"}"#,
+                "model_type beit is not built in",
+            ),
+            (
+                r#"{"model_type": "dinov2", "use_swiglu_ffn": true}"#,
+                "SwiGLU",
+            ),
+            (
+                r#"{"model_type": "vit", "hidden_act": "relu"}"#,
+                "hidden_act relu",
+            ),
+            (
+                r#"{"model_type": "vit", "hidden_size": 50}"#,
+                "not a multiple",
+            ),
+            (r#"{"model_type": "clip"}"#, "no vision_config"),
+            (
+                r#"{"model_type": "vit", "architectures": ["ViTForImageClassification"]}"#,
+                "no id2label",
+            ),
+            (r#"{"hidden_size": 8}"#, "no model_type"),
+        ] {
+            let error = hub_config(config).expect_err(config);
+            assert!(error.contains(says), "{config}: {error}");
+        }
+    }
+}

@@ -1,0 +1,161 @@
+"""A Hugging Face hub on 127.0.0.1 for `cli/tests/hub.rs` (#42): the
+download protocol both `huggingface_hub` (Python) and the `hf-hub` crate
+speak, over repos in a folder (`ROOT/ORG--NAME/...`, one commit each).
+
+    python3 scripts/hub_server.py ROOT LOG [--gated ORG/NAME] [--token T]
+                                  [--cut-once FILE]
+
+Prints its port on the first line of stdout, then serves until killed.
+- `GET|HEAD /ORG/NAME/resolve/REV/FILE`: REV is `main` or the commit.
+  Small files answer 200 (206 for a Range) with `X-Repo-Commit` and the
+  git blob SHA-1 as `ETag`; weight files (`.safetensors`, `.bin`) are LFS
+  files: 302 to `/cdn/SHA256` with `X-Linked-Etag` (their SHA-256),
+  `X-Linked-Size`, and `X-Repo-Commit`.
+- `GET /api/models/ORG/NAME/revision/REV`: `{"sha", "siblings"}`.
+- Errors as the hub sends them, with `X-Error-Code`: 404 `RepoNotFound`,
+  `RevisionNotFound`, `EntryNotFound`; 401 `GatedRepo` for `--gated`
+  repos without `Authorization: Bearer T`.
+- `--cut-once FILE`: the first full download of FILE's bytes stops halfway
+  (the connection closes), as a network fault does; a resumed request
+  (`Range: bytes=N-`) then gets the rest.
+- Every request is appended to LOG as `METHOD PATH RANGE`.
+"""
+
+import argparse
+import hashlib
+import http.server
+import json
+import pathlib
+import re
+import sys
+import threading
+
+LFS = (".safetensors", ".bin")
+
+
+def git_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("root")
+    parser.add_argument("log")
+    parser.add_argument("--gated", action="append", default=[])
+    parser.add_argument("--token", default="hf_good")
+    parser.add_argument("--cut-once", default=None)
+    args = parser.parse_args()
+
+    repos: dict[str, dict[str, bytes]] = {}
+    for folder in sorted(pathlib.Path(args.root).iterdir()):
+        if folder.is_dir() and "--" in folder.name:
+            files = {p.relative_to(folder).as_posix(): p.read_bytes()
+                     for p in sorted(folder.rglob("*")) if p.is_file()}
+            repos[folder.name.replace("--", "/", 1)] = files
+    commits = {repo: hashlib.sha1(json.dumps(
+        {n: git_sha1(d) for n, d in files.items()}, sort_keys=True).encode()).hexdigest()
+        for repo, files in repos.items()}
+    blobs = {hashlib.sha256(d).hexdigest(): d
+             for files in repos.values() for n, d in files.items() if n.endswith(LFS)}
+    lock = threading.Lock()
+    state = {"cut": args.cut_once}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *_):
+            pass
+
+        def send(self, code, headers, body=b""):
+            self.send_response(code)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(body)
+
+        def error(self, code, kind, extra=None):
+            self.send(code, {"X-Error-Code": kind, "X-Error-Message": kind, **(extra or {})})
+
+        def ranged(self, data, headers, name):
+            n = len(data)
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+            start, end = (int(m[1]), min(int(m[2] or n - 1), n - 1)) if m else (0, n - 1)
+            if m and n == 0:
+                return self.send(200, {**headers, "Content-Range": "bytes */0"})
+            if m and start >= n:
+                return self.send(416, {"Content-Range": f"bytes */{n}"})
+            body = data[start:end + 1]
+            code = 206 if m else 200
+            if m:
+                headers = {**headers, "Content-Range": f"bytes {start}-{end}/{n}"}
+            cut = False
+            with lock:
+                if (self.command == "GET" and state["cut"] == name and start == 0
+                        and len(body) == n and n > 1):
+                    state["cut"] = None
+                    cut = True
+            if not cut:
+                return self.send(code, {**headers, "Accept-Ranges": "bytes"}, body)
+            self.send_response(code)
+            for k, v in headers.items():
+                self.send_header(k, v)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            self.connection.shutdown(2)
+
+        def do_GET(self):
+            with lock, open(args.log, "a") as log:
+                log.write(f"{self.command} {self.path} {self.headers.get('Range', '-')}\n")
+            api = re.fullmatch(r"/api/models/([^/]+/[^/]+)/revision/(.+)", self.path)
+            resolve = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", self.path)
+            if self.path.startswith("/cdn/"):
+                sha = self.path[5:]
+                if sha not in blobs:
+                    return self.error(404, "EntryNotFound")
+                repo, name = next((r, n) for r, files in repos.items()
+                                  for n, d in files.items()
+                                  if n.endswith(LFS) and hashlib.sha256(d).hexdigest() == sha)
+                return self.ranged(blobs[sha], {"ETag": f'"{sha}"',
+                                                "X-Repo-Commit": commits[repo]}, name)
+            repo = (api or resolve)[1] if (api or resolve) else None
+            if repo not in repos:
+                return self.error(404, "RepoNotFound")
+            if repo in args.gated and self.headers.get("Authorization") != f"Bearer {args.token}":
+                return self.error(401, "GatedRepo")
+            commit = commits[repo]
+            revision = (api or resolve)[2].replace("%2F", "/")
+            if revision not in ("main", commit):
+                return self.error(404, "RevisionNotFound")
+            if api:
+                body = json.dumps({"sha": commit, "siblings": [
+                    {"rfilename": n} for n in repos[repo]]}).encode()
+                return self.send(200, {"Content-Type": "application/json"}, body)
+            name = resolve[3]
+            if name not in repos[repo]:
+                return self.error(404, "EntryNotFound", {"X-Repo-Commit": commit})
+            data = repos[repo][name]
+            if name.endswith(LFS):
+                sha = hashlib.sha256(data).hexdigest()
+                host = self.headers.get("Host", f"127.0.0.1:{self.server.server_port}")
+                return self.send(302, {
+                    "Location": f"http://{host}/cdn/{sha}", "X-Repo-Commit": commit,
+                    "X-Linked-Etag": f'"{sha}"', "X-Linked-Size": str(len(data)),
+                    "ETag": f'"{git_sha1(data)}"'})
+            self.ranged(data, {"ETag": f'"{git_sha1(data)}"', "X-Repo-Commit": commit}, name)
+
+        do_HEAD = do_GET
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    print(server.server_port, flush=True)
+    print(json.dumps(commits), flush=True)
+    sys.stdout.close()
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

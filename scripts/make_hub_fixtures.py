@@ -1,0 +1,145 @@
+"""Hugging Face repos for `cli/tests/hub.rs` (#42): small seeded models of
+the transformers families the tool builds from a hub config, each saved by
+transformers' own `save_pretrained` (config.json, model.safetensors) with
+its PIL image processor's `preprocessor_config.json`, at sizes none of the
+built-in names has, and the outputs transformers gives on the repo's
+sample photographs (`samples/*.jpg`) through that processor.
+
+    target/torch-venv/bin/python scripts/make_hub_fixtures.py cli/tests/hub_repos
+
+Repos (folder `ORG--NAME`):
+- `tiny-org--vit-2labels`: ViTForImageClassification with 2 labels (the
+  shape of Falconsai/nsfw_image_detection), 64 px, bilinear squash;
+- `tiny-org--vit-backbone`: ViTModel (no head): the class token after the
+  final norm as the embedding;
+- `tiny-org--dinov2-multilabel`: Dinov2ForImageClassification with 3
+  labels and `problem_type: multi_label_classification` (a sigmoid per
+  label), a BitImageProcessor's shorter side to 64 and a 56 px crop;
+- `tiny-org--clip-small`: CLIPModel at width 32, patch 16, 48 px, a 24-wide
+  projection: the unit-length image features;
+- `tiny-org--siglip-small`: SiglipModel at width 32, patch 8, 32 px: the
+  unit-length image features;
+- `tiny-org--beit-small`: a BEiT config only (a family not built in).
+
+`reference.json`: per repo, per sample (sorted by name), `probs` (the
+classifiers' softmax or sigmoid) or `embed`.
+"""
+
+import json
+import pathlib
+import sys
+
+import numpy as np
+import torch
+import transformers
+from PIL import Image
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from make_family_vectors import randomise  # noqa: E402
+
+SEED = 42
+
+
+def samples() -> list[pathlib.Path]:
+    return sorted(pathlib.Path("samples").glob("*.jpg"))
+
+
+def save(model, processor, out: pathlib.Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    processor.save_pretrained(out)
+
+
+def pixels(processor, path: pathlib.Path) -> torch.Tensor:
+    image = Image.open(path).convert("RGB")
+    return processor(images=image, return_tensors="pt")["pixel_values"]
+
+
+def main(out: pathlib.Path) -> None:
+    torch.manual_seed(SEED)
+    reference: dict[str, dict] = {}
+    photos = samples()
+    names = [p.name for p in photos]
+
+    def classify(repo, model, processor, sigmoid=False):
+        save(model, processor, out / repo)
+        rows = []
+        with torch.no_grad():
+            for p in photos:
+                logits = model(pixel_values=pixels(processor, p)).logits[0].double()
+                probs = torch.sigmoid(logits) if sigmoid else torch.softmax(logits, 0)
+                rows.append(probs.tolist())
+        reference[repo] = {"images": names, "probs": rows}
+
+    def embed(repo, model, processor, features):
+        save(model, processor, out / repo)
+        rows = []
+        with torch.no_grad():
+            for p in photos:
+                rows.append(features(pixels(processor, p))[0].double().tolist())
+        reference[repo] = {"images": names, "embed": rows}
+
+    vit = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
+               intermediate_size=96, image_size=64, patch_size=16)
+    vit_processor = transformers.ViTImageProcessorPil(
+        size={"height": 64, "width": 64}, resample=2)
+    config = transformers.ViTConfig(**vit, id2label={0: "normal", 1: "nsfw"},
+                                    label2id={"normal": 0, "nsfw": 1})
+    model = randomise(transformers.ViTForImageClassification(config), SEED)
+    classify("tiny-org--vit-2labels", model, vit_processor)
+
+    backbone = randomise(transformers.ViTModel(transformers.ViTConfig(**vit)), SEED + 1)
+    embed("tiny-org--vit-backbone", backbone, vit_processor,
+          lambda x: backbone(pixel_values=x).last_hidden_state[:, 0])
+
+    dino = transformers.Dinov2Config(
+        hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=4,
+        patch_size=14, image_size=518, problem_type="multi_label_classification",
+        id2label={0: "cat", 1: "dog", 2: "car"}, label2id={"cat": 0, "dog": 1, "car": 2})
+    dino_processor = transformers.BitImageProcessorPil(
+        size={"shortest_edge": 64}, crop_size={"height": 56, "width": 56}, resample=3,
+        image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
+    model = randomise(transformers.Dinov2ForImageClassification(dino), SEED + 2)
+    classify("tiny-org--dinov2-multilabel", model, dino_processor, sigmoid=True)
+
+    clip = transformers.CLIPConfig(
+        text_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, vocab_size=100, max_position_embeddings=16),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=48, patch_size=16),
+        projection_dim=24)
+    clip_processor = transformers.CLIPImageProcessorPil(
+        size={"shortest_edge": 48}, crop_size={"height": 48, "width": 48})
+    model = randomise(transformers.CLIPModel(clip), SEED + 3)
+    embed("tiny-org--clip-small", model, clip_processor,
+          lambda x: torch.nn.functional.normalize(_features(model.get_image_features(pixel_values=x)), dim=-1))
+
+    siglip = transformers.SiglipConfig(
+        text_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, vocab_size=100, max_position_embeddings=16),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=32, patch_size=8))
+    siglip_processor = transformers.SiglipImageProcessorPil(
+        size={"height": 32, "width": 32})
+    model = randomise(transformers.SiglipModel(siglip), SEED + 4)
+    embed("tiny-org--siglip-small", model, siglip_processor,
+          lambda x: torch.nn.functional.normalize(_features(model.get_image_features(pixel_values=x)), dim=-1))
+
+    beit = out / "tiny-org--beit-small"
+    beit.mkdir(parents=True, exist_ok=True)
+    transformers.BeitConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                            intermediate_size=64, image_size=32, patch_size=8).save_pretrained(beit)
+    # A config alone: the tool refuses the family before it reads weights,
+    # and the hub's listing needs a weight file to name.
+    (beit / "model.safetensors").write_bytes(b"")
+
+    (out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")
+
+
+def _features(output):
+    """transformers 5 returns a model output where 4 returned a tensor."""
+    return output if isinstance(output, torch.Tensor) else output.pooler_output
+
+
+if __name__ == "__main__":
+    main(pathlib.Path(sys.argv[1]))

@@ -55,6 +55,10 @@ python3 -c 'import sys, PIL; sys.exit(PIL.__version__ != "13.0.0")' 2>/dev/null 
 python3 -c 'import onnxruntime' 2>/dev/null ||
     python3 -m pip install --quiet --disable-pip-version-check onnxruntime
 export PIPELINE_REQUIRE_ORT=1
+# Python's huggingface_hub: the hub tests (#42) check that it and the tool
+# read each other's downloads from one cache.
+python3 -c 'import huggingface_hub' 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check huggingface_hub
 # NVIDIA's NVRTC (its PyPI wheel) for the CUDA engine's kernel compile test,
 # which must then compile (PIPELINE_REQUIRE_NVRTC): no GPU needed.
 PIPELINE_CUDA_LIB_PATH=$(bash scripts/fetch-nvrtc.sh)

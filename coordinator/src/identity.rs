@@ -431,6 +431,36 @@ mod tests {
             let message = old.difference(&now).expect("another model");
             assert!(message.starts_with("another --model"), "{message}");
         }
+        // A hub model is its repo at a commit: the same repo at another
+        // commit, or with other labels, is another model.
+        let hub = |revision: &str, labels: &[&str]| {
+            pipeline_core::ModelRef::Hub(pipeline_core::HubModel {
+                repo: "org/vit".into(),
+                revision: revision.into(),
+                weights: format!("/hf/snapshots/{revision}/model.safetensors").into(),
+                shape: pipeline_core::hub_config(
+                    r#"{"model_type": "vit", "hidden_size": 48, "num_attention_heads": 3}"#,
+                )
+                .expect("a config")
+                .shape,
+                labels: labels.iter().map(|&l| l.to_owned()).collect(),
+                scores: pipeline_core::Scores::Softmax,
+            })
+        };
+        let mut pinned = old.clone();
+        pinned.model = hub(&"a".repeat(40), &["x", "y"]);
+        let text = serde_json::to_string(&pinned).expect("json");
+        let back: RunIdentity = serde_json::from_str(&text).expect("reads back");
+        assert_eq!(back.difference(&pinned), None, "{text}");
+        for other in [
+            hub(&"b".repeat(40), &["x", "y"]),
+            hub(&"a".repeat(40), &["x", "z"]),
+        ] {
+            let mut now = pinned.clone();
+            now.model = other;
+            let message = pinned.difference(&now).expect("another model");
+            assert!(message.starts_with("another --model"), "{message}");
+        }
         // A built-in model is still written as its name.
         let builtin =
             serde_json::to_value(RunIdentity::example(ModelKind::Tiny, 5, 2)).expect("json");

@@ -21,8 +21,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::model::Family;
-use crate::model_ref::Scores;
+use crate::model::{Family, Scores};
 
 /// The MLP activation of a transformer, as transformers' `hidden_act`
 /// names it.
@@ -182,12 +181,12 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
     let heads = count("num_attention_heads", Some(12))?;
     let patch = count("patch_size", Some(patch_default))?;
     let image_size = count("image_size", Some(image_default))?;
-    if width % heads != 0 {
+    if !width.is_multiple_of(heads) {
         return Err(format!(
             "config.json: hidden_size {width} is not a multiple of num_attention_heads {heads}"
         ));
     }
-    if image_size % patch != 0 {
+    if !image_size.is_multiple_of(patch) {
         return Err(format!(
             "config.json: image_size {image_size} is not a multiple of patch_size {patch}"
         ));

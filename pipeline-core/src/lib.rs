@@ -43,9 +43,9 @@ pub use manifest::{
 };
 pub use model::{
     ArrayValues, ClassScore, EmbedPooling, Family, ModelKind, OutputArray, Precision, Prediction,
-    Task, UnknownModel,
+    Scores, Task, UnknownModel,
 };
-pub use model_ref::{Channels, ModelRef, OnnxModel, Scores};
+pub use model_ref::{Channels, ModelRef, OnnxModel};
 pub use panic::panic_message;
 pub use preprocess::{
     CropRounding, DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError,

@@ -413,3 +413,16 @@ impl std::fmt::Display for Precision {
         })
     }
 }
+
+/// How a classifier's output row becomes class scores (`--scores`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scores {
+    /// One class per image: softmax over the row.
+    #[default]
+    Softmax,
+    /// Multi-label: each value's sigmoid.
+    Sigmoid,
+    /// The values as the model gives them.
+    Raw,
+}

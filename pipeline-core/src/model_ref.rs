@@ -10,21 +10,9 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::hub_model::HubModel;
-use crate::model::{EmbedPooling, ModelKind};
-use crate::registry::EngineKind;
+use crate::model::{EmbedPooling, ModelKind, Scores};
 
-/// How a classifier's output row becomes class scores (`--scores`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scores {
-    /// One class per image: softmax over the row.
-    #[default]
-    Softmax,
-    /// Multi-label: each value's sigmoid.
-    Sigmoid,
-    /// The values as the model gives them.
-    Raw,
-}
+use crate::registry::EngineKind;
 
 /// The order of the channels a model takes (`--channels`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

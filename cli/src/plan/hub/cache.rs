@@ -239,7 +239,10 @@ fn cached(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Option<Snapshot> {
 /// For the offline error: the first file the cache lacks.
 fn missing_names(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> String {
     let Some(commit) = cached_commit(env, id) else {
-        return format!("revision {}", id.revision);
+        return wanted
+            .required
+            .first()
+            .map_or_else(String::new, |n| n.join(" or "));
     };
     let dir = repo_dir(env, id).join("snapshots").join(commit);
     for names in wanted.required {

@@ -112,7 +112,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
     let mut shape = config.shape;
     let crop = spec.crop as usize;
     if shape.family == Family::Dinov2 {
-        if crop % shape.patch != 0 {
+        if !crop.is_multiple_of(shape.patch) {
             return Err(format!(
                 "--model {id}: a {crop}×{crop} crop is not a whole number of its {p}×{p} patches",
                 p = shape.patch

@@ -12,9 +12,10 @@ Prints its port on the first line of stdout, then serves until killed.
   files: 302 to `/cdn/SHA256` with `X-Linked-Etag` (their SHA-256),
   `X-Linked-Size`, and `X-Repo-Commit`.
 - `GET /api/models/ORG/NAME/revision/REV`: `{"sha", "siblings"}`.
-- Errors as the hub sends them, with `X-Error-Code`: 404 `RepoNotFound`,
-  `RevisionNotFound`, `EntryNotFound`; 401 `GatedRepo` for `--gated`
-  repos without `Authorization: Bearer T`.
+- Errors as the hub sends them, with `X-Error-Code`: `RepoNotFound` (401
+  without a token, 404 with one), 404 `RevisionNotFound` and
+  `EntryNotFound`; a `--gated` repo's API answers, and its files are 401
+  `GatedRepo` without `Authorization: Bearer T`.
 - `--cut-once FILE`: the first full download of FILE's bytes stops halfway
   (the connection closes), as a network fault does; a resumed request
   (`Range: bytes=N-`) then gets the rest.
@@ -123,9 +124,11 @@ def main() -> None:
                 return self.ranged(blobs[sha], {"ETag": f'"{sha}"',
                                                 "X-Repo-Commit": commits[repo]}, name)
             repo = (api or resolve)[1] if (api or resolve) else None
+            authorized = self.headers.get("Authorization") == f"Bearer {args.token}"
             if repo not in repos:
-                return self.error(404, "RepoNotFound")
-            if repo in args.gated and self.headers.get("Authorization") != f"Bearer {args.token}":
+                # As the hub answers: 401 without a token, 404 with one.
+                return self.error(404 if authorized else 401, "RepoNotFound")
+            if resolve and repo in args.gated and not authorized:
                 return self.error(401, "GatedRepo")
             commit = commits[repo]
             revision = (api or resolve)[2].replace("%2F", "/")

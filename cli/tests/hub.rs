@@ -126,6 +126,8 @@ fn infer(cwd: &Path, data: &Path, model: &str, out: &str, env: &[(&str, &str)]) 
         .args(["--out", out, "--model", model, "--gpus", "cpu", "--quiet"])
         .args(["--batch-size", "2", "--chunk-size", "3", "--top-k", "3"])
         .env("NO_PROXY", "127.0.0.1")
+        // No token from the user's ~/.cache/huggingface reaches the hub.
+        .env("HF_HOME", cwd.join("hf-home-unset"))
         .envs(env.iter().copied())
         .output()
         .expect("the pipeline binary runs")
@@ -261,8 +263,13 @@ fn python_download(model: &str, env: &[(&str, &str)]) -> Output {
          for f in ['config.json', 'preprocessor_config.json', 'model.safetensors']:\n    \
          print(hf_hub_download({model:?}, f))\n"
     );
+    let home = tempfile::tempdir().expect("tempdir");
     Command::new("python3")
         .args(["-c", &script])
+        .env_remove("HF_HUB_OFFLINE")
+        .env_remove("TRANSFORMERS_OFFLINE")
+        .env_remove("HF_TOKEN")
+        .env("HF_HOME", home.path())
         .env("HF_HUB_DISABLE_TELEMETRY", "1")
         .env("NO_PROXY", "127.0.0.1")
         .envs(env.iter().copied())
@@ -336,6 +343,7 @@ fn python_and_the_tool_share_one_cache_each_reading_the_other_s_offline() {
         String::from_utf8_lossy(&out.stderr)
     );
     let paths = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(paths.lines().count(), 3, "a path per file: {paths}");
     for (line, file) in paths.lines().zip([
         "config.json",
         "preprocessor_config.json",
@@ -371,6 +379,7 @@ fn two_downloads_at_once_and_a_body_cut_midway_leave_the_cache_whole() {
             .arg(&data)
             .args(["--out", out, "--model", model, "--gpus", "cpu", "--quiet"])
             .env("NO_PROXY", "127.0.0.1")
+            .env("HF_HOME", dir.path().join("hf-home-unset"))
             .envs(env)
             .stderr(Stdio::piped())
             .spawn()
@@ -442,13 +451,21 @@ fn what_cannot_run_is_one_line_exit_2() {
     ];
     type Env<'a> = &'a [(&'a str, &'a str)];
     let cases: [(&str, Env<'_>, &str); 6] = [
-        ("tiny-org/nothing", &online, "no such repo or revision"),
+        (
+            "tiny-org/nothing",
+            &online,
+            "no such repo, or a private one",
+        ),
         (
             "tiny-org/vit-2labels@v9",
             &online,
             "no such repo or revision",
         ),
-        ("tiny-org/siglip-small", &online, "set HF_TOKEN"),
+        (
+            "tiny-org/siglip-small",
+            &online,
+            "refused config.json (a gated or private repo): set HF_TOKEN",
+        ),
         (
             "tiny-org/beit-small",
             &online,
@@ -478,6 +495,16 @@ fn what_cannot_run_is_one_line_exit_2() {
         assert_eq!(run.status.code(), Some(2), "{model}: {text}");
         assert!(text.contains(says), "{model}: {text}");
         assert_eq!(text.trim().lines().count(), 1, "{model}: one line: {text}");
+    }
+    // What is refused is refused before the weights download.
+    let requests = hub.requests();
+    for model in ["vit-backbone", "beit-small"] {
+        assert!(
+            !requests
+                .iter()
+                .any(|r| r.contains(model) && r.contains("model.safetensors")),
+            "{model}: {requests:?}"
+        );
     }
     // The token opens the gated repo, from HF_TOKEN or the token file.
     let home = dir.path().join("hf-home");

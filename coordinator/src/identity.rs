@@ -241,7 +241,11 @@ impl RunIdentity {
             json(&self.chunk_size),
             json(&now.chunk_size),
         );
-        field("another --model", json(&self.model), json(&now.model));
+        field(
+            "another --model",
+            model_json(&self.model),
+            model_json(&now.model),
+        );
         field("other weights", json(&self.weights), json(&now.weights));
         field(
             "another --task or --top-k",
@@ -286,6 +290,21 @@ impl RunIdentity {
 
 fn json<T: Serialize>(value: &T) -> Option<String> {
     serde_json::to_string(value).ok()
+}
+
+/// The model as resume compares it: a hub model's weight file by its name
+/// in the snapshot, not the cache's path (its repo and commit say which
+/// file it is), so that a run resumes where the cache is mounted
+/// elsewhere.
+fn model_json(model: &ModelRef) -> Option<String> {
+    match model {
+        ModelRef::Hub(hub) => {
+            let mut hub = hub.clone();
+            hub.weights = hub.weights.file_name().map(Into::into).unwrap_or_default();
+            json(&ModelRef::Hub(hub))
+        }
+        other => json(other),
+    }
 }
 
 /// A value for the message: `nothing` when absent, and cut to one short
@@ -452,6 +471,12 @@ mod tests {
         let text = serde_json::to_string(&pinned).expect("json");
         let back: RunIdentity = serde_json::from_str(&text).expect("reads back");
         assert_eq!(back.difference(&pinned), None, "{text}");
+        // The cache mounted elsewhere is the same model.
+        let mut moved = pinned.clone();
+        if let pipeline_core::ModelRef::Hub(m) = &mut moved.model {
+            m.weights = format!("/mnt/hf/snapshots/{}/model.safetensors", "a".repeat(40)).into();
+        }
+        assert_eq!(pinned.difference(&moved), None);
         for other in [
             hub(&"b".repeat(40), &["x", "y"]),
             hub(&"a".repeat(40), &["x", "z"]),

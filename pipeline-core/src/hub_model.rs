@@ -133,17 +133,28 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
                 .filter_map(Value::as_str)
                 .any(|n| n.ends_with("ForImageClassification"))
         });
+    // CLIP's and SigLIP's image tower: `vision_config`, with the older
+    // `vision_config_dict` laid over it as transformers does; each key
+    // missing is transformers' default.
+    let vision = || {
+        let mut tower = json
+            .get("vision_config")
+            .filter(|v| v.is_object())
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        if let (Some(over), Some(map)) = (
+            json.get("vision_config_dict").and_then(Value::as_object),
+            tower.as_object_mut(),
+        ) {
+            map.extend(over.clone());
+        }
+        tower
+    };
     let (family, tower) = match model_type {
-        "vit" => (Family::Vit, &json),
-        "dinov2" => (Family::Dinov2, &json),
-        "clip" => (
-            Family::Clip,
-            json.get("vision_config").unwrap_or(&Value::Null),
-        ),
-        "siglip" => (
-            Family::Siglip,
-            json.get("vision_config").unwrap_or(&Value::Null),
-        ),
+        "vit" => (Family::Vit, json.clone()),
+        "dinov2" => (Family::Dinov2, json.clone()),
+        "clip" => (Family::Clip, vision()),
+        "siglip" => (Family::Siglip, vision()),
         other => {
             return Err(format!(
                 "model_type {other} is not built in (the built-in families read from a hub \
@@ -152,11 +163,6 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
             ));
         }
     };
-    if !tower.is_object() {
-        return Err(format!(
-            "config.json of a {model_type} model has no vision_config"
-        ));
-    }
     let count = |key: &str, default: Option<u64>| -> Result<usize, String> {
         match tower.get(key) {
             Some(v) => v
@@ -172,7 +178,7 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
     // transformers' defaults where a config leaves a key out.
     let (image_default, patch_default, eps_default, act_default) = match family {
         Family::Vit => (224, 16, 1e-12, "gelu"),
-        Family::Dinov2 => (224, 16, 1e-6, "gelu"),
+        Family::Dinov2 => (224, 14, 1e-6, "gelu"),
         Family::Clip => (224, 32, 1e-5, "quick_gelu"),
         _ => (224, 16, 1e-6, "gelu_pytorch_tanh"),
     };
@@ -204,7 +210,9 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         }
         width * count("mlp_ratio", Some(4))?
     } else {
-        count("intermediate_size", Some(4 * width as u64))?
+        // ViTConfig's, CLIPVisionConfig's and SiglipVisionConfig's default,
+        // whatever the width.
+        count("intermediate_size", Some(3072))?
     };
     if tower.get("qkv_bias").and_then(Value::as_bool) == Some(false) {
         return Err(
@@ -247,14 +255,21 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         );
     }
     let (labels, classes) = if classifier && matches!(family, Family::Vit | Family::Dinov2) {
-        let labels = crate::labels_from_config(text)
-            .map_err(|e| format!("config.json: {e}"))?
-            .unwrap_or_default();
-        if labels.is_empty() {
-            return Err(format!(
-                "config.json: a {model_type} classifier with no id2label (its classes)"
-            ));
-        }
+        // Without id2label, transformers' default names (LABEL_0, …, for
+        // num_labels, 2 unless said): save_pretrained leaves them out.
+        let named = crate::labels_from_config(text).map_err(|e| format!("config.json: {e}"))?;
+        let labels = match named {
+            Some(labels) if !labels.is_empty() => labels,
+            _ => {
+                let n = match json.get("num_labels") {
+                    None => 2,
+                    Some(v) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| {
+                        format!("config.json: num_labels is {v}, not a positive count")
+                    })?,
+                };
+                (0..n).map(|i| format!("LABEL_{i}")).collect()
+            }
+        };
         let n = labels.len();
         (labels, Some(n))
     } else if classifier {
@@ -265,8 +280,18 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
     } else {
         (Vec::new(), None)
     };
+    // As transformers' image-classification pipeline scores them: a
+    // sigmoid per label for multi-label models and single-logit ones.
     let scores = match json.get("problem_type").and_then(Value::as_str) {
+        Some("regression") => {
+            return Err(
+                "problem_type regression: the tool scores classes; export the model \
+                        to ONNX and run --model FILE.onnx --scores raw"
+                    .to_owned(),
+            );
+        }
         Some("multi_label_classification") => Scores::Sigmoid,
+        _ if classes == Some(1) => Scores::Sigmoid,
         _ => Scores::Softmax,
     };
     Ok(HubConfig {
@@ -309,6 +334,35 @@ mod tests {
         assert_eq!(c.scores, Scores::Softmax);
     }
 
+    /// Configs as transformers 4 saved them, keys at their defaults left
+    /// out: transformers' defaults fill them.
+    #[test]
+    fn keys_left_out_are_transformers_defaults() {
+        let dino = hub_config(r#"{"model_type": "dinov2", "image_size": 518}"#).expect("DINOv2");
+        assert_eq!((dino.shape.patch, dino.shape.pos_grid), (14, 37));
+        let vit = hub_config(
+            r#"{"model_type": "vit", "architectures": ["ViTForImageClassification"],
+                "hidden_size": 384, "num_attention_heads": 6}"#,
+        )
+        .expect("a ViT classifier");
+        assert_eq!(vit.labels, ["LABEL_0", "LABEL_1"]);
+        assert_eq!((vit.shape.mlp, vit.shape.classes), (3072, Some(2)));
+        let one = hub_config(
+            r#"{"model_type": "vit", "architectures": ["ViTForImageClassification"],
+                "num_labels": 1}"#,
+        )
+        .expect("one logit");
+        assert_eq!((one.labels.len(), one.scores), (1, Scores::Sigmoid));
+        let clip = hub_config(
+            r#"{"model_type": "clip", "vision_config": {"hidden_size": 1024},
+                "vision_config_dict": {"hidden_size": 512, "num_attention_heads": 8}}"#,
+        )
+        .expect("CLIP");
+        assert_eq!((clip.shape.width, clip.shape.heads), (512, 8));
+        let bare = hub_config(r#"{"model_type": "siglip"}"#).expect("SigLIP's defaults");
+        assert_eq!((bare.shape.width, bare.shape.patch), (768, 16));
+    }
+
     #[test]
     fn defaults_and_refusals() {
         let dino = hub_config(
@@ -346,10 +400,10 @@ mod tests {
                 r#"{"model_type": "vit", "hidden_size": 50}"#,
                 "not a multiple",
             ),
-            (r#"{"model_type": "clip"}"#, "no vision_config"),
             (
-                r#"{"model_type": "vit", "architectures": ["ViTForImageClassification"]}"#,
-                "no id2label",
+                r#"{"model_type": "vit", "problem_type": "regression",
+                    "architectures": ["ViTForImageClassification"]}"#,
+                "regression",
             ),
             (r#"{"hidden_size": 8}"#, "no model_type"),
         ] {

@@ -6,8 +6,12 @@
 //!   `$XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`;
 //!   the token `$HF_TOKEN`, else the token file (`$HF_TOKEN_PATH`, else
 //!   `token` in `$HF_HOME`); `HF_ENDPOINT` names another hub and
-//!   `HF_HUB_OFFLINE=1` reads the cache only. These are Python's rules
-//!   (`huggingface_hub/constants.py`); `hf-hub` reads only some of them.
+//!   `HF_HUB_OFFLINE=1` (or `TRANSFORMERS_OFFLINE=1`) reads the cache
+//!   only. These are Python's rules (`huggingface_hub/constants.py`, with
+//!   its older names); `hf-hub` reads only some of them.
+//! - A branch whose files are cached runs as the cache's `refs/` name it,
+//!   without asking the hub whether it moved (the notice names the
+//!   commit); `@COMMIT` pins one.
 //! - A model whose files are cached needs no network: a branch resolves
 //!   through `refs/<branch>`, a commit names its snapshot.
 //! - Otherwise one request to the hub's API resolves the revision to its
@@ -53,10 +57,16 @@ impl HubId {
                 && s.chars()
                     .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         };
-        let revision_ok = revision
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
-            && !revision.contains("..");
+        // A branch may hold '/' (`refs/pr/3`); every segment is a name, so
+        // that `refs/<revision>` stays inside the cache.
+        let revision_ok = revision.split('/').all(|segment| {
+            !segment.is_empty()
+                && segment != "."
+                && segment != ".."
+                && segment
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        });
         (part(org) && part(name) && revision_ok).then(|| Self {
             repo: repo.to_owned(),
             revision: revision.to_owned(),
@@ -98,22 +108,25 @@ impl HubEnv {
                 .map(|c| c.join("huggingface"))
         });
         let cache = var("HF_HUB_CACHE")
+            .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
             .or_else(|| home.as_ref().map(|h| h.join("hub")))
             .unwrap_or_else(|| PathBuf::from(".cache/huggingface/hub"));
-        let token = std::env::var("HF_TOKEN")
-            .ok()
-            .filter(|t| !t.trim().is_empty())
+        let token = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]
+            .iter()
+            .find_map(|k| std::env::var(k).ok().filter(|t| !t.trim().is_empty()))
             .or_else(|| {
                 let file = var("HF_TOKEN_PATH").or_else(|| home.map(|h| h.join("token")))?;
                 std::fs::read_to_string(file).ok()
             })
             .map(|t| t.trim().to_owned())
             .filter(|t| !t.is_empty());
-        let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| {
-            matches!(
-                v.trim().to_ascii_uppercase().as_str(),
-                "1" | "ON" | "YES" | "TRUE"
-            )
+        let offline = ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"].iter().any(|k| {
+            std::env::var(k).is_ok_and(|v| {
+                matches!(
+                    v.trim().to_ascii_uppercase().as_str(),
+                    "1" | "ON" | "YES" | "TRUE"
+                )
+            })
         });
         Self {
             cache,
@@ -168,7 +181,7 @@ fn repo_dir(env: &HubEnv, id: &HubId) -> PathBuf {
 /// The files of `id` that `wanted` names, from the cache, else from the
 /// hub (unless offline); one line naming what is missing otherwise.
 pub(crate) fn resolve(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, String> {
-    if let Some(found) = cached(env, id, wanted) {
+    if let Some(found) = cached(env, id, wanted, env.offline) {
         return Ok(found);
     }
     if env.offline {
@@ -193,9 +206,23 @@ pub(crate) fn resolve(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<S
         .map_err(|e| format!("--model {id}: {e}"))?;
     // Another process downloading this repo finishes first; its files are
     // then cached.
-    lock.lock()
-        .map_err(|e| format!("--model {id}: cannot lock the cache: {e}"))?;
-    if let Some(found) = cached(env, id, wanted) {
+    let mut said = false;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => break,
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !said {
+                    eprintln!("pipeline: waiting for another process downloading {id}");
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(format!("--model {id}: cannot lock the cache: {e}"));
+            }
+        }
+    }
+    if let Some(found) = cached(env, id, wanted, false) {
         return Ok(found);
     }
     download(env, id, wanted)
@@ -212,8 +239,9 @@ fn cached_commit(env: &HubEnv, id: &HubId) -> Option<String> {
 
 /// `wanted` from the snapshot, where every required file is there and
 /// each optional one is there or known absent (`.no_exist/`, as Python
-/// records a 404); `None` otherwise.
-fn cached(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Option<Snapshot> {
+/// records a 404; offline, any optional file not there is absent);
+/// `None` otherwise.
+fn cached(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>, offline: bool) -> Option<Snapshot> {
     let commit = cached_commit(env, id)?;
     let dir = repo_dir(env, id).join("snapshots").join(&commit);
     let no_exist = repo_dir(env, id).join(".no_exist").join(&commit);
@@ -225,7 +253,7 @@ fn cached(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Option<Snapshot> {
     for name in wanted.optional {
         if dir.join(name).is_file() {
             files.push(((*name).to_owned(), dir.join(name)));
-        } else if !no_exist.join(name).exists() {
+        } else if !offline && !no_exist.join(name).exists() {
             return None;
         }
     }
@@ -303,6 +331,11 @@ fn request_error(env: &HubEnv, id: &HubId, what: &str, e: &ApiError) -> String {
         "set HF_TOKEN to a token with access (or run `hf auth login`)"
     };
     match status(e) {
+        // The hub answers 401 for a repo that does not exist, without a
+        // token, as for a private one.
+        Some(401) if what == "the repo" && env.token.is_none() => {
+            format!("--model {id}: no such repo, or a private one: check the name, or {token}")
+        }
         Some(401 | 403) => {
             format!("--model {id}: the hub refused {what} (a gated or private repo): {token}")
         }
@@ -385,8 +418,14 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
     for name in names {
         let path = dir.join(name);
         if !path.is_file() {
-            with_retries(|| api_repo.download(name))
-                .map_err(|e| request_error(env, id, name, &e))?;
+            let mut fetched = with_retries(|| api_repo.download(name));
+            if fetched.as_ref().err().and_then(status) == Some(416) {
+                // A `.part` left whole by a process that stopped before its
+                // rename asks for bytes past the end: start it afresh.
+                remove_parts(&repo.join("blobs"));
+                fetched = with_retries(|| api_repo.download(name));
+            }
+            fetched.map_err(|e| request_error(env, id, name, &e))?;
             verify(&path).map_err(|why| format!("--model {id}: {name}: {why}"))?;
         }
         files.push((name.to_owned(), path));
@@ -401,6 +440,15 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
         files,
         downloaded: true,
     })
+}
+
+/// Removes the `.part` files of `blobs` (hf-hub's unfinished downloads).
+fn remove_parts(blobs: &Path) {
+    for entry in std::fs::read_dir(blobs).into_iter().flatten().flatten() {
+        if entry.path().extension().is_some_and(|e| e == "part") {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// `refs/<revision>` holds `commit`, written whole (a temporary file
@@ -493,6 +541,10 @@ mod tests {
             "org/na me",
             "org/..",
             "org/name@../x",
+            "org/name@/etc/passwd",
+            "org/name@a//b",
+            "org/name@a/./b",
+            "org/name@a/",
         ] {
             assert_eq!(HubId::parse(not), None, "{not}");
         }

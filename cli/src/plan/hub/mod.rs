@@ -30,13 +30,16 @@ use self::cache::{HubEnv, Wanted};
 use super::{ModelFlags, Planned, batch_size, decode_limits, default_loader_threads, per_worker};
 use crate::args::{EngineArg, RunArgs, TaskArg};
 
-/// The files a model of a repo needs.
-const WANTED: Wanted<'static> = Wanted {
-    required: &[
-        &["config.json"],
-        &["model.safetensors", "pytorch_model.bin"],
-    ],
+/// The files that describe a repo's model, fetched and checked first.
+const DESCRIPTION: Wanted<'static> = Wanted {
+    required: &[&["config.json"]],
     optional: &["preprocessor_config.json"],
+};
+
+/// Its weights, fetched once everything else is known to run.
+const WEIGHTS: Wanted<'static> = Wanted {
+    required: &[&["model.safetensors", "pytorch_model.bin"]],
+    optional: &[],
 };
 
 /// `--model` as a repo id, where it is one and no local path has its name.
@@ -77,12 +80,9 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
         }
     }
     let env = HubEnv::from_env();
-    let snapshot = cache::resolve(&env, id, &WANTED)?;
+    let snapshot = cache::resolve(&env, id, &DESCRIPTION)?;
     let file = |name: &str| snapshot.file(name).map(Path::to_path_buf);
     let config_path = file("config.json").ok_or("config.json resolved")?;
-    let weights = file("model.safetensors")
-        .or_else(|| file("pytorch_model.bin"))
-        .ok_or("weights resolved")?;
     let read = |path: &Path| {
         std::fs::read_to_string(path).map_err(|e| format!("--model {id}: {}: {e}", path.display()))
     };
@@ -126,8 +126,12 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             s = config.image_size
         ));
     }
-    gpu_worker::Model::check_hub_file(&shape, &id.to_string(), &weights)
-        .map_err(|e| format!("--model {id}: {e}"))?;
+    if args.engine == EngineArg::Cuda {
+        return Err(format!(
+            "--engine cuda runs the built-in model names; a hub model ({id}) runs on --engine \
+             cpu or vulkan for now"
+        ));
+    }
     let classifier = shape.classes.is_some();
     let task = match args.task {
         Some(TaskArg::Classify) if !classifier => {
@@ -161,17 +165,24 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
         .precision
         .parse()
         .map_err(|e| format!("--precision: {e}"))?;
-    if args.engine == EngineArg::Cuda {
-        return Err(format!(
-            "--engine cuda runs the built-in model names; a hub model ({id}) runs on --engine \
-             cpu or vulkan for now"
-        ));
-    }
     let (devices, engine, device_notice) = crate::devices::engine_devices(
         args.engine,
         &args.gpus,
         Err("the CUDA engine runs the built-in model names, not hub models yet".to_owned()),
     )?;
+    // The weights of the description's commit, whatever the branch now.
+    let pinned = HubId {
+        repo: id.repo.clone(),
+        revision: snapshot.commit.clone(),
+    };
+    let weights_snapshot = cache::resolve(&env, &pinned, &WEIGHTS)?;
+    let weights = weights_snapshot
+        .file("model.safetensors")
+        .or_else(|| weights_snapshot.file("pytorch_model.bin"))
+        .ok_or("weights resolved")?
+        .to_path_buf();
+    gpu_worker::Model::check_hub_file(&shape, &id.to_string(), &weights)
+        .map_err(|e| format!("--model {id}: {e}"))?;
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let cuda_uuids = crate::devices::cuda_uuids(&devices);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -187,7 +198,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             .classes
             .map(|k| format!(", {k} classes"))
             .unwrap_or_default(),
-        if snapshot.downloaded {
+        if snapshot.downloaded || weights_snapshot.downloaded {
             format!("downloaded into {}", env.cache.display())
         } else {
             format!("from the cache {}", env.cache.display())

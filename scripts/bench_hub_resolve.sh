@@ -45,13 +45,16 @@ to_worker() {
         paste -sd' ' - | awk '{printf "%.3f\n", $2 - $1}'
 }
 
-a=() b=()
+a=() b=() c=()
 for i in $(seq "$rounds"); do
     a+=("$(to_worker "$bin" infer --data "$tmp/data" --model bench/vit-base-2labels --gpus cpu \
         --quiet --overwrite --out "$tmp/a.jsonl")")
     b+=("$(to_worker "$bin" infer --data "$tmp/data" --model vit_b_16 --weights "$tmp/vit_b_16.pth" \
         --gpus cpu --quiet --overwrite --out "$tmp/b.jsonl")")
+    c+=("$(to_worker "$bin" infer --data "$tmp/data" --model vit_b_16 --gpus cpu --quiet \
+        --overwrite --out "$tmp/c.jsonl")")
 done
 source scripts/timing.sh
 echo "hub id, cached (s to the worker's start):   ${a[*]}  median $(median "${a[@]}")"
 echo "vit_b_16 --weights (s to the worker's start): ${b[*]}  median $(median "${b[@]}")"
+echo "vit_b_16, seeded (s to the worker's start):   ${c[*]}  median $(median "${c[@]}")"

@@ -157,7 +157,7 @@ impl Model {
                 Ok(CropRounding::HalfEven)
             }
             arch @ (Architecture::Vit(_) | Architecture::ConvNext(_)) => {
-                let checkpoint = Checkpoint::open(path)?;
+                let checkpoint = Checkpoint::open_shapes(path)?;
                 let (layout, _) = families::check(&arch, kind.name(), &checkpoint)?;
                 // A CLIP config beside the weights that cannot be used.
                 for tower in [clip_config::Tower::Image, clip_config::Tower::Text] {
@@ -175,7 +175,7 @@ impl Model {
         repo: &str,
         path: &Path,
     ) -> Result<(), WeightsError> {
-        let checkpoint = Checkpoint::open(path)?;
+        let checkpoint = Checkpoint::open_shapes(path)?;
         families::check(&Architecture::of_hub(shape), repo, &checkpoint)?;
         Ok(())
     }

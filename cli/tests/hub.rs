@@ -496,6 +496,31 @@ fn what_cannot_run_is_one_line_exit_2() {
         assert!(text.contains(says), "{model}: {text}");
         assert_eq!(text.trim().lines().count(), 1, "{model}: one line: {text}");
     }
+    // Flags of the built-in models' machinery, and an engine that does
+    // not run hub models yet, are refused, not ignored.
+    for (extra, says) in [
+        (
+            ["--classes", "cat,dog"],
+            "--classes does not go with a hub model",
+        ),
+        (["--task", "raw"], "--task raw does not go with a hub model"),
+        (["--engine", "cuda"], "--engine cuda runs the built-in model names"),
+    ] {
+        let run = common::pipeline(dir.path())
+            .args(["infer", "--data"])
+            .arg(&data)
+            .args(["--out", "y.jsonl", "--model", "tiny-org/vit-backbone"])
+            .args(extra)
+            .env("NO_PROXY", "127.0.0.1")
+            .env("HF_HOME", "/nonexistent")
+            .envs(online)
+            .output()
+            .expect("runs");
+        let text = stderr(&run);
+        assert_eq!(run.status.code(), Some(2), "{extra:?}: {text}");
+        assert!(text.contains(says), "{extra:?}: {text}");
+        assert_eq!(text.trim().lines().count(), 1, "{extra:?}: {text}");
+    }
     // What is refused is refused before the weights download.
     let requests = hub.requests();
     for model in ["vit-backbone", "beit-small"] {

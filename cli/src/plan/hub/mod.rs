@@ -52,30 +52,36 @@ pub(super) fn hub_id(model: &str) -> Option<HubId> {
 
 /// The run of `args` with the repo `id`'s model.
 pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Planned, String> {
-    for (given, flag) in [
-        (args.weights.is_some(), "--weights (the repo holds them)"),
+    for (given, flag, why) in [
+        (args.weights.is_some(), "--weights", ": the repo holds them"),
         (
             args.classes.is_some(),
-            "--classes (hub repos' text towers are not built yet)",
+            "--classes",
+            ": zero-shot with a hub repo's text tower is not built yet",
         ),
-        (!args.prompts.is_empty(), "--prompt"),
-        (args.tokenizer.is_some(), "--tokenizer"),
-        (flags.output.is_some(), "--output"),
+        (!args.prompts.is_empty(), "--prompt", ""),
+        (args.tokenizer.is_some(), "--tokenizer", ""),
+        (flags.output.is_some(), "--output", ""),
         (
             flags.scores.is_some(),
-            "--scores (the repo's problem_type says)",
+            "--scores",
+            ": the repo's problem_type says how its classes are scored",
         ),
         (
             flags.labels.is_some(),
-            "--labels (the repo's id2label names them)",
+            "--labels",
+            ": the repo's id2label names its classes",
         ),
-        (flags.normalize, "--normalize"),
-        (args.task == Some(TaskArg::Raw), "--task raw"),
+        (flags.normalize, "--normalize", ""),
+        (
+            args.task == Some(TaskArg::Raw),
+            "--task raw",
+            ": it reads an ONNX model's outputs",
+        ),
     ] {
         if given {
-            let flag = flag.split(' ').next().unwrap_or(flag);
             return Err(format!(
-                "{flag} does not go with a hub model (--model {id})"
+                "{flag} does not go with a hub model (--model {id}){why}"
             ));
         }
     }

@@ -86,6 +86,7 @@ fn entry(model: ModelKind) -> Value {
         "embedding": model.family().embedding(),
         "checkpoint_layouts": gpu_worker::checkpoint_layouts(model),
         "official_weights": model.spec().official_weights,
+        "hub_id": model.hub_id(),
         "engines": model.spec().engines,
         "text_tower": text_tower(model),
     })
@@ -128,6 +129,9 @@ fn table(models: &[Value]) -> Result<String, std::fmt::Error> {
             writeln!(text, "    loads:      {layout}")?;
         }
         writeln!(text, "    weights:    {}", model.spec().official_weights)?;
+        if let Some(id) = model.hub_id() {
+            writeln!(text, "    hub id:     {id} (--model {id})")?;
+        }
         if let Some(context) = value["text_tower"]["context_length"].as_u64() {
             let tokenizer = value["text_tower"]["tokenizer"].as_str().unwrap_or("");
             writeln!(text, "    text:       {context} tokens; {tokenizer}")?;
@@ -186,5 +190,25 @@ mod tests {
         for model in [ModelKind::Resnet50, ModelKind::Dinov2Vitb14] {
             assert!(entry(model)["text_tower"].is_null(), "{model}");
         }
+    }
+
+    /// The towers published on the Hugging Face hub list their repo ids,
+    /// each one the registry names as their official weights; the
+    /// torchvision models none.
+    #[test]
+    fn hub_published_models_list_their_repo_ids() {
+        let mut listed = 0;
+        for model in ModelKind::ALL {
+            let entry = entry(model);
+            match model.hub_id() {
+                Some(id) => {
+                    assert_eq!(entry["hub_id"], id);
+                    assert!(model.spec().official_weights.contains(id), "{model}");
+                    listed += 1;
+                }
+                None => assert!(entry["hub_id"].is_null(), "{model}"),
+            }
+        }
+        assert_eq!(listed, 7, "CLIP ×3, SigLIP, DINOv2 ×3");
     }
 }

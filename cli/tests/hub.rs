@@ -504,7 +504,10 @@ fn what_cannot_run_is_one_line_exit_2() {
             "--classes does not go with a hub model",
         ),
         (["--task", "raw"], "--task raw does not go with a hub model"),
-        (["--engine", "cuda"], "--engine cuda runs the built-in model names"),
+        (
+            ["--engine", "cuda"],
+            "--engine cuda runs the built-in model names",
+        ),
     ] {
         let run = common::pipeline(dir.path())
             .args(["infer", "--data"])

@@ -130,6 +130,24 @@ impl ModelKind {
         self.spec().preprocess.clone()
     }
 
+    /// The Hugging Face repo whose checkpoint this name loads, where one
+    /// is published in a layout it reads: `--model` with that id runs the
+    /// same network from the Hugging Face cache (#42), as an embedder
+    /// (zero-shot `--classes` needs the name and `--weights`). The
+    /// torchvision models and EfficientNet-Lite0 have none.
+    pub fn hub_id(self) -> Option<&'static str> {
+        match self {
+            Self::ClipVitB32 => Some("openai/clip-vit-base-patch32"),
+            Self::ClipVitB16 => Some("openai/clip-vit-base-patch16"),
+            Self::ClipVitL14 => Some("openai/clip-vit-large-patch14"),
+            Self::SiglipBasePatch16_224 => Some("google/siglip-base-patch16-224"),
+            Self::Dinov2Vits14 => Some("facebook/dinov2-small"),
+            Self::Dinov2Vitb14 => Some("facebook/dinov2-base"),
+            Self::Dinov2Vitl14 => Some("facebook/dinov2-large"),
+            _ => None,
+        }
+    }
+
     /// Length of the embedding (`--task embed`): the pooled penultimate
     /// features of classifiers, the projected embedding of CLIP, SigLIP's
     /// pooled output, DINOv2's class token.

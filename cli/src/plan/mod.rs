@@ -212,11 +212,7 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
         crate::devices::engine_devices(args.engine, &args.gpus, cuda_fits)?;
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let (weights, weights_notice, crop_rounding) = weights(args, model)?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let loader_threads = args.loader_threads.map_or_else(
-        || default_loader_threads(cores, &worker_devices),
-        |n| n as usize,
-    );
+    let loader_threads = loader_threads(args, &worker_devices);
     let task = match (args.task, &args.classes) {
         (Some(TaskArg::Raw), _) => {
             return Err(
@@ -507,6 +503,14 @@ pub(crate) fn check_parent(flag: &str, file: &Path) -> Result<(), String> {
         )),
         _ => Ok(()),
     }
+}
+
+/// `--loader-threads`, else [`default_loader_threads`] for the cores this
+/// process may use.
+fn loader_threads(args: &RunArgs, workers: &[DeviceSpec]) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    args.loader_threads
+        .map_or_else(|| default_loader_threads(cores, workers), |n| n as usize)
 }
 
 /// Decoder threads per worker, from the cores this process may use

@@ -24,7 +24,7 @@ use pipeline_core::{
     DeviceSpec, EngineKind, Fnv64, ModelRef, OnnxModel, PreprocessSpec, Task, WorkerConfig,
 };
 
-use super::{ModelFlags, Planned, batch_size, decode_limits, default_loader_threads, per_worker};
+use super::{ModelFlags, Planned, batch_size, decode_limits, loader_threads, per_worker};
 use crate::args::{EngineArg, RunArgs, TaskArg};
 
 /// Whether `--model` names an ONNX file (a path, or a URL with or without
@@ -124,11 +124,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     }
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let cuda_uuids = crate::devices::cuda_uuids(&devices);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let loader_threads = args.loader_threads.map_or_else(
-        || default_loader_threads(cores, &worker_devices),
-        |n| n as usize,
-    );
+    let loader_threads = loader_threads(args, &worker_devices);
     Ok(Planned {
         devices,
         worker_devices,

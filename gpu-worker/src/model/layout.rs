@@ -376,64 +376,48 @@ static HF_DINOV2: &[Rule] = &[
         "embeddings.position_embeddings".into(),
         1
     )),
-    rule!(r"^blocks\.(.*)$", |c| {
-        let (i, rest) = c.split_once('.').unwrap_or((c, ""));
-        let base = format!("encoder.layer.{i}");
-        if let Some(leaf) = rest.strip_prefix("qkv.") {
-            return Place::Stacked(
-                ["query", "key", "value"]
-                    .iter()
-                    .map(|p| format!("{base}.attention.attention.{p}.{leaf}"))
-                    .collect(),
-            );
-        }
-        let table = [
+    rule!(r"^blocks\.(.*)$", |c| hf_layer(
+        c,
+        &[
             ("out", "attention.output.dense"),
             ("ls1", "layer_scale1.lambda1"),
             ("ls2", "layer_scale2.lambda1"),
             ("fc1", "mlp.fc1"),
             ("fc2", "mlp.fc2"),
-        ];
-        key(format!("{base}.{}", renamed(rest, &table)))
-    }),
+        ]
+    )),
     rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
 ];
 
-/// transformers' `ViTModel` (the prefix-free names; `place` adds `vit.`).
-static HF_VIT: &[Rule] = &[
-    rule!(r"^patch\.(.*)$", |c| key(format!(
-        "embeddings.patch_embeddings.projection.{c}"
-    ))),
-    rule!(r"^cls$", |_c| Place::Unsqueezed(
-        "embeddings.cls_token".into(),
-        2
-    )),
-    rule!(r"^pos$", |_c| Place::Unsqueezed(
-        "embeddings.position_embeddings".into(),
-        1
-    )),
-    rule!(r"^blocks\.(.*)$", |c| {
-        let (i, rest) = c.split_once('.').unwrap_or((c, ""));
-        let base = format!("encoder.layer.{i}");
-        if let Some(leaf) = rest.strip_prefix("qkv.") {
-            return Place::Stacked(
-                ["query", "key", "value"]
-                    .iter()
-                    .map(|p| format!("{base}.attention.attention.{p}.{leaf}"))
-                    .collect(),
-            );
-        }
-        let table = [
-            ("norm1", "layernorm_before"),
-            ("out", "attention.output.dense"),
-            ("norm2", "layernorm_after"),
-            ("fc1", "intermediate.dense"),
-            ("fc2", "output.dense"),
-        ];
-        key(format!("{base}.{}", renamed(rest, &table)))
-    }),
-    rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
-];
+/// transformers' encoder layer (`encoder.layer.N`, ViT's and DINOv2's):
+/// q/k/v stacked from `attention.attention.{query,key,value}`, the rest
+/// renamed by `table`. `c` is `N.rest`.
+fn hf_layer(c: &str, table: &[(&str, &str)]) -> Place {
+    let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+    let base = format!("encoder.layer.{i}");
+    if let Some(leaf) = rest.strip_prefix("qkv.") {
+        return Place::Stacked(
+            ["query", "key", "value"]
+                .iter()
+                .map(|p| format!("{base}.attention.attention.{p}.{leaf}"))
+                .collect(),
+        );
+    }
+    key(format!("{base}.{}", renamed(rest, table)))
+}
+
+/// transformers' `ViTModel`'s layers (the prefix-free names; `place`
+/// adds `vit.`); its embeddings and final norm are named as DINOv2's.
+static HF_VIT: &[Rule] = &[rule!(r"^blocks\.(.*)$", |c| hf_layer(
+    c,
+    &[
+        ("norm1", "layernorm_before"),
+        ("out", "attention.output.dense"),
+        ("norm2", "layernorm_after"),
+        ("fc1", "intermediate.dense"),
+        ("fc2", "output.dense"),
+    ]
+))];
 
 static HUB_DINOV2: &[Rule] = &[
     rule!(r"^patch\.(.*)$", |c| key(format!("patch_embed.proj.{c}"))),
@@ -495,6 +479,9 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
             Place::Transposed(k) => Place::Transposed(prefixed(k)),
             Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(prefixed).collect()),
         };
+    }
+    if layout == Layout::HfVitBare && !canonical.starts_with("blocks.") {
+        return place(Layout::HfDinov2, canonical);
     }
     for rule in layout.rules() {
         let re = Regex::new(rule.pattern).expect("layout patterns are valid regexes");

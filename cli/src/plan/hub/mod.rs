@@ -27,7 +27,7 @@ use pipeline_core::{
 
 pub(crate) use self::cache::HubId;
 use self::cache::{HubEnv, Wanted};
-use super::{ModelFlags, Planned, batch_size, decode_limits, default_loader_threads, per_worker};
+use super::{ModelFlags, Planned, batch_size, decode_limits, loader_threads, per_worker};
 use crate::args::{EngineArg, RunArgs, TaskArg};
 
 /// The files that describe a repo's model, fetched and checked first.
@@ -191,11 +191,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
         .map_err(|e| format!("--model {id}: {e}"))?;
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let cuda_uuids = crate::devices::cuda_uuids(&devices);
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let loader_threads = args.loader_threads.map_or_else(
-        || default_loader_threads(cores, &worker_devices),
-        |n| n as usize,
-    );
+    let loader_threads = loader_threads(args, &worker_devices);
     let model_notice = format!(
         "pipeline: {id} at {} ({}{}), {}",
         &snapshot.commit[..12],

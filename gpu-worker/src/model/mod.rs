@@ -7,6 +7,7 @@
 //! canonical name (`families.rs`, `layout.rs`).
 
 pub(crate) mod activation;
+mod check;
 pub(crate) mod checkpoint;
 mod clip_config;
 pub(crate) mod convnext;
@@ -38,7 +39,7 @@ use burn::store::ModuleSnapshot;
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, FloatDType, Tensor};
-use pipeline_core::{CropRounding, EmbedPooling, ModelKind};
+use pipeline_core::{EmbedPooling, ModelKind};
 
 use self::checkpoint::Checkpoint;
 use self::convnext::ConvNext;
@@ -143,41 +144,6 @@ impl Model {
             zero_shot: None,
             own_scores: Probabilities::Softmax,
         }
-    }
-
-    /// Checks that `path` is a checkpoint of `kind` in a layout it accepts,
-    /// reading names and shapes only (and a CLIP config beside it): no
-    /// device, no tensor data. For a clear
-    /// error before any worker starts. Gives how the layout's upstream
-    /// rounds its centre crop (torchvision's half to even for the CNNs,
-    /// which load torchvision's own layout).
-    pub fn check_file(kind: ModelKind, path: &Path) -> Result<CropRounding, WeightsError> {
-        match Architecture::of(kind) {
-            Architecture::Tiny | Architecture::ResNet(_) | Architecture::EfficientNetLite0 => {
-                Ok(CropRounding::HalfEven)
-            }
-            arch @ (Architecture::Vit(_) | Architecture::ConvNext(_)) => {
-                let checkpoint = Checkpoint::open_shapes(path)?;
-                let (layout, _) = families::check(&arch, kind.name(), &checkpoint)?;
-                // A CLIP config beside the weights that cannot be used.
-                for tower in [clip_config::Tower::Image, clip_config::Tower::Text] {
-                    clip_config::activation(path, layout, tower, kind.name())?;
-                }
-                Ok(layout.crop_rounding())
-            }
-        }
-    }
-
-    /// Checks that `path` holds the weights of the hub model `shape`
-    /// describes (#42), by names and shapes only, before any worker starts.
-    pub fn check_hub_file(
-        shape: &pipeline_core::HubShape,
-        repo: &str,
-        path: &Path,
-    ) -> Result<(), WeightsError> {
-        let checkpoint = Checkpoint::open_shapes(path)?;
-        families::check(&Architecture::of_hub(shape), repo, &checkpoint)?;
-        Ok(())
     }
 
     /// Every parameter in `dtype` (see [`Network::cast`]).

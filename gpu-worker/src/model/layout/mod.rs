@@ -64,26 +64,6 @@ impl fmt::Display for Layout {
     }
 }
 
-/// Where a canonical tensor is in a file.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Place {
-    /// One key, same shape.
-    Key(String),
-    /// One key, with unit axes in front (`[1, 1, D]` for `[D]`).
-    Unsqueezed(String, usize),
-    /// One key of shape `[a, b]` holding our `[b, a]`.
-    Transposed(String),
-    /// Keys stacked along the first axis.
-    Stacked(Vec<String>),
-}
-
-/// A rule: canonical names matching `pattern` come from `place`, with
-/// `$1`, `$2` filled from the pattern's groups.
-struct Rule {
-    pattern: &'static str,
-    place: fn(&str) -> Place,
-}
-
 /// The layouts that can hold a model, checked against a file's names.
 impl Layout {
     /// Which layout `checkpoint` is in, from names only one layout has.
@@ -194,32 +174,12 @@ impl Layout {
     }
 }
 
-macro_rules! rule {
-    ($pattern:literal, |$c:ident| $place:expr) => {
-        Rule {
-            pattern: $pattern,
-            place: |$c: &str| $place,
-        }
-    };
-}
+mod hf;
+mod rules;
 
-fn key(s: String) -> Place {
-    Place::Key(s)
-}
-
-/// `rest` (`norm1.weight`, `ls1`) with its module renamed by `table`
-/// (ours → upstream's, an exact name or a module before `.weight`/`.bias`).
-fn renamed(rest: &str, table: &[(&str, &str)]) -> String {
-    for (ours, theirs) in table {
-        if rest == *ours {
-            return (*theirs).to_owned();
-        }
-        if let Some(leaf) = rest.strip_prefix(ours).and_then(|r| r.strip_prefix('.')) {
-            return format!("{theirs}.{leaf}");
-        }
-    }
-    rest.to_owned()
-}
+use self::hf::{HF_CLIP, HF_DINOV2, HF_SIGLIP, HF_VIT};
+pub(crate) use self::rules::Place;
+use self::rules::{Rule, key, renamed, rule};
 
 /// Canonical names are the file's names (ConvNeXt: torchvision's own).
 static IDENTITY: &[Rule] = &[rule!(r"^(.*)$", |c| key(c.to_owned()))];
@@ -282,142 +242,6 @@ static OPEN_CLIP: &[Rule] = &[
         "visual.proj".into()
     )),
 ];
-
-/// HF's CLIP and SigLIP encoders name blocks alike.
-fn hf_block(c: &str) -> Place {
-    let (i, rest) = c.split_once('.').unwrap_or((c, ""));
-    let base = format!("vision_model.encoder.layers.{i}");
-    match rest {
-        "qkv.weight" | "qkv.bias" => {
-            let leaf = &rest[4..];
-            Place::Stacked(
-                ["q_proj", "k_proj", "v_proj"]
-                    .iter()
-                    .map(|p| format!("{base}.self_attn.{p}.{leaf}"))
-                    .collect(),
-            )
-        }
-        _ => {
-            let table = [
-                ("norm1", "layer_norm1"),
-                ("out", "self_attn.out_proj"),
-                ("norm2", "layer_norm2"),
-                ("fc1", "mlp.fc1"),
-                ("fc2", "mlp.fc2"),
-            ];
-            key(format!("{base}.{}", renamed(rest, &table)))
-        }
-    }
-}
-
-static HF_CLIP: &[Rule] = &[
-    rule!(r"^patch\.weight$", |_c| key(
-        "vision_model.embeddings.patch_embedding.weight".into()
-    )),
-    rule!(r"^cls$", |_c| key(
-        "vision_model.embeddings.class_embedding".into()
-    )),
-    rule!(r"^pos$", |_c| key(
-        "vision_model.embeddings.position_embedding.weight".into()
-    )),
-    rule!(r"^pre_norm\.(.*)$", |c| key(format!(
-        "vision_model.pre_layrnorm.{c}"
-    ))),
-    rule!(r"^blocks\.(.*)$", |c| hf_block(c)),
-    rule!(r"^norm\.(.*)$", |c| key(format!(
-        "vision_model.post_layernorm.{c}"
-    ))),
-    rule!(r"^proj\.weight$", |_c| key(
-        "visual_projection.weight".into()
-    )),
-];
-
-static HF_SIGLIP: &[Rule] = &[
-    rule!(r"^patch\.(.*)$", |c| key(format!(
-        "vision_model.embeddings.patch_embedding.{c}"
-    ))),
-    rule!(r"^pos$", |_c| key(
-        "vision_model.embeddings.position_embedding.weight".into()
-    )),
-    rule!(r"^blocks\.(.*)$", |c| hf_block(c)),
-    rule!(r"^norm\.(.*)$", |c| key(format!(
-        "vision_model.post_layernorm.{c}"
-    ))),
-    rule!(r"^map\.probe$", |_c| Place::Unsqueezed(
-        "vision_model.head.probe".into(),
-        2
-    )),
-    rule!(r"^map\.(.*)$", |c| {
-        let table = [
-            ("qkv.weight", "attention.in_proj_weight"),
-            ("qkv.bias", "attention.in_proj_bias"),
-            ("out", "attention.out_proj"),
-            ("norm", "layernorm"),
-            ("fc1", "mlp.fc1"),
-            ("fc2", "mlp.fc2"),
-        ];
-        key(format!("vision_model.head.{}", renamed(c, &table)))
-    }),
-];
-
-static HF_DINOV2: &[Rule] = &[
-    rule!(r"^patch\.(.*)$", |c| key(format!(
-        "embeddings.patch_embeddings.projection.{c}"
-    ))),
-    rule!(r"^cls$", |_c| Place::Unsqueezed(
-        "embeddings.cls_token".into(),
-        2
-    )),
-    rule!(r"^reg$", |_c| Place::Unsqueezed(
-        "embeddings.register_tokens".into(),
-        1
-    )),
-    rule!(r"^pos$", |_c| Place::Unsqueezed(
-        "embeddings.position_embeddings".into(),
-        1
-    )),
-    rule!(r"^blocks\.(.*)$", |c| hf_layer(
-        c,
-        &[
-            ("out", "attention.output.dense"),
-            ("ls1", "layer_scale1.lambda1"),
-            ("ls2", "layer_scale2.lambda1"),
-            ("fc1", "mlp.fc1"),
-            ("fc2", "mlp.fc2"),
-        ]
-    )),
-    rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
-];
-
-/// transformers' encoder layer (`encoder.layer.N`, ViT's and DINOv2's):
-/// q/k/v stacked from `attention.attention.{query,key,value}`, the rest
-/// renamed by `table`. `c` is `N.rest`.
-fn hf_layer(c: &str, table: &[(&str, &str)]) -> Place {
-    let (i, rest) = c.split_once('.').unwrap_or((c, ""));
-    let base = format!("encoder.layer.{i}");
-    if let Some(leaf) = rest.strip_prefix("qkv.") {
-        return Place::Stacked(
-            ["query", "key", "value"]
-                .iter()
-                .map(|p| format!("{base}.attention.attention.{p}.{leaf}"))
-                .collect(),
-        );
-    }
-    key(format!("{base}.{}", renamed(rest, table)))
-}
-
-/// transformers' `ViTModel`'s layers (the prefix-free names; `place`
-/// adds `vit.`); its embeddings and final norm are named as DINOv2's.
-static HF_VIT: &[Rule] = &[rule!(r"^blocks\.(.*)$", |c| hf_layer(
-    c,
-    &[
-        ("norm1", "layernorm_before"),
-        ("out", "attention.output.dense"),
-        ("norm2", "layernorm_after"),
-        ("fc1", "intermediate.dense"),
-        ("fc2", "output.dense"),
-    ]
-))];
 
 static HUB_DINOV2: &[Rule] = &[
     rule!(r"^patch\.(.*)$", |c| key(format!("patch_embed.proj.{c}"))),

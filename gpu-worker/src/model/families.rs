@@ -2,7 +2,7 @@
 //! checkpoint layouts each accepts. Adding a model of an existing family is
 //! a registry row (`pipeline_core::ModelSpec`) and its arm here; a new
 //! family is a type implementing `network::Network` in a file of its own,
-//! a variant here, and its layouts in `layout.rs`.
+//! a variant here, and its layouts in `layout/`.
 
 use pipeline_core::{Family, HubActivation, HubShape, ModelKind};
 

@@ -4,7 +4,7 @@
 //! [`network::Network`] in its own file; [`Architecture::of`] says which a
 //! model is. The CNNs are burn modules loaded through `burn::store`; the
 //! ViT families and ConvNeXt are built from a checkpoint's tensors by
-//! canonical name (`families.rs`, `layout.rs`).
+//! canonical name (`families.rs`, `layout/`).
 
 pub(crate) mod activation;
 mod check;
@@ -283,7 +283,7 @@ impl Model {
 /// zero-shot logit parameters if it has them. The CNNs are burn modules:
 /// drawn on the host, loaded through `burn::store`, their BatchNorms folded
 /// into the convolutions (`fold.rs`). The other families are built from a
-/// checkpoint's tensors by canonical name (`families.rs`, `layout.rs`).
+/// checkpoint's tensors by canonical name (`families.rs`, `layout/`).
 fn build(
     arch: &Architecture,
     name: &str,

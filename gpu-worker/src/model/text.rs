@@ -1,5 +1,5 @@
 //! Text towers: CLIP's text transformer and SigLIP's text model, loaded
-//! from the same checkpoints as the image towers (`layout.rs`'s text
+//! from the same checkpoints as the image towers (`layout/`'s text
 //! places), computing what upstream's `encode_text` /
 //! `get_text_features` compute, L2-normalised like the image embeddings:
 //!

@@ -3,7 +3,7 @@
 //! `t = t + ls1 · attn(norm1(t)); t = t + ls2 · mlp(norm2(t))`, with
 //! bidirectional attention (images, SigLIP's text) or causal attention
 //! (CLIP's text). Its tensors have canonical names under a prefix
-//! (`blocks.3.qkv.weight`); the checkpoint layouts map them (`layout.rs`).
+//! (`blocks.3.qkv.weight`); the checkpoint layouts map them (`layout/`).
 
 use burn::tensor::{Device, Tensor};
 

@@ -12,7 +12,7 @@
 //! ```
 //!
 //! Weights come in canonical names ([`VitConfig::tensors`]); the checkpoint
-//! layouts map them to upstream names (`layout.rs`).
+//! layouts map them to upstream names (`layout/`).
 
 use burn::tensor::module::conv2d;
 use burn::tensor::ops::ConvOptions;

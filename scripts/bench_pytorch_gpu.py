@@ -6,6 +6,7 @@ batch sizes as `pipeline bench --model-only` in scripts/gpu-bench.sh.
                                          [--batches 32,128] [--seconds 5]
                                          [--precisions f32,f16,f16-tuned]
                                          [--json OUT.json] [--device cuda]
+                                         [--profile STEPS]
 
 Pre-made uint8 batches on the GPU, normalised there as the tool does, then
 the model; CUDA events around each timed run, warm-up excluded. Three ways
@@ -19,6 +20,10 @@ Random weights: speed does not depend on their values. Prints one Markdown
 row per (model, batch, way), and with --json writes them as a list of
 {model, batch, precision, images_per_s, gpu, torch}. `--device cpu` runs the
 same code on the CPU (f32 only), to try the script without a GPU.
+`--profile STEPS` also prints, per (model, batch, way), the GPU kernels of
+STEPS runs after the timed ones under torch.profiler (name, calls, total
+and share of GPU time), the table #40's kit sets beside ncu's of
+`pipeline bench --model-only --engine cuda`.
 """
 import argparse
 import json
@@ -62,7 +67,7 @@ MODELS = {
 }
 
 
-def images_per_s(forward, batch, seconds, autocast, channels_last, device):
+def make_step(forward, batch, autocast, channels_last, device):
     u8 = torch.randint(0, 256, (batch, 3, 224, 224), dtype=torch.uint8, device=device)
     mean = torch.tensor([123.7, 116.3, 103.5], device=device).reshape(1, 3, 1, 1)
     std = torch.tensor([58.4, 57.1, 57.4], device=device).reshape(1, 3, 1, 1)
@@ -73,6 +78,11 @@ def images_per_s(forward, batch, seconds, autocast, channels_last, device):
             x = ((u8.float() - mean) / std).contiguous(memory_format=layout)
             return forward(x)
 
+    return step
+
+
+def images_per_s(forward, batch, seconds, autocast, channels_last, device):
+    step = make_step(forward, batch, autocast, channels_last, device)
     cuda = device == "cuda"
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     with torch.inference_mode():
@@ -99,6 +109,37 @@ def images_per_s(forward, batch, seconds, autocast, channels_last, device):
     return runs * batch / (elapsed / 1000)
 
 
+def kernel_table(forward, batch, autocast, channels_last, device, steps):
+    """The GPU kernels of `steps` runs (after the timed ones, so warm):
+    Markdown rows of name, calls, total ms and share, the largest first."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step = make_step(forward, batch, autocast, channels_last, device)
+    activity = ProfilerActivity.CUDA if device == "cuda" else ProfilerActivity.CPU
+    with torch.inference_mode():
+        step()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        with profile(activities=[activity]) as prof:
+            for _ in range(steps):
+                step()
+            if device == "cuda":
+                torch.cuda.synchronize()
+    totals = {}
+    for event in prof.events():
+        if device == "cuda" and event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        took = event.time_range.elapsed_us()
+        calls, total = totals.get(event.name, (0, 0.0))
+        totals[event.name] = (calls + 1, total + took)
+    whole = sum(total for _, total in totals.values()) or 1.0
+    lines = [f"GPU time of {steps} runs: {whole / 1000:.2f} ms ({whole / 1000 / steps:.2f} ms a run)",
+             "| kernel | calls a run | ms a run | share |", "|---|---|---|---|"]
+    for name, (calls, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:30]:
+        lines.append(f"| {name[:110]} | {calls / steps:g} | {total / 1000 / steps:.3f} | {100 * total / whole:.1f}% |")
+    return "\n".join(lines)
+
+
 # (autocast, channels_last + cudnn.benchmark) per way of running.
 WAYS = {"f32": (False, False), "f16": (True, False), "f16-tuned": (True, True)}
 
@@ -111,6 +152,7 @@ def main():
     ap.add_argument("--precisions", default="f32,f16,f16-tuned")
     ap.add_argument("--json")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--profile", type=int, default=0, metavar="STEPS")
     args = ap.parse_args()
     ways = args.precisions.split(",")
     for way in ways:
@@ -136,6 +178,10 @@ def main():
                 print(f"| {name} | {batch} | {way} | {rate:.1f} |", flush=True)
                 rows.append({"model": name, "batch": batch, "precision": way,
                              "images_per_s": rate, "gpu": gpu, "torch": torch.__version__})
+                if args.profile:
+                    print(f"\n### {name}, batch {batch}, {way}\n", flush=True)
+                    print(kernel_table(forward, batch, autocast, tuned, args.device, args.profile) + "\n",
+                          flush=True)
         del module, forward
         if args.device == "cuda":
             torch.cuda.empty_cache()

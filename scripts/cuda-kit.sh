@@ -40,7 +40,13 @@
 # target/cuda-kit-results). `unpack` sets up target/release/pipeline and
 # target/cuda-kit/env.sh for scripts/gpu-bench.sh as before.
 #
-# Settings (environment): PARTS (default 1,2,3,4), FAMILIES (default all:
+#   5. where the GPU's time goes: ncu's kernel table of model only beside
+#      torch.profiler's of PyTorch: OUT/profile.md;
+#   6. the CPU engine's model only against its end to end on the host
+#   (5 and 6, when named, run before 3 and 4, whose rounds the budget cuts).
+# Settings (environment): PARTS (default 1,2,3,4; 5 and 6 when named),
+# KIT_PACK=1 (at the end, everything into OUT/results.tgz beside the
+# summaries: a device call brings back 8 files at most), FAMILIES (default all:
 # resnet,lite0,convnext,vit,clip,siglip,dinov2,text,engine), KIT_BUDGET_S
 # (default 570: a step that would end past it is shortened, and one with
 # under 15 s left is skipped, so that `verify` ends inside a 600 s device
@@ -505,6 +511,96 @@ part_e2e() {
         --model resnet50 --repeat 2 --sweep loader-threads=1,2,4,8,14
 }
 
+# Where the GPU's time goes (#40 part 3's next step): ncu's kernel
+# durations of `pipeline bench --model-only --engine cuda` (every launch of
+# the first KIT_PROFILE_LAUNCHES, default 800: the start check at batch 1,
+# then passes at 128) beside torch.profiler's of PyTorch f16 eager and
+# tuned on the same models: OUT/profile.md. ncu without clock or cache
+# control (its defaults lock the clocks and flush the caches before every
+# kernel, which would slow short kernels that PyTorch's table times warm).
+part_profile() {
+    note "== part 5: profile, ncu and torch.profiler ($(date -u +%H:%M:%S))"
+    local models=${PROFILE_MODELS:-resnet50,vit_b_16,clip_vit_b_32} model
+    mkdir -p "$out/prof"
+    if command -v ncu >/dev/null; then
+        for model in ${models//,/ }; do
+            step "ncu $model" 120 "$out/prof/ncu-$model.log" \
+                ncu --clock-control none --cache-control none --metrics gpu__time_duration.sum \
+                --csv --print-units base --print-kernel-base function --target-processes all \
+                --launch-count "${KIT_PROFILE_LAUNCHES:-800}" --log-file "$out/prof/ncu-$model.csv" \
+                "$pipeline" bench --model-only --engine cuda --gpus 0 --model "$model" \
+                --precision f16 --batches 4 --repeat 1 --sweep "batch=$(batch_of "$model")"
+            note "$verdict  ncu $model  ${took}s"
+        done
+    else
+        note "SKIP  ncu  0s  ncu is not on PATH"
+    fi
+    step "torch.profiler $models" 150 "$out/prof/pytorch.md" \
+        "$python" scripts/bench_pytorch_gpu.py --models "$models" --batches 128 \
+        --precisions f16,f16-tuned --seconds 1 --profile 3
+    note "$verdict  torch.profiler $models  ${took}s"
+    {
+        echo "# Where the GPU's time goes ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+        echo
+        "$python" - "$out/prof" <<'PROFEOF' || true
+import csv, glob, os, sys
+folder = sys.argv[1]
+for path in sorted(glob.glob(os.path.join(folder, "ncu-*.csv"))):
+    model = os.path.basename(path)[4:-4]
+    lines = open(path, errors="replace").read().splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    print(f"## --engine cuda {model} (ncu)\n")
+    if start is None:
+        print("no kernel rows: " + " / ".join(lines[-3:]) + "\n")
+        continue
+    totals, launches = {}, 0
+    for row in csv.DictReader(lines[start:]):
+        if row.get("Metric Name") != "gpu__time_duration.sum":
+            continue
+        value = float(row["Metric Value"].replace(",", ""))
+        unit = row.get("Metric Unit", "nsecond")
+        ns = value * {"nsecond": 1, "ns": 1, "usecond": 1e3, "us": 1e3, "msecond": 1e6, "ms": 1e6}.get(unit, 1)
+        name = row["Kernel Name"]
+        calls, total = totals.get(name, (0, 0.0))
+        totals[name] = (calls + 1, total + ns)
+        launches += 1
+    whole = sum(t for _, t in totals.values()) or 1.0
+    print(f"{launches} launches, {whole / 1e6:.2f} ms of kernels in all\n")
+    print("| kernel | calls | total ms | share | mean us |")
+    print("|---|---|---|---|---|")
+    for name, (calls, total) in sorted(totals.items(), key=lambda kv: -kv[1][1])[:30]:
+        print(f"| {name[:110]} | {calls} | {total / 1e6:.3f} | {100 * total / whole:.1f}% | {total / calls / 1e3:.1f} |")
+    print()
+PROFEOF
+        echo "## PyTorch (torch.profiler)"
+        echo
+        cat "$out/prof/pytorch.md" 2>/dev/null || true
+    } >"$out/profile.md"
+}
+
+# The CPU engine's model only against its end to end on this 16-core host
+# (#40 item 7: model only was reported 35-40% slower than the whole
+# pipeline, not seen on 2 cores): two interleaved rounds, ResNet-50 at
+# batch 16.
+part_cpu() {
+    note "== part 6: the CPU engine, model only vs end to end ($(date -u +%H:%M:%S))"
+    local round
+    for round in 1 2; do
+        bench "resnet50-cpu-model-only-r$round" 90 --model-only --gpus cpu --model resnet50 \
+            --batches 12 --repeat 1 --sweep batch=16
+        bench "resnet50-cpu-end-to-end-r$round" 90 --synthetic 384 --gpus cpu --model resnet50 \
+            --repeat 1 --sweep batch=16
+    done
+}
+
+# What comes back from a device call is at most 8 files: everything in one
+# OUT/results.tgz, and beside it only the summaries read first.
+pack() {
+    (cd "$out" && tar -czf ../kit-results.tgz --exclude=results.tgz . && mv ../kit-results.tgz results.tgz) || return 0
+    find "$out" -mindepth 1 -maxdepth 1 ! -name results.tgz ! -name summary.txt ! -name rows.md \
+        ! -name parity-figures.txt ! -name profile.md ! -name machine.txt -exec rm -rf {} +
+}
+
 case "${1:-}" in
 build)
     build
@@ -513,7 +609,7 @@ unpack)
     setup
     "$pipeline" devices
     ;;
-machine | parity | test | models | e2e | verify)
+machine | parity | test | models | e2e | profile | cpu | verify)
     part=$1
     if [[ $part == test ]]; then
         part=parity
@@ -533,16 +629,21 @@ machine | parity | test | models | e2e | verify)
         machine) part_machine ;;
         parity) part_parity "$@" ;;
         models) part_models ;;
+        profile) part_profile ;;
+        cpu) part_cpu ;;
         e2e) part_e2e ;;
         verify)
             parts=${PARTS:-1,2,3,4}
             if [[ ,$parts, == *,1,* ]]; then part_machine; fi
             if [[ ,$parts, == *,2,* ]]; then part_parity; fi
+            if [[ ,$parts, == *,5,* ]]; then part_profile; fi
+            if [[ ,$parts, == *,6,* ]]; then part_cpu; fi
             if [[ ,$parts, == *,3,* ]]; then part_models; fi
             if [[ ,$parts, == *,4,* ]]; then part_e2e; fi
             ;;
     esac
     note "done in $((SECONDS - started)) s"
+    if [[ ${KIT_PACK:-0} == 1 ]]; then pack; fi
     tail -n +$((before + 1)) "$out/summary.txt"
     # Failing when a parity family did not pass.
     ! tail -n +$((before + 1)) "$out/summary.txt" | grep -E '^(FAIL|TIMEOUT|CRASH)[^ ]*  parity ' >/dev/null

@@ -45,6 +45,8 @@
 #   6. the CPU engine's model only against its end to end on the host
 #   (5 and 6, when named, run before 3 and 4, whose rounds the budget cuts).
 # Settings (environment): PARTS (default 1,2,3,4; 5 and 6 when named),
+# PROFILE_MODELS (part 5, default resnet50,vit_b_16,clip_vit_b_32),
+# PROFILE_TORCH=0 (part 5 without PyTorch's table),
 # KIT_PACK=1 (at the end, everything into OUT/results.tgz beside the
 # summaries: a device call brings back 8 files at most), FAMILIES (default all:
 # resnet,lite0,convnext,vit,clip,siglip,dinov2,text,engine), KIT_BUDGET_S
@@ -535,10 +537,12 @@ part_profile() {
     else
         note "SKIP  ncu  0s  ncu is not on PATH"
     fi
-    step "torch.profiler $models" 150 "$out/prof/pytorch.md" \
-        "$python" scripts/bench_pytorch_gpu.py --models "$models" --batches 128 \
-        --precisions f16,f16-tuned --seconds 1 --profile 3
-    note "$verdict  torch.profiler $models  ${took}s"
+    if [[ ${PROFILE_TORCH:-1} == 1 ]]; then
+        step "torch.profiler $models" 150 "$out/prof/pytorch.md" \
+            "$python" scripts/bench_pytorch_gpu.py --models "$models" --batches 128 \
+            --precisions f16,f16-tuned --seconds 1 --profile 3
+        note "$verdict  torch.profiler $models  ${took}s"
+    fi
     {
         echo "# Where the GPU's time goes ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
         echo

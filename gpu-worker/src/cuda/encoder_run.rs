@@ -1,9 +1,10 @@
 //! The transformer encoder on a GPU (#28), shared by the image towers
 //! (`vit_run.rs`) and the text towers (`text_run.rs`): pre-norm blocks of
 //! cuBLASLt GEMMs (bias in the epilogue, the residual adds as `β = 1`
-//! accumulation into the stream), attention as two GEMMs batched over
-//! every (sequence, head) on the heads split apart by a kernel, with a row
-//! softmax between them (causal for CLIP's text tower), and
+//! accumulation into the stream), attention in one kernel (online softmax
+//! on the tensor cores, causal for CLIP's text tower; for heads it has no
+//! width for, two GEMMs batched over every (sequence, head) on the heads
+//! split apart by a kernel, with a row softmax between them), and
 //! the MLP's activation, op for op as `plan::ops::run_blocks`.
 //!
 //! Run on an H100 (see `gpu/`).
@@ -73,23 +74,23 @@ impl Encoder {
         let (d, rows) = (self.d, n * tokens);
         let mlp = blocks.first().map_or(0, |b| b.fc1.n);
         let mut qkv = gpu.zeros(rows * 3 * d)?;
-        let mut split = gpu.zeros(rows * 3 * d)?;
-        let mut heads_out = gpu.zeros(rows * d)?;
-        let mut scores = gpu.zeros(n * self.heads * tokens * tokens)?;
+        // The unfused attention's buffers, for heads the kernel has no
+        // width for (or when measuring it against the fused one).
+        let mut unfused = if fused_attention(d / self.heads) {
+            None
+        } else {
+            Some(Unfused {
+                split: gpu.zeros(rows * 3 * d)?,
+                heads_out: gpu.zeros(rows * d)?,
+                scores: gpu.zeros(n * self.heads * tokens * tokens)?,
+            })
+        };
         let mut attended = gpu.zeros(rows * d)?;
         let mut hidden = gpu.zeros(rows * mlp)?;
         for block in blocks {
             gpu.layer_norm(t, h, rows, &block.norm1, self.eps)?;
             gpu.gemm(h, rows, &block.qkv, &mut qkv, false)?;
-            self.attention(
-                gpu,
-                &qkv,
-                (&mut split, &mut heads_out),
-                &mut scores,
-                &mut attended,
-                n,
-                tokens,
-            )?;
+            self.attention(gpu, &qkv, unfused.as_mut(), &mut attended, n, tokens)?;
             gpu.gemm(&attended, rows, &block.out, t, true)?;
             gpu.layer_norm(t, h, rows, &block.norm2, self.eps)?;
             gpu.gemm(h, rows, &block.fc1, &mut hidden, false)?;
@@ -100,18 +101,18 @@ impl Encoder {
     }
 
     /// Multi-head attention over `qkv` (`[n·tokens, 3D]`) into `out`
-    /// (`[n·tokens, D]`): the heads split apart (`split`, as `qkv`), one
-    /// GEMM batched over every (sequence, head) for the scores, a row
-    /// softmax over all of them, one batched GEMM for the weighted values
-    /// (into `heads_out`, `[n·tokens, D]`), merged back into token rows.
-    /// Two cuBLASLt calls a layer, whatever the number of heads.
-    #[allow(clippy::too_many_arguments)]
+    /// (`[n·tokens, D]`): one fused kernel ([`Gpu::attention`]) where
+    /// `unfused` is `None`; else the heads split apart (`split`, as
+    /// `qkv`), one GEMM batched over every (sequence, head) for the
+    /// scores, a row softmax over all of them, one batched GEMM for the
+    /// weighted values (into `heads_out`, `[n·tokens, D]`), merged back
+    /// into token rows: two cuBLASLt calls a layer, whatever the number
+    /// of heads.
     fn attention(
         &self,
         gpu: &Gpu,
         qkv: &Buf,
-        (split, heads_out): (&mut Buf, &mut Buf),
-        scores: &mut Buf,
+        unfused: Option<&mut Unfused>,
         out: &mut Buf,
         n: usize,
         tokens: usize,
@@ -119,6 +120,18 @@ impl Encoder {
         let (d, heads) = (self.d, self.heads);
         let dh = d / heads;
         let shape = (n, tokens, heads, dh);
+        // `1/sqrt(dh)` applied in f32 before any f16 store: unscaled,
+        // |q·k| above 65504 would be inf and its whole softmax row NaN
+        // (CLIP-L, DINOv2-L, So400m can get there).
+        let scale = 1.0 / (dh as f32).sqrt();
+        let Some(Unfused {
+            split,
+            heads_out,
+            scores,
+        }) = unfused
+        else {
+            return gpu.attention(qkv, out, shape, scale, self.causal);
+        };
         gpu.split_heads(qkv, split, shape)?;
         let part = n * tokens * d;
         let head = tokens * dh;
@@ -133,10 +146,6 @@ impl Encoder {
             ld: tokens,
             stride: square,
         };
-        // `1/sqrt(dh)` in the GEMM's alpha, applied in f32 before the f16
-        // store: unscaled, |q·k| above 65504 would be inf and its whole
-        // softmax row NaN (CLIP-L, DINOv2-L, So400m can get there).
-        let scale = 1.0 / (dh as f32).sqrt();
         gpu.batched_gemm(
             (tokens, tokens, dh),
             scale,
@@ -158,4 +167,25 @@ impl Encoder {
         )?;
         gpu.merge_heads(heads_out, out, shape)
     }
+}
+
+/// The unfused attention's buffers: the heads split apart, their attended
+/// values, and every (sequence, head)'s scores.
+struct Unfused {
+    split: Buf,
+    heads_out: Buf,
+    scores: Buf,
+}
+
+/// Whether attention over heads of `dh` runs as one kernel: wherever
+/// [`Gpu::fused_attention_for`] has it, unless
+/// `PIPELINE_CUDA_ATTENTION=unfused` asks for the split, two batched
+/// GEMMs and a row softmax (to measure one against the other, or to step
+/// around a fault in the kernel).
+fn fused_attention(dh: usize) -> bool {
+    static UNFUSED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let unfused = *UNFUSED.get_or_init(|| {
+        std::env::var("PIPELINE_CUDA_ATTENTION").is_ok_and(|v| v.eq_ignore_ascii_case("unfused"))
+    });
+    !unfused && Gpu::fused_attention_for(dh)
 }

@@ -23,7 +23,7 @@ pub struct KernelSource {
 }
 
 /// Every kernel source.
-pub const SOURCES: [KernelSource; 4] = [
+pub const SOURCES: [KernelSource; 5] = [
     KernelSource {
         file: "preprocess.cu",
         source: include_str!("kernels/preprocess.cu"),
@@ -40,6 +40,11 @@ pub const SOURCES: [KernelSource; 4] = [
             "split_heads_f16",
             "merge_heads_f16",
         ],
+    },
+    KernelSource {
+        file: "attention.cu",
+        source: include_str!("kernels/attention.cu"),
+        entries: &["attention_dh64_f16", "attention_dh128_f16"],
     },
     KernelSource {
         file: "vit.cu",

@@ -5,7 +5,7 @@
 //! its buffers' sizes before it launches.
 #![allow(unsafe_code)]
 
-use cudarc::driver::{CudaSlice, PushKernelArg};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
 
 use super::{Buf, DeviceNorm, Gpu, GpuError, Norm3, check_len, driver, elementwise, int, per_row};
 
@@ -181,6 +181,57 @@ impl Gpu {
         // SAFETY: `gather_rows_f16(src, dst, index, rows, width)`; every
         // index was checked to lie inside `src`, `dst` holds `rows` rows.
         unsafe { launch.launch(elementwise(rows * width)) }.map_err(driver("gather_rows_f16"))?;
+        Ok(())
+    }
+
+    /// The head widths [`Gpu::attention`] has a kernel for.
+    pub fn fused_attention_for(dh: usize) -> bool {
+        matches!(dh, 64 | 128)
+    }
+
+    /// Multi-head attention in one kernel (`kernels/attention.cu`):
+    /// `softmax(q·kᵀ · scale) · v` for every (sequence, head), read from
+    /// `qkv` (`[n·tokens, 3·heads·dh]`, q | k | v) and written in token
+    /// rows into `out` (`[n·tokens, heads·dh]`); with `causal`, query `i`
+    /// sees keys `0..=i`. Only for a `dh` [`Gpu::fused_attention_for`]
+    /// takes.
+    pub fn attention(
+        &self,
+        qkv: &Buf,
+        out: &mut Buf,
+        (n, tokens, heads, dh): (usize, usize, usize, usize),
+        scale: f32,
+        causal: bool,
+    ) -> Result<(), GpuError> {
+        let name = match dh {
+            64 => "attention_dh64_f16",
+            128 => "attention_dh128_f16",
+            _ => return Err(GpuError(format!("no attention kernel for heads of {dh}"))),
+        };
+        check_len(qkv, 3 * n * tokens * heads * dh, "attention input");
+        check_len(out, n * tokens * heads * dh, "attention output");
+        let (t, h, c) = (int(tokens), int(heads), i32::from(causal));
+        let config = LaunchConfig {
+            grid_dim: (
+                u32::try_from(tokens.div_ceil(64)).expect("query tiles fit a grid"),
+                u32::try_from(heads).expect("heads fit a grid"),
+                u32::try_from(n).expect("sequences fit a grid"),
+            ),
+            block_dim: (128, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut launch = self.stream.launch_builder(self.kernel(name));
+        launch
+            .arg(qkv)
+            .arg(out)
+            .arg(&t)
+            .arg(&h)
+            .arg(&scale)
+            .arg(&c);
+        // SAFETY: `attention_dh*_f16(qkv, out, tokens, heads, scale,
+        // causal)`, grid (⌈tokens/64⌉, heads, n) of 4 warps (the kernel's
+        // ATTENTION_WARPS) with static shared memory; sizes checked above.
+        unsafe { launch.launch(config) }.map_err(driver(name))?;
         Ok(())
     }
 

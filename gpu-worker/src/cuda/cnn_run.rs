@@ -3,20 +3,33 @@
 //! step as the plan's f32 `reference` runs them: the normalised input,
 //! each convolution with its bias, residual and activation, the stem's max
 //! pool, Lite0's asymmetric padding applied first, the global mean and the
-//! classifier GEMM. A value's buffer is freed after its last reader.
+//! classifier GEMM. A value's buffer is freed after its last reader. A
+//! 1×1 convolution of stride 1 with no padding and no group (most of
+//! ResNet-50's, Lite0's projections) is a GEMM over the NHWC rows on
+//! cuBLASLt instead, bias, residual and ReLU in its epilogue: cuDNN's
+//! legacy call builds a cuBLASLt plan for such a layer on every call (two
+//! cuBLASLt handles and a heuristic query each, seen on the H100), which
+//! left the GPU waiting on the host.
 //!
 //! Run on an H100 (see `cudnn/`): `tests/cuda_gpu.rs` holds it to the
 //! reference wherever a GPU is present.
 
 use super::cudnn::{Convolutions, DeviceConv};
 use super::gpu::{Buf, DeviceGemm, DeviceOutputs, Gpu, GpuError, Images, Tower};
-use super::plan::{CnnPlan, CnnStep};
+use super::plan::{CnnPlan, CnnStep, ConvActivation, ConvLayer, Gemm};
 
 enum Step {
     Conv {
         input: usize,
         conv: Box<DeviceConv>,
         residual: Option<usize>,
+    },
+    /// A 1×1 convolution of stride 1 as a GEMM: `k` = cin, `n` = cout.
+    Pointwise {
+        input: usize,
+        gemm: DeviceGemm,
+        residual: Option<usize>,
+        relu: bool,
     },
     MaxPool {
         input: usize,
@@ -48,6 +61,17 @@ impl CudaCnn {
             .iter()
             .map(|step| {
                 Ok(match step {
+                    CnnStep::Conv {
+                        input,
+                        layer,
+                        residual,
+                        activation,
+                    } if pointwise(layer, *activation) => Step::Pointwise {
+                        input: *input,
+                        gemm: gpu.gemm_weights(&pointwise_gemm(layer))?,
+                        residual: *residual,
+                        relu: *activation == ConvActivation::Relu,
+                    },
                     CnnStep::Conv {
                         input,
                         layer,
@@ -119,6 +143,23 @@ impl Tower for CudaCnn {
                         channels: conv.cout,
                     }
                 }
+                Step::Pointwise {
+                    input,
+                    gemm,
+                    residual,
+                    relu,
+                } => {
+                    let x = get(&values, *input);
+                    let rows = n * x.side * x.side;
+                    let mut y = gpu.zeros(rows * gemm.n)?;
+                    let residual = residual.map(|r| &get(&values, r).data);
+                    gpu.pointwise_conv(&x.data, rows, gemm, &mut y, residual, *relu)?;
+                    Value {
+                        data: y,
+                        side: x.side,
+                        channels: gemm.n,
+                    }
+                }
                 Step::MaxPool { input } => {
                     let x = get(&values, *input);
                     let out_side = (x.side - 1) / 2 + 1;
@@ -156,6 +197,35 @@ impl Tower for CudaCnn {
             normalize: false,
             logits: Some((logits, self.classifier.n)),
         })
+    }
+}
+
+/// Whether `layer` with `activation` runs as a GEMM ([`Gpu::pointwise_conv`]):
+/// a 1×1 kernel, stride 1, no padding, one group, and an activation
+/// cuBLASLt's epilogue has (ReLU6 stays on cuDNN).
+fn pointwise(layer: &ConvLayer, activation: ConvActivation) -> bool {
+    layer.kernel == 1
+        && layer.stride == 1
+        && layer.padding == [0; 4]
+        && layer.groups == 1
+        && matches!(activation, ConvActivation::Identity | ConvActivation::Relu)
+}
+
+/// A 1×1 layer's filter (`[cout, cin]`, cuDNN's KRSC) as a GEMM's
+/// weights (`[cin, cout]`, row-major) with its bias.
+fn pointwise_gemm(layer: &ConvLayer) -> Gemm {
+    let (k, n) = (layer.cin, layer.cout);
+    let mut weight = vec![0.0; k * n];
+    for (o, row) in layer.filter.chunks_exact(k).enumerate() {
+        for (i, w) in row.iter().enumerate() {
+            weight[i * n + o] = *w;
+        }
+    }
+    Gemm {
+        k,
+        n,
+        weight,
+        bias: Some(layer.bias.clone()),
     }
 }
 

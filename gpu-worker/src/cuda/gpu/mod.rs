@@ -293,7 +293,48 @@ impl Gpu {
         // weights, `k × rows` inputs and `n` biases, writes `n × rows`.
         unsafe {
             self.blas
-                .matmul(&call, (w, xp, yp), bias.as_ref().map(|(b, _)| *b))
+                .matmul(&call, (w, xp, yp), bias.as_ref().map(|(b, _)| *b), None)
+        }
+    }
+
+    /// A 1×1 convolution of stride 1 as one GEMM over NHWC rows:
+    /// `y = act(x·W + b + residual)` for `x: [rows, k]`, `y` and the
+    /// optional `residual: [rows, n]`, `act` ReLU with `relu`. cuBLASLt's
+    /// epilogue adds the bias and applies the ReLU after `β·C` (C the
+    /// residual), as cuDNN's fused convolution does; the setup is kept per
+    /// shape like every GEMM's, where cuDNN's legacy call builds a
+    /// cuBLASLt plan for such a layer on every call.
+    pub fn pointwise_conv(
+        &self,
+        x: &Buf,
+        rows: usize,
+        g: &DeviceGemm,
+        y: &mut Buf,
+        residual: Option<&Buf>,
+        relu: bool,
+    ) -> Result<(), GpuError> {
+        check_len(x, rows * g.k, "1×1 convolution input");
+        check_len(y, rows * g.n, "1×1 convolution output");
+        if let Some(r) = residual {
+            check_len(r, rows * g.n, "1×1 convolution residual");
+        }
+        let mut call = blas::Call::row_major(rows, g.k, g.n, residual.is_some());
+        call.relu = relu;
+        let (w, _w) = g.w.device_ptr(&self.stream);
+        let (xp, _x) = x.device_ptr(&self.stream);
+        let bias = g.bias.as_ref().map(|b| b.device_ptr(&self.stream));
+        let residual = residual.map(|r| r.device_ptr(&self.stream));
+        let (yp, _y) = y.device_ptr_mut(&self.stream);
+        // SAFETY: the sizes were checked above; cuBLASLt reads `n × k`
+        // weights, `k × rows` inputs, `n` biases and `n × rows` residual
+        // values, writes `n × rows`.
+        unsafe {
+            self.blas.matmul(
+                &call,
+                (w, xp, yp),
+                bias.as_ref().map(|(b, _)| *b),
+                residual.as_ref().map(|(r, _)| *r),
+            )
         }
     }
 
@@ -331,7 +372,7 @@ impl Gpu {
         // inside its buffer.
         unsafe {
             self.blas
-                .matmul(&call, (at(bp, &b.1), at(ap, &a.1), cp + c_at), None)
+                .matmul(&call, (at(bp, &b.1), at(ap, &a.1), cp + c_at), None, None)
         }
     }
 

@@ -221,13 +221,7 @@ impl Gpu {
             shared_mem_bytes: 0,
         };
         let mut launch = self.stream.launch_builder(self.kernel(name));
-        launch
-            .arg(qkv)
-            .arg(out)
-            .arg(&t)
-            .arg(&h)
-            .arg(&scale)
-            .arg(&c);
+        launch.arg(qkv).arg(out).arg(&t).arg(&h).arg(&scale).arg(&c);
         // SAFETY: `attention_dh*_f16(qkv, out, tokens, heads, scale,
         // causal)`, grid (⌈tokens/64⌉, heads, n) of 4 warps (the kernel's
         // ATTENTION_WARPS) with static shared memory; sizes checked above.

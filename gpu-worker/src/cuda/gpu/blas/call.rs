@@ -39,9 +39,11 @@ pub(crate) fn first_accepted<E>(
     Err(last)
 }
 
-/// One GEMM, column-major as cuBLASLt speaks: `D = alpha·op(A)·B + beta·D
-/// (+ bias per row of D)`, A `m × k` (stored `k × m` with `transa`), B
-/// `k × n`, D `m × n`, each `batch` times at its stride.
+/// One GEMM, column-major as cuBLASLt speaks: `D = act(alpha·op(A)·B +
+/// beta·C (+ bias per row of D))`, A `m × k` (stored `k × m` with
+/// `transa`), B `k × n`, C and D `m × n` (C is D unless the caller gives
+/// another, in D's layout), each `batch` times at its stride; `act` is
+/// ReLU with `relu`, else nothing.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Call {
     pub(crate) transa: bool,
@@ -55,6 +57,8 @@ pub(crate) struct Call {
     pub(crate) ldd: i64,
     /// Batch count and each operand's stride (A, B, D), in elements.
     pub(crate) batch: Option<(i32, [i64; 3])>,
+    /// ReLU in the epilogue, after the bias and `beta·C`.
+    pub(crate) relu: bool,
 }
 
 impl Call {
@@ -85,6 +89,7 @@ impl Call {
             ldb: k as i64,
             ldd: n as i64,
             batch: None,
+            relu: false,
         }
     }
 
@@ -113,6 +118,7 @@ impl Call {
                 i32::try_from(batch).expect("a batch count cuBLASLt takes"),
                 [b.stride as i64, a.stride as i64, c.stride as i64],
             )),
+            relu: false,
         }
     }
 }

@@ -71,6 +71,7 @@ struct Key {
     ld: [i64; 3],
     batch: Option<(i32, [i64; 3])>,
     bias: bool,
+    relu: bool,
     align: [u32; 3],
 }
 
@@ -148,8 +149,9 @@ impl Blas {
         })
     }
 
-    /// Queues `call` on the stream over device pointers `a`, `b`, `d` and
-    /// the optional `bias` (the caller checked their extents).
+    /// Queues `call` on the stream over device pointers `a`, `b`, `d`, the
+    /// optional `bias` and the optional `c` (`beta·C` read from there, in
+    /// D's layout, instead of from D; the caller checked their extents).
     ///
     /// # Safety
     /// Every operand must hold what `call` reads or writes of it.
@@ -158,14 +160,21 @@ impl Blas {
         call: &Call,
         (a, b, d): (u64, u64, u64),
         bias: Option<u64>,
+        c: Option<u64>,
     ) -> Result<(), GpuError> {
+        let mut align = call.alignments((a, b, d));
+        if let Some(c) = c {
+            // C shares D's layout and alignment preference: the lesser.
+            align[2] = align[2].min(call.alignments((a, b, c))[2]);
+        }
         let key = Key {
             transa: call.transa,
             shape: (call.m, call.n, call.k),
             ld: [call.lda, call.ldb, call.ldd],
             batch: call.batch,
             bias: bias.is_some(),
-            align: call.alignments((a, b, d)),
+            relu: call.relu,
+            align,
         };
         let mut setups = self.setups.lock().unwrap_or_else(|e| e.into_inner());
         let setup = match setups.entry(key) {
@@ -202,7 +211,7 @@ impl Blas {
                     b as *const c_void,
                     lb,
                     (&raw const call.beta).cast(),
-                    d as *const c_void,
+                    c.unwrap_or(d) as *const c_void,
                     ld,
                     d as *mut c_void,
                     ld,
@@ -280,10 +289,11 @@ impl Blas {
         }
         let layouts = setup.layouts;
         let transa = i32::from(call.transa);
-        let epilogue = if key.bias {
-            cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS
-        } else {
-            cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT
+        let epilogue = match (key.bias, key.relu) {
+            (true, true) => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS,
+            (true, false) => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
+            (false, true) => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU,
+            (false, false) => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT,
         };
         // SAFETY: attributes of descriptors made above, each of its size.
         unsafe {

@@ -16,7 +16,7 @@
 
 use super::cudnn::{Convolutions, DeviceConv};
 use super::gpu::{Buf, DeviceGemm, DeviceOutputs, Gpu, GpuError, Images, Tower};
-use super::plan::{CnnPlan, CnnStep, ConvActivation, ConvLayer, Gemm};
+use super::plan::{CnnPlan, CnnStep, ConvActivation, ConvLayer};
 
 enum Step {
     Conv {
@@ -68,7 +68,7 @@ impl CudaCnn {
                         activation,
                     } if pointwise(layer, *activation) => Step::Pointwise {
                         input: *input,
-                        gemm: gpu.gemm_weights(&pointwise_gemm(layer))?,
+                        gemm: gpu.gemm_weights(&layer.as_gemm())?,
                         residual: *residual,
                         relu: *activation == ConvActivation::Relu,
                     },
@@ -211,27 +211,45 @@ fn pointwise(layer: &ConvLayer, activation: ConvActivation) -> bool {
         && matches!(activation, ConvActivation::Identity | ConvActivation::Relu)
 }
 
-/// A 1×1 layer's filter (`[cout, cin]`, cuDNN's KRSC) as a GEMM's
-/// weights (`[cin, cout]`, row-major) with its bias.
-fn pointwise_gemm(layer: &ConvLayer) -> Gemm {
-    let (k, n) = (layer.cin, layer.cout);
-    let mut weight = vec![0.0; k * n];
-    for (o, row) in layer.filter.chunks_exact(k).enumerate() {
-        for (i, w) in row.iter().enumerate() {
-            weight[i * n + o] = *w;
-        }
-    }
-    Gemm {
-        k,
-        n,
-        weight,
-        bias: Some(layer.bias.clone()),
-    }
-}
-
 /// Value `v`, which a later step reads: never freed before its last use.
 fn get(values: &[Option<Value>], v: usize) -> &Value {
     values[v]
         .as_ref()
         .expect("a value is read before its last use")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layer(kernel: usize, stride: usize, padding: [usize; 4], groups: usize) -> ConvLayer {
+        let (cin, cout) = (4, 8);
+        ConvLayer {
+            cout,
+            cin,
+            kernel,
+            stride,
+            padding,
+            groups,
+            filter: vec![0.5; cout * kernel * kernel * cin / groups],
+            bias: vec![0.0; cout],
+        }
+    }
+
+    /// Only what one GEMM with cuBLASLt's epilogue computes leaves cuDNN:
+    /// a 1×1 kernel at stride 1, unpadded, ungrouped, with ReLU or nothing.
+    #[test]
+    fn only_plain_1x1_convolutions_run_as_gemms() {
+        let plain = layer(1, 1, [0; 4], 1);
+        assert!(pointwise(&plain, ConvActivation::Relu));
+        assert!(pointwise(&plain, ConvActivation::Identity));
+        assert!(!pointwise(&plain, ConvActivation::Relu6));
+        assert!(!pointwise(&layer(3, 1, [1; 4], 1), ConvActivation::Relu));
+        assert!(!pointwise(&layer(1, 2, [0; 4], 1), ConvActivation::Relu));
+        assert!(!pointwise(
+            &layer(1, 1, [0, 0, 1, 1], 1),
+            ConvActivation::Relu
+        ));
+        assert!(!pointwise(&layer(1, 1, [0; 4], 4), ConvActivation::Relu));
+    }
 }

@@ -37,6 +37,26 @@ pub struct ConvLayer {
 }
 
 impl ConvLayer {
+    /// An ungrouped layer's filter as a GEMM over im2col rows (`[taps,
+    /// cout]`, taps in (row, column, channel) order) with its bias: the
+    /// reference's convolution, and on the GPU a 1×1 layer's whole
+    /// (`cnn_run.rs`).
+    pub fn as_gemm(&self) -> Gemm {
+        let taps = self.kernel * self.kernel * self.cin / self.groups;
+        let mut weight = vec![0.0; taps * self.cout];
+        for (o, row) in self.filter.chunks_exact(taps).enumerate() {
+            for (t, w) in row.iter().enumerate() {
+                weight[t * self.cout + o] = *w;
+            }
+        }
+        Gemm {
+            k: taps,
+            n: self.cout,
+            weight,
+            bias: Some(self.bias.clone()),
+        }
+    }
+
     fn pack(conv: &HostConv) -> Self {
         let (k, cg) = (conv.kernel, conv.cin / conv.groups);
         let mut filter = vec![0.0; conv.weight.len()];
@@ -272,18 +292,7 @@ fn convolve(x: &[f32], n: usize, side: usize, layer: &ConvLayer) -> (Vec<f32>, u
     if layer.groups == 1 {
         // im2col rows over (row, column, channel), times the filter as
         // `[taps, cout]`.
-        let mut w = vec![0.0; taps * cout];
-        for o in 0..cout {
-            for t in 0..taps {
-                w[t * cout + o] = layer.filter[o * taps + t];
-            }
-        }
-        let g = Gemm {
-            k: taps,
-            n: cout,
-            weight: w,
-            bias: Some(layer.bias.clone()),
-        };
+        let g = layer.as_gemm();
         y.par_chunks_mut(out_side * cout)
             .enumerate()
             .for_each(|(row, out)| {

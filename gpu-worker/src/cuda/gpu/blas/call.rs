@@ -130,11 +130,21 @@ mod tests {
     /// What cuBLASLt computes for `call` over host buffers, column-major
     /// as its documentation defines it: `D = alpha·op(A)·B + beta·D` per
     /// batch entry, each operand from its start and at its stride.
-    fn emulate(
+    fn emulate(call: &Call, a: (&[f32], usize), b: (&[f32], usize), d: (&mut [f32], usize)) {
+        emulate_epilogue(call, a, b, d, None, None);
+    }
+
+    /// The same with the epilogue: `D = act(alpha·op(A)·B + beta·C +
+    /// bias)`, C read from `c` where given (in D's layout) else from D,
+    /// the bias one value per row of D (cuBLASLt's `m`), `act` ReLU with
+    /// `call.relu`.
+    fn emulate_epilogue(
         call: &Call,
         (a, a0): (&[f32], usize),
         (b, b0): (&[f32], usize),
         (d, d0): (&mut [f32], usize),
+        c: Option<&[f32]>,
+        bias: Option<&[f32]>,
     ) {
         let (m, n, k) = (call.m as usize, call.n as usize, call.k as usize);
         let (count, [sa, sb, sd]) = call.batch.map_or((1, [0; 3]), |(c, s)| (c as usize, s));
@@ -159,7 +169,9 @@ mod tests {
                         sum += av * b[eb + j * ldb + p];
                     }
                     let at = ed + j * ldd + i;
-                    d[at] = call.alpha * sum + call.beta * d[at];
+                    let prior = c.map_or(d[at], |c| c[at]);
+                    let v = call.alpha * sum + call.beta * prior + bias.map_or(0.0, |b| b[i]);
+                    d[at] = if call.relu { v.max(0.0) } else { v };
                 }
             }
         }
@@ -194,6 +206,59 @@ mod tests {
             );
             for (g, w) in got.iter().zip(&want) {
                 assert!((g - w).abs() < 1e-5, "{got:?} against {want:?}");
+            }
+        }
+    }
+
+    /// A 1×1 convolution as the CNN pass asks for it (`pointwise_conv`):
+    /// `y = relu(x·W + b + residual)` over NHWC rows, the residual as
+    /// cuBLASLt's C beside D, bias and ReLU in the epilogue, is what
+    /// cuBLASLt computes for the call; without a residual, C is not read.
+    #[test]
+    fn a_pointwise_convolution_maps_onto_cublaslt_with_its_epilogue() {
+        let (rows, k, n) = (6, 4, 3);
+        let (x, w, bias) = (values(rows * k, 6), values(k * n, 7), values(n, 8));
+        let residual = values(rows * n, 9);
+        for with_residual in [false, true] {
+            for relu in [false, true] {
+                let mut before = vec![0.0f32; rows * n];
+                for r in 0..rows {
+                    for o in 0..n {
+                        let dot: f32 = (0..k).map(|p| x[r * k + p] * w[p * n + o]).sum();
+                        let extra = if with_residual {
+                            residual[r * n + o]
+                        } else {
+                            0.0
+                        };
+                        before[r * n + o] = dot + bias[o] + extra;
+                    }
+                }
+                assert!(
+                    before.iter().any(|v| *v < 0.0),
+                    "some values for ReLU to cut"
+                );
+                let want: Vec<f32> = before
+                    .iter()
+                    .map(|v| if relu { v.max(0.0) } else { *v })
+                    .collect();
+                let mut call = Call::row_major(rows, k, n, with_residual);
+                call.relu = relu;
+                // D starts as garbage: only C (the residual) may be read.
+                let mut got = vec![1e3f32; rows * n];
+                emulate_epilogue(
+                    &call,
+                    (&w, 0),
+                    (&x, 0),
+                    (&mut got, 0),
+                    Some(&residual),
+                    Some(&bias),
+                );
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() < 1e-5,
+                        "residual {with_residual}, relu {relu}: {got:?} against {want:?}"
+                    );
+                }
             }
         }
     }

@@ -49,7 +49,7 @@
 # PROFILE_TORCH=0 (part 5 without PyTorch's table),
 # KIT_PACK=1 (at the end, everything into OUT/results.tgz beside the
 # summaries: a device call brings back 8 files at most), FAMILIES (default all:
-# resnet,lite0,convnext,vit,clip,siglip,dinov2,text,engine), KIT_BUDGET_S
+# resnet,lite0,convnext,vit,clip,siglip,dinov2,text,hub,engine), KIT_BUDGET_S
 # (default 570: a step that would end past it is shortened, and one with
 # under 15 s left is skipped, so that `verify` ends inside a 600 s device
 # call), MODELS (part 3, default resnet50,vit_b_16,clip_vit_b_32,
@@ -80,6 +80,7 @@ families=(
     "siglip:the_siglip_image_tower_on_the_gpu_is_its_reference:90"
     "dinov2:the_dinov2_towers_on_the_gpu_are_their_reference:90"
     "text:the_text_towers_on_the_gpu_are_their_reference:90"
+    "hub:the_hub_repos_on_the_gpu_are_their_reference:90"
     "engine:an_images_bytes_do_not_depend_on_the_images_beside_it:120"
 )
 

@@ -496,17 +496,20 @@ fn what_cannot_run_is_one_line_exit_2() {
         assert!(text.contains(says), "{model}: {text}");
         assert_eq!(text.trim().lines().count(), 1, "{model}: one line: {text}");
     }
-    // Flags of the built-in models' machinery, and an engine that does
-    // not run hub models yet, are refused, not ignored.
+    // Flags of the built-in models' machinery, and a precision the CUDA
+    // engine does not compute in, are refused, not ignored.
     for (extra, says) in [
         (
-            ["--classes", "cat,dog"],
+            &["--classes", "cat,dog"][..],
             "--classes does not go with a hub model",
         ),
-        (["--task", "raw"], "--task raw does not go with a hub model"),
         (
-            ["--engine", "cuda"],
-            "--engine cuda runs the built-in model names",
+            &["--task", "raw"][..],
+            "--task raw does not go with a hub model",
+        ),
+        (
+            &["--engine", "cuda", "--precision", "f32"][..],
+            "--engine cuda: the CUDA engine computes in f16",
         ),
     ] {
         let run = common::pipeline(dir.path())

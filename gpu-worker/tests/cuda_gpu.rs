@@ -141,7 +141,6 @@ fn batch(pixels: &[u8], side: usize, norm: Norm3) -> Images<'_> {
 /// reference.
 fn vit_case(gpu: &Gpu, kind: ModelKind, pooling: Option<Pooling>) {
     use gpu_worker::cuda::plan::vit_plan_seeded;
-    use gpu_worker::cuda::vit_run::CudaVit;
     let what = format!("{kind} ({pooling:?}) on {}", gpu.name());
     let mut plan = vit_plan_seeded(&Architecture::of(kind), kind.name(), 1)
         .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -149,17 +148,89 @@ fn vit_case(gpu: &Gpu, kind: ModelKind, pooling: Option<Pooling>) {
         plan.config.pooling = pooling;
     }
     let preprocess = kind.default_preprocess();
-    let (side, n) = (preprocess.crop as usize, preprocess.normalize);
+    let side = preprocess.crop as usize;
+    vit_plan_case(gpu, &what, &plan, side, preprocess.normalize);
+}
+
+/// A ViT plan on the GPU against its reference, on `side × side` images.
+fn vit_plan_case(
+    gpu: &Gpu,
+    what: &str,
+    plan: &gpu_worker::cuda::plan::VitPlan,
+    side: usize,
+    n: Normalize,
+) {
+    use gpu_worker::cuda::vit_run::CudaVit;
     let pixels = images(REAL, side);
-    let cuda = CudaVit::new(gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let cuda = CudaVit::new(gpu, plan).unwrap_or_else(|e| panic!("{what}: {e}"));
     let (features, logits) = cuda
         .forward(gpu, batch(&pixels, side, Norm3::new(n.mean, n.std)))
         .unwrap_or_else(|e| panic!("{what}: {e}"));
     let (want, want_logits) = plan.reference(&pixels, side, n.mean, n.std);
-    assert_rows(&what, (&features, &want), REAL);
+    assert_rows(what, (&features, &want), REAL);
     if let (Some(got), Some(want)) = (logits, want_logits) {
-        assert_top1(&what, (&got, &want), REAL);
+        assert_top1(what, (&got, &want), REAL);
     }
+}
+
+/// The repos of `cli/tests/hub_repos/` (#42): beside this crate, or under
+/// the working folder (the GPU kit runs this binary from the repo's root,
+/// wherever the repo lies there).
+fn hub_repos() -> std::path::PathBuf {
+    let beside = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/tests/hub_repos");
+    if beside.is_dir() {
+        beside
+    } else {
+        std::path::PathBuf::from("cli/tests/hub_repos")
+    }
+}
+
+/// Hugging Face repos (#42) of sizes no built-in name has, planned from
+/// their `config.json` as the worker plans them: transformers' bare
+/// `ViTModel`, a 2-label `ViTForImageClassification`, a multi-label
+/// `Dinov2ForImageClassification`, CLIP's and SigLIP's vision towers.
+/// Their heads are 16 wide, so attention runs unfused (two batched GEMMs
+/// and a row softmax): the path of head widths the fused kernel lacks.
+#[test]
+fn the_hub_repos_on_the_gpu_are_their_reference() {
+    let test = "the_hub_repos_on_the_gpu_are_their_reference";
+    let Some(gpu) = gpu(test) else {
+        return;
+    };
+    let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(hub_repos())
+        .unwrap_or_else(|e| panic!("{}: {e}", hub_repos().display()))
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.join("config.json").is_file())
+        .collect();
+    dirs.sort();
+    let cases: Vec<(String, usize)> = dirs
+        .iter()
+        .enumerate()
+        .filter_map(|(i, dir)| {
+            let text = std::fs::read_to_string(dir.join("config.json")).ok()?;
+            pipeline_core::hub_config(&text).ok()?;
+            Some((dir.file_name()?.to_string_lossy().replace("--", "/"), i))
+        })
+        .collect();
+    assert_eq!(cases.len(), 5, "hub repos with a built-in model type");
+    each_case(test, &cases, |i| {
+        let dir = &dirs[i];
+        let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");
+        let config = pipeline_core::hub_config(&text).expect("checked above");
+        let repo = dir.file_name().expect("a folder").to_string_lossy();
+        let what = format!("{repo} on {}", gpu.name());
+        let plan = gpu_worker::cuda::plan::vit_plan(
+            &Architecture::of_hub(&config.shape),
+            &repo,
+            &dir.join("model.safetensors"),
+        )
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let normalize = Normalize {
+            mean: [0.5; 3],
+            std: [0.5; 3],
+        };
+        vit_plan_case(&gpu, &what, &plan, config.shape.image, normalize);
+    });
 }
 
 /// The ViT image towers of `cases`, each to its end.

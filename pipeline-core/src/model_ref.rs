@@ -83,9 +83,9 @@ pub enum ModelRef {
 }
 
 const ONNX: &[EngineKind] = &[EngineKind::Onnx];
-/// Hub models build the burn engine's networks from their configs; the
-/// CUDA engine's plans are the built-in names' for now.
-const HUB: &[EngineKind] = &[EngineKind::Burn];
+/// Hub models build the burn engine's networks and the CUDA engine's
+/// plans from their configs.
+const HUB: &[EngineKind] = &[EngineKind::Burn, EngineKind::Cuda];
 
 impl ModelRef {
     /// The built-in architecture, if it is one.

@@ -172,6 +172,12 @@ fn cuda_fits(model: ModelKind, precision: Precision) -> Result<(), String> {
              (--engine vulkan or cpu runs {model})"
         ));
     }
+    cuda_precision(precision)
+}
+
+/// Whether the CUDA engine computes at `precision`: f16 with f32
+/// accumulation only.
+fn cuda_precision(precision: Precision) -> Result<(), String> {
     match precision {
         Precision::Auto | Precision::F16 => Ok(()),
         Precision::F32 | Precision::Bf16 => Err(format!(

@@ -1,6 +1,6 @@
 //! The CUDA engine behind the worker's seam (#28), for every image family:
 //! the ViT image towers of torchvision, CLIP, SigLIP and DINOv2
-//! (`vit_run.rs`), torchvision's ResNets and EfficientNet-Lite0 on cuDNN
+//! (`vit_run.rs`; the built-in names' and hub repos' of any size, #42), torchvision's ResNets and EfficientNet-Lite0 on cuDNN
 //! (`cnn_run.rs`) and ConvNeXt (`convnext_run.rs`); embeddings (DINOv2's
 //! `--pooling` too), ImageNet classification, and CLIP's and SigLIP's
 //! zero-shot `--classes`, scored on the host from the GPU's embeddings as
@@ -47,6 +47,9 @@ pub struct CudaEngine {
     task: Task,
     spec: DeviceSpec,
     feature_dim: usize,
+    /// A classifier's scores: a sigmoid per class (a hub model's
+    /// multi-label or single-logit head), else softmax.
+    sigmoid: bool,
 }
 
 /// A family's plan: its weights packed on the host, with the f32
@@ -57,30 +60,42 @@ enum Plan {
     ConvNext(ConvNextPlan),
 }
 
+/// `plan` with `--pooling` laid over its own, as the burn engine's
+/// `set_pooling` applies it (SigLIP's attention pooling stays).
+fn with_pooling(mut plan: VitPlan, pooling: Option<EmbedPooling>) -> VitPlan {
+    if let Some(pooling) = pooling
+        && plan.config.pooling != Pooling::Map
+    {
+        plan.config.pooling = match pooling {
+            EmbedPooling::Cls => Pooling::Class,
+            EmbedPooling::Mean => Pooling::Mean,
+            EmbedPooling::ClsMean => Pooling::ClassAndMean,
+        };
+    }
+    plan
+}
+
 impl Plan {
-    /// The configured model's plan, from its checkpoint or seeded.
+    /// The configured model's plan, from its checkpoint or seeded: a
+    /// built-in name's, or a hub repo's ViT of the sizes its config gives
+    /// (`Architecture::of_hub`, the layouts the burn engine reads it with).
     fn load(config: &WorkerConfig) -> Result<Self, OpenError> {
+        if let pipeline_core::ModelRef::Hub(hub) = &config.model {
+            let arch = Architecture::of_hub(&hub.shape);
+            let plan = vit_plan(&arch, &hub.repo, &hub.weights)?;
+            return Ok(Self::Vit(Box::new(with_pooling(plan, config.pooling))));
+        }
         let kind = crate::engine::builtin(config)?;
         let arch = Architecture::of(kind);
         let name = kind.name();
         let path = config.weights.as_deref();
         Ok(match &arch {
             Architecture::Vit(_) => {
-                let mut plan = match path {
+                let plan = match path {
                     Some(path) => vit_plan(&arch, name, path)?,
                     None => vit_plan_seeded(&arch, name, config.seed)?,
                 };
-                // `--pooling`, as the burn engine's `set_pooling` applies it.
-                if let Some(pooling) = config.pooling
-                    && plan.config.pooling != Pooling::Map
-                {
-                    plan.config.pooling = match pooling {
-                        EmbedPooling::Cls => Pooling::Class,
-                        EmbedPooling::Mean => Pooling::Mean,
-                        EmbedPooling::ClsMean => Pooling::ClassAndMean,
-                    };
-                }
-                Self::Vit(Box::new(plan))
+                Self::Vit(Box::new(with_pooling(plan, config.pooling)))
             }
             Architecture::ConvNext(_) => Self::ConvNext(match path {
                 Some(path) => convnext_plan(&arch, name, path)?,
@@ -93,6 +108,11 @@ impl Plan {
                 })
             }
         })
+    }
+
+    /// Whether its weights were drawn from a seed (no checkpoint).
+    fn seeded(config: &WorkerConfig) -> bool {
+        config.weights.is_none() && !matches!(config.model, pipeline_core::ModelRef::Hub(_))
     }
 
     fn has_classifier(&self) -> bool {
@@ -200,8 +220,16 @@ impl CudaEngine {
             && !plan.has_classifier()
             && zero_shot.is_none()
         {
+            if let pipeline_core::ModelRef::Hub(hub) = &config.model {
+                return Err(OpenError::Model(format!(
+                    "{} has no classifier head; use --task embed",
+                    hub.repo
+                )));
+            }
             return Err(OpenError::NoClassifier(crate::engine::builtin(config)?));
         }
+        let sigmoid = matches!(&config.model, pipeline_core::ModelRef::Hub(hub)
+            if hub.scores == pipeline_core::Scores::Sigmoid);
         let uuid = config.cuda_uuids.get(index).map(String::as_str);
         let gpu = open_gpu(*index, uuid).map_err(|e| device_error(spec, e))?;
         let model = plan.upload(&gpu).map_err(|e| device_error(spec, e))?;
@@ -212,6 +240,7 @@ impl CudaEngine {
             zero_shot,
             task: config.task,
             spec: spec.clone(),
+            sigmoid,
         };
         engine.self_check(&plan, config)?;
         Ok(engine)
@@ -244,7 +273,7 @@ impl CudaEngine {
         // draw: about 1e-8 after its 16 blocks) cannot be compared; they
         // mean nothing either, so the run goes on unchecked.
         let largest = want.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        if config.weights.is_none() && largest < SEEDED_FLOOR {
+        if Plan::seeded(config) && largest < SEEDED_FLOOR {
             return Ok(());
         }
         let dot: f32 = got.iter().zip(&want).map(|(a, b)| a * b).sum();
@@ -307,9 +336,15 @@ impl CudaEngine {
             (Task::Classify { .. }, Some(logits)) => {
                 let classes = logits.len() / padded;
                 let mut probs = logits;
-                probs
-                    .chunks_exact_mut(classes)
-                    .for_each(super::plan::softmax);
+                if self.sigmoid {
+                    probs
+                        .iter_mut()
+                        .for_each(|v| *v = 1.0 / (1.0 + (-*v).exp()));
+                } else {
+                    probs
+                        .chunks_exact_mut(classes)
+                        .for_each(super::plan::softmax);
+                }
                 crate::predictions(self.task, &probs, rows, classes)
             }
             _ => crate::predictions(Task::Embed, &features, rows, self.feature_dim),

@@ -13,9 +13,10 @@
 //! - a ViT, CLIP or SigLIP is fed the config's own image size (their
 //!   upstreams do not resample position embeddings unless asked), so a
 //!   crop of another size is refused; DINOv2 resamples as transformers does;
-//! - hub models run on the burn engine (CPU and Vulkan). The CUDA engine's
-//!   plans are the built-in names' for now: `--engine cuda` is refused,
-//!   and `--gpus all` on NVIDIA GPUs takes Vulkan.
+//! - hub models run on every engine the built-in ViTs run on: burn's (CPU
+//!   and Vulkan) and the CUDA engine, whose plan reads the checkpoint
+//!   through the same layouts at the config's sizes; `--engine auto` takes
+//!   the CUDA engine on NVIDIA GPUs as for a built-in name.
 
 mod cache;
 
@@ -132,12 +133,6 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             s = config.image_size
         ));
     }
-    if args.engine == EngineArg::Cuda {
-        return Err(format!(
-            "--engine cuda runs the built-in model names; a hub model ({id}) runs on --engine \
-             cpu or vulkan for now"
-        ));
-    }
     let classifier = shape.classes.is_some();
     let task = match args.task {
         Some(TaskArg::Classify) if !classifier => {
@@ -171,11 +166,14 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
         .precision
         .parse()
         .map_err(|e| format!("--precision: {e}"))?;
-    let (devices, engine, device_notice) = crate::devices::engine_devices(
-        args.engine,
-        &args.gpus,
-        Err("the CUDA engine runs the built-in model names, not hub models yet".to_owned()),
-    )?;
+    let cuda_fits = super::cuda_precision(precision);
+    if args.engine == EngineArg::Cuda
+        && let Err(why) = &cuda_fits
+    {
+        return Err(format!("--engine cuda: {why}"));
+    }
+    let (devices, engine, device_notice) =
+        crate::devices::engine_devices(args.engine, &args.gpus, cuda_fits)?;
     // The weights of the description's commit, whatever the branch now.
     let pinned = HubId {
         repo: id.repo.clone(),

@@ -21,8 +21,9 @@ use crate::config::RunConfig;
 /// the same bytes). 4: GELU on the CPU with ATen's vectorised erf (ViTs and
 /// ConvNeXts: again the same values up to rounding). 5: on the CPU, GELU's
 /// and attention's kernels vectorised with their own `exp`, and ResNets
-/// channels-last (the same again).
-pub const PARTS_LAYOUT: u64 = 5;
+/// channels-last (the same again). 6: on the CUDA engine, attention in one
+/// kernel and 1×1 convolutions as cuBLASLt GEMMs (the same again).
+pub const PARTS_LAYOUT: u64 = 6;
 
 /// Everything the records of a run depend on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -44,7 +44,7 @@ pub const SOURCES: [KernelSource; 5] = [
     KernelSource {
         file: "attention.cu",
         source: include_str!("kernels/attention.cu"),
-        entries: &["attention_dh64_f16", "attention_dh128_f16"],
+        entries: &["attention_dh64_f16"],
     },
     KernelSource {
         file: "vit.cu",

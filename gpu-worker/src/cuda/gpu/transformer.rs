@@ -184,9 +184,10 @@ impl Gpu {
         Ok(())
     }
 
-    /// The head widths [`Gpu::attention`] has a kernel for.
+    /// The head widths [`Gpu::attention`] has a kernel for: 64, every
+    /// built-in transformer's (the one width run on a GPU so far).
     pub fn fused_attention_for(dh: usize) -> bool {
-        matches!(dh, 64 | 128)
+        dh == 64
     }
 
     /// Multi-head attention in one kernel (`kernels/attention.cu`):
@@ -203,11 +204,10 @@ impl Gpu {
         scale: f32,
         causal: bool,
     ) -> Result<(), GpuError> {
-        let name = match dh {
-            64 => "attention_dh64_f16",
-            128 => "attention_dh128_f16",
-            _ => return Err(GpuError(format!("no attention kernel for heads of {dh}"))),
-        };
+        if !Self::fused_attention_for(dh) {
+            return Err(GpuError(format!("no attention kernel for heads of {dh}")));
+        }
+        let name = "attention_dh64_f16";
         check_len(qkv, 3 * n * tokens * heads * dh, "attention input");
         check_len(out, n * tokens * heads * dh, "attention output");
         let (t, h, c) = (int(tokens), int(heads), i32::from(causal));
@@ -222,7 +222,7 @@ impl Gpu {
         };
         let mut launch = self.stream.launch_builder(self.kernel(name));
         launch.arg(qkv).arg(out).arg(&t).arg(&h).arg(&scale).arg(&c);
-        // SAFETY: `attention_dh*_f16(qkv, out, tokens, heads, scale,
+        // SAFETY: `attention_dh64_f16(qkv, out, tokens, heads, scale,
         // causal)`, grid (⌈tokens/64⌉, heads, n) of 4 warps (the kernel's
         // ATTENTION_WARPS) with static shared memory; sizes checked above.
         unsafe { launch.launch(config) }.map_err(driver(name))?;

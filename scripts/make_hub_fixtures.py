@@ -19,6 +19,9 @@ Repos (folder `ORG--NAME`):
   projection: the unit-length image features;
 - `tiny-org--siglip-small`: SiglipModel at width 32, patch 8, 32 px: the
   unit-length image features;
+- `tiny-org--convnext-5labels`: ConvNextForImageClassification with 5
+  labels at stage widths 16, 24, 32, 40 and depths 1, 1, 2, 1, a
+  ConvNextImageProcessor's `crop_pct` (the shorter side to 73, a 64 crop);
 - `tiny-org--beit-small`: a BEiT config only (a family not built in).
 
 `reference.json`: per repo, per sample (sorted by name), `probs` (the
@@ -124,6 +127,16 @@ def main(out: pathlib.Path) -> None:
     model = randomise(transformers.SiglipModel(siglip), SEED + 4)
     embed("tiny-org--siglip-small", model, siglip_processor,
           lambda x: torch.nn.functional.normalize(_features(model.get_image_features(pixel_values=x)), dim=-1))
+
+    convnext = transformers.ConvNextConfig(
+        hidden_sizes=[16, 24, 32, 40], depths=[1, 1, 2, 1], image_size=64,
+        id2label={i: name for i, name in enumerate(["daisy", "dandelion", "rose", "sunflower", "tulip"])},
+        label2id={name: i for i, name in enumerate(["daisy", "dandelion", "rose", "sunflower", "tulip"])})
+    convnext_processor = transformers.ConvNextImageProcessorPil(
+        size={"shortest_edge": 64}, crop_pct=0.875, resample=3,
+        image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
+    model = randomise(transformers.ConvNextForImageClassification(convnext), SEED + 5)
+    classify("tiny-org--convnext-5labels", model, convnext_processor)
 
     beit = out / "tiny-org--beit-small"
     beit.mkdir(parents=True, exist_ok=True)

@@ -189,12 +189,13 @@ fn matches_transformers(records: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 5] = [
+const REPOS: [&str; 6] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/dinov2-multilabel",
     "tiny-org/clip-small",
     "tiny-org/siglip-small",
+    "tiny-org/convnext-5labels",
 ];
 
 #[test]
@@ -222,6 +223,14 @@ fn every_family_at_its_config_s_size_matches_transformers() {
         ["normal", "nsfw"].contains(&vit[0]["top_k"][0]["label"].as_str().unwrap_or("")),
         "{}",
         vit[0]
+    );
+    // The ConvNeXt's 5 labels, from its id2label.
+    let convnext = common::records(&dir.path().join("tiny-org_convnext-5labels.jsonl"));
+    let label = convnext[0]["top_k"][0]["label"].as_str().unwrap_or("");
+    assert!(
+        ["daisy", "dandelion", "rose", "sunflower", "tulip"].contains(&label),
+        "{}",
+        convnext[0]
     );
     // Only what the models need was fetched, never the whole repo.
     let requests = hub.requests();

@@ -188,7 +188,8 @@ fn hub_repos() -> std::path::PathBuf {
 /// Hugging Face repos (#42) of sizes no built-in name has, planned from
 /// their `config.json` as the worker plans them: transformers' bare
 /// `ViTModel`, a 2-label `ViTForImageClassification`, a multi-label
-/// `Dinov2ForImageClassification`, CLIP's and SigLIP's vision towers.
+/// `Dinov2ForImageClassification`, CLIP's and SigLIP's vision towers, a
+/// 5-label `ConvNextForImageClassification` (64 px).
 /// Their heads are 16 wide, so attention runs unfused (two batched GEMMs
 /// and a row softmax): the path of head widths the fused kernel lacks.
 #[test]
@@ -212,24 +213,39 @@ fn the_hub_repos_on_the_gpu_are_their_reference() {
             Some((dir.file_name()?.to_string_lossy().replace("--", "/"), i))
         })
         .collect();
-    assert_eq!(cases.len(), 5, "hub repos with a built-in model type");
+    assert_eq!(cases.len(), 6, "hub repos with a built-in model type");
     each_case(test, &cases, |i| {
         let dir = &dirs[i];
         let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");
         let config = pipeline_core::hub_config(&text).expect("checked above");
         let repo = dir.file_name().expect("a folder").to_string_lossy();
         let what = format!("{repo} on {}", gpu.name());
-        let plan = gpu_worker::cuda::plan::vit_plan(
-            &Architecture::of_hub(&config.shape),
-            &repo,
-            &dir.join("model.safetensors"),
-        )
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+        let arch = Architecture::of_hub(&config.shape);
+        let weights = dir.join("model.safetensors");
         let normalize = Normalize {
             mean: [0.5; 3],
             std: [0.5; 3],
         };
-        vit_plan_case(&gpu, &what, &plan, config.shape.image, normalize);
+        let side = config.shape.image;
+        if let Architecture::ConvNext(_) = arch {
+            use gpu_worker::cuda::convnext_run::CudaConvNext;
+            let plan = gpu_worker::cuda::plan::convnext_plan(&arch, &repo, &weights)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let pixels = images(REAL, side);
+            let cuda = CudaConvNext::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let norm = Norm3::new(normalize.mean, normalize.std);
+            let (features, logits) = cuda
+                .forward(&gpu, batch(&pixels, side, norm))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (want, want_logits) = plan.reference(&pixels, side, normalize.mean, normalize.std);
+            assert_rows(&what, (&features, &want), REAL);
+            let logits = logits.unwrap_or_else(|| panic!("{what}: no logits"));
+            assert_top1(&what, (&logits, &want_logits), REAL);
+            return;
+        }
+        let plan = gpu_worker::cuda::plan::vit_plan(&arch, &repo, &weights)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        vit_plan_case(&gpu, &what, &plan, side, normalize);
     });
 }
 

@@ -67,6 +67,7 @@ fn architecture(config: &Value) -> Architecture {
             dims: list("dims"),
             depths: list("depths"),
             classes: c["classes"].as_u64().expect("classes") as usize,
+            head_eps: 1e-6,
         });
     }
     let c = &config["vit"];

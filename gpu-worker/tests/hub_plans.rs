@@ -8,7 +8,8 @@
 //! `cli/tests/hub.rs`. So the lowering of transformers' layouts (the bare
 //! `ViTModel`, `ViTForImageClassification`, `Dinov2ForImageClassification`
 //! with its class-token and patch-mean head, CLIP's and SigLIP's vision
-//! towers) is right before any GPU runs it.
+//! towers, `ConvNextForImageClassification`) is right before any GPU runs
+//! it.
 
 use std::path::{Path, PathBuf};
 
@@ -91,9 +92,20 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
         let weights = dir.join("model.safetensors");
         let side = config.shape.image;
         let pixels = images(side);
-        let plan = gpu_worker::cuda::plan::vit_plan(&arch, &repo, &weights)
-            .unwrap_or_else(|e| panic!("{repo}: the CUDA engine's plan: {e}"));
-        let (features, logits) = plan.reference(&pixels, side, normalize.mean, normalize.std);
+        let plan_error =
+            |e: gpu_worker::WeightsError| -> ! { panic!("{repo}: the CUDA engine's plan: {e}") };
+        let (features, logits) = match arch {
+            Architecture::ConvNext(_) => {
+                let plan = gpu_worker::cuda::plan::convnext_plan(&arch, &repo, &weights)
+                    .unwrap_or_else(|e| plan_error(e));
+                let (features, logits) =
+                    plan.reference(&pixels, side, normalize.mean, normalize.std);
+                (features, Some(logits))
+            }
+            _ => gpu_worker::cuda::plan::vit_plan(&arch, &repo, &weights)
+                .unwrap_or_else(|e| plan_error(e))
+                .reference(&pixels, side, normalize.mean, normalize.std),
+        };
         let burn = |task: Task| -> Vec<Prediction> {
             let mut model = Model::load_architecture(&arch, &repo, &weights, &device)
                 .unwrap_or_else(|e| panic!("{repo}: the burn engine's model: {e}"));
@@ -135,6 +147,7 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
         }
         checked += 1;
     }
-    // vit-backbone, vit-2labels, dinov2-multilabel, clip-small, siglip-small.
-    assert_eq!((checked, classifiers), (5, 2), "repos planned");
+    // vit-backbone, vit-2labels, dinov2-multilabel, clip-small,
+    // siglip-small, convnext-5labels.
+    assert_eq!((checked, classifiers), (6, 3), "repos planned");
 }

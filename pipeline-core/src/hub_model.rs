@@ -11,7 +11,10 @@
 //!   reads the class token and the patch mean, concatenated);
 //! - `clip`: `CLIPModel`'s image tower and projection (embeds, unit length);
 //! - `siglip`: `SiglipModel`'s image tower and its attention-pooling head
-//!   (embeds, unit length).
+//!   (embeds, unit length);
+//! - `convnext`: `ConvNextForImageClassification` at any stage widths and
+//!   depths, with any number of labels (torchvision's ConvNeXt network;
+//!   it takes any crop size).
 //!
 //! Everything the built-in network cannot do as upstream does is refused
 //! in one line, never approximated: DINOv2's SwiGLU MLPs (giant), ViT
@@ -66,6 +69,15 @@ pub struct HubShape {
     /// Classes of a classifier head.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub classes: Option<usize>,
+    /// A ConvNeXt's channels per stage (`hidden_sizes`); empty for the
+    /// transformers, whose sizes are the fields above. A ConvNeXt's `eps`
+    /// is its final LayerNorm's (`layer_norm_eps`: the others' is 1e-6 as
+    /// upstream's), its `width` the last stage's, its `depth` all blocks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dims: Vec<usize>,
+    /// A ConvNeXt's blocks per stage (`depths`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depths: Vec<usize>,
 }
 
 // eps is never NaN: it is read from a config and checked positive.
@@ -150,6 +162,9 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         }
         tower
     };
+    if model_type == "convnext" {
+        return convnext_config(text, &json, classifier);
+    }
     let (family, tower) = match model_type {
         "vit" => (Family::Vit, json.clone()),
         "dinov2" => (Family::Dinov2, json.clone()),
@@ -158,8 +173,8 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         other => {
             return Err(format!(
                 "model_type {other} is not built in (the built-in families read from a hub \
-                 config are vit, dinov2, clip and siglip); export it to ONNX and run \
-                 --model FILE.onnx"
+                 config are vit, dinov2, clip, siglip and convnext); export it to ONNX and \
+                 run --model FILE.onnx"
             ));
         }
     };
@@ -255,21 +270,7 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         );
     }
     let (labels, classes) = if classifier && matches!(family, Family::Vit | Family::Dinov2) {
-        // Without id2label, transformers' default names (LABEL_0, …, for
-        // num_labels, 2 unless said): save_pretrained leaves them out.
-        let named = crate::labels_from_config(text).map_err(|e| format!("config.json: {e}"))?;
-        let labels = match named {
-            Some(labels) if !labels.is_empty() => labels,
-            _ => {
-                let n = match json.get("num_labels") {
-                    None => 2,
-                    Some(v) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| {
-                        format!("config.json: num_labels is {v}, not a positive count")
-                    })?,
-                };
-                (0..n).map(|i| format!("LABEL_{i}")).collect()
-            }
-        };
+        let labels = head_labels(text, &json)?;
         let n = labels.len();
         (labels, Some(n))
     } else if classifier {
@@ -280,20 +281,7 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
     } else {
         (Vec::new(), None)
     };
-    // As transformers' image-classification pipeline scores them: a
-    // sigmoid per label for multi-label models and single-logit ones.
-    let scores = match json.get("problem_type").and_then(Value::as_str) {
-        Some("regression") => {
-            return Err(
-                "problem_type regression: the tool scores classes; export the model \
-                        to ONNX and run --model FILE.onnx --scores raw"
-                    .to_owned(),
-            );
-        }
-        Some("multi_label_classification") => Scores::Sigmoid,
-        _ if classes == Some(1) => Scores::Sigmoid,
-        _ => Scores::Softmax,
-    };
+    let scores = scores(&json, classes)?;
     Ok(HubConfig {
         shape: HubShape {
             family,
@@ -308,9 +296,140 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
             activation,
             projection,
             classes,
+            dims: Vec::new(),
+            depths: Vec::new(),
         },
         labels,
         scores,
+        image_size,
+    })
+}
+
+/// A classifier's labels: `id2label`, else transformers' default names
+/// (`LABEL_0`, …, for `num_labels`, 2 unless said), which
+/// `save_pretrained` leaves out.
+fn head_labels(text: &str, json: &Value) -> Result<Vec<String>, String> {
+    let named = crate::labels_from_config(text).map_err(|e| format!("config.json: {e}"))?;
+    Ok(match named {
+        Some(labels) if !labels.is_empty() => labels,
+        _ => {
+            let n = match json.get("num_labels") {
+                None => 2,
+                Some(v) => v.as_u64().filter(|&n| n > 0).ok_or_else(|| {
+                    format!("config.json: num_labels is {v}, not a positive count")
+                })?,
+            };
+            (0..n).map(|i| format!("LABEL_{i}")).collect()
+        }
+    })
+}
+
+/// As transformers' image-classification pipeline scores a head: a
+/// sigmoid per label for multi-label models and single-logit ones, else
+/// softmax.
+fn scores(json: &Value, classes: Option<usize>) -> Result<Scores, String> {
+    Ok(match json.get("problem_type").and_then(Value::as_str) {
+        Some("regression") => {
+            return Err(
+                "problem_type regression: the tool scores classes; export the model \
+                        to ONNX and run --model FILE.onnx --scores raw"
+                    .to_owned(),
+            );
+        }
+        Some("multi_label_classification") => Scores::Sigmoid,
+        _ if classes == Some(1) => Scores::Sigmoid,
+        _ => Scores::Softmax,
+    })
+}
+
+/// transformers' `ConvNextConfig` (each key it leaves out at its
+/// default): a `ConvNextForImageClassification`, torchvision's network at
+/// these stage widths and depths.
+fn convnext_config(text: &str, json: &Value, classifier: bool) -> Result<HubConfig, String> {
+    let list = |key: &str, default: &[usize]| -> Result<Vec<usize>, String> {
+        match json.get(key) {
+            None => Ok(default.to_vec()),
+            Some(v) => v
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|n| n.as_u64().filter(|&n| n > 0).map(|n| n as usize))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .filter(|l| l.len() == 4)
+                .ok_or_else(|| format!("config.json: {key} is {v}, not 4 positive counts")),
+        }
+    };
+    let dims = list("hidden_sizes", &[96, 192, 384, 768])?;
+    let depths = list("depths", &[3, 3, 9, 3])?;
+    let number = |key: &str, default: f64| -> Result<f64, String> {
+        match json.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .as_f64()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("config.json: {key} is {v}, not a number")),
+        }
+    };
+    for (key, want) in [("patch_size", 4), ("num_stages", 4), ("num_channels", 3)] {
+        if let Some(v) = json.get(key)
+            && v.as_u64() != Some(want)
+        {
+            return Err(format!(
+                "config.json: {key} {v} is not built in (torchvision's ConvNeXt has {want})"
+            ));
+        }
+    }
+    if number("layer_scale_init_value", 1e-6)? <= 0.0 {
+        return Err(
+            "config.json: a ConvNeXt without layer scales (layer_scale_init_value 0) is not \
+             built in"
+                .to_owned(),
+        );
+    }
+    if let Some(act) = json.get("hidden_act")
+        && act.as_str() != Some("gelu")
+    {
+        return Err(format!("config.json: hidden_act {act} is not built in"));
+    }
+    let eps = number("layer_norm_eps", 1e-12)?;
+    if eps <= 0.0 {
+        return Err(format!("config.json: layer_norm_eps {eps} is not positive"));
+    }
+    if !classifier {
+        return Err(
+            "a convnext checkpoint without its classifier head (ConvNextModel) is not built \
+             in; its ConvNextForImageClassification is"
+                .to_owned(),
+        );
+    }
+    let labels = head_labels(text, json)?;
+    let classes = Some(labels.len());
+    let image_size = json
+        .get("image_size")
+        .map_or(Some(224), Value::as_u64)
+        .filter(|&n| n > 0)
+        .ok_or("config.json: image_size is not a positive count")? as usize;
+    let width = *dims.last().expect("four stages");
+    Ok(HubConfig {
+        shape: HubShape {
+            family: Family::Convnext,
+            patch: 4,
+            width,
+            depth: depths.iter().sum(),
+            heads: 1,
+            mlp: 4 * width,
+            pos_grid: 0,
+            image: image_size,
+            eps,
+            activation: HubActivation::Gelu,
+            projection: None,
+            classes,
+            dims,
+            depths,
+        },
+        labels,
+        scores: scores(json, classes)?,
         image_size,
     })
 }
@@ -408,6 +527,68 @@ mod tests {
             (r#"{"hidden_size": 8}"#, "no model_type"),
         ] {
             let error = hub_config(config).expect_err(config);
+            assert!(error.contains(says), "{config}: {error}");
+        }
+    }
+
+    /// transformers' ConvNeXt classifier: its stage widths and depths,
+    /// the defaults it leaves out, and what torchvision's network cannot
+    /// run refused in one line.
+    #[test]
+    fn a_convnext_classifier_with_five_labels() {
+        let config = r#"{"model_type": "convnext",
+            "architectures": ["ConvNextForImageClassification"],
+            "hidden_sizes": [16, 24, 32, 40], "depths": [1, 1, 2, 1],
+            "id2label": {"0": "a", "1": "b", "2": "c", "3": "d", "4": "e"}}"#;
+        let c = hub_config(config).expect("a ConvNeXt");
+        assert_eq!(c.shape.family, Family::Convnext);
+        assert_eq!(
+            (c.shape.dims.clone(), c.shape.depths.clone()),
+            (vec![16, 24, 32, 40], vec![1, 1, 2, 1])
+        );
+        assert_eq!((c.shape.classes, c.labels.len()), (Some(5), 5));
+        assert_eq!((c.shape.eps, c.shape.feature_dim()), (1e-12, 40));
+        assert_eq!((c.image_size, c.scores), (224, Scores::Softmax));
+        let defaults = hub_config(
+            r#"{"model_type": "convnext", "architectures": ["ConvNextForImageClassification"],
+                "layer_norm_eps": 1e-6}"#,
+        )
+        .expect("every size at its default");
+        assert_eq!(defaults.shape.dims, [96, 192, 384, 768]);
+        assert_eq!(defaults.shape.depths, [3, 3, 9, 3]);
+        assert_eq!(
+            (defaults.shape.eps, defaults.labels.len()),
+            (1e-6, 2),
+            "LABEL_0, LABEL_1 as transformers names them"
+        );
+        let head = r#""architectures": ["ConvNextForImageClassification"]"#;
+        for (config, says) in [
+            (
+                r#"{"model_type": "convnext"}"#.to_owned(),
+                "without its classifier head",
+            ),
+            (
+                format!(r#"{{"model_type": "convnext", {head}, "patch_size": 8}}"#),
+                "patch_size 8",
+            ),
+            (
+                format!(r#"{{"model_type": "convnext", {head}, "depths": [1, 1, 1]}}"#),
+                "not 4 positive counts",
+            ),
+            (
+                format!(r#"{{"model_type": "convnext", {head}, "layer_scale_init_value": 0.0}}"#),
+                "without layer scales",
+            ),
+            (
+                format!(r#"{{"model_type": "convnext", {head}, "hidden_act": "relu"}}"#),
+                "hidden_act",
+            ),
+            (
+                r#"{"model_type": "convnextv2"}"#.to_owned(),
+                "model_type convnextv2 is not built in",
+            ),
+        ] {
+            let error = hub_config(&config).expect_err(&config);
             assert!(error.contains(says), "{config}: {error}");
         }
     }

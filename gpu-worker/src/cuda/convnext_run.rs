@@ -34,6 +34,8 @@ pub struct CudaConvNext {
     stem_norm: DeviceNorm,
     stages: Vec<DeviceStage>,
     head_norm: DeviceNorm,
+    /// The head norm's eps (a Hugging Face checkpoint's may differ).
+    head_eps: f64,
     classifier: DeviceGemm,
 }
 
@@ -73,6 +75,7 @@ impl CudaConvNext {
             stem_norm: gpu.norm_weights(&plan.stem_norm)?,
             stages,
             head_norm: gpu.norm_weights(&plan.head_norm)?,
+            head_eps: plan.config.head_eps,
             classifier: gpu.gemm_weights(&plan.classifier)?,
         })
     }
@@ -125,7 +128,7 @@ impl Tower for CudaConvNext {
         gpu.pool(&x, &mut pooled, (n, h * h, 0, c), 1)?;
         drop(x);
         let mut features = gpu.zeros(n * c)?;
-        gpu.layer_norm(&pooled, &mut features, n, &self.head_norm, EPS)?;
+        gpu.layer_norm(&pooled, &mut features, n, &self.head_norm, self.head_eps)?;
         let mut logits = gpu.zeros(n * self.classifier.n)?;
         gpu.gemm(&features, n, &self.classifier, &mut logits, false)?;
         Ok(DeviceOutputs {

@@ -77,13 +77,21 @@ fn with_pooling(mut plan: VitPlan, pooling: Option<EmbedPooling>) -> VitPlan {
 
 impl Plan {
     /// The configured model's plan, from its checkpoint or seeded: a
-    /// built-in name's, or a hub repo's ViT of the sizes its config gives
+    /// built-in name's, or a hub repo's ViT or ConvNeXt of the sizes its
+    /// config gives
     /// (`Architecture::of_hub`, the layouts the burn engine reads it with).
     fn load(config: &WorkerConfig) -> Result<Self, OpenError> {
         if let pipeline_core::ModelRef::Hub(hub) = &config.model {
             let arch = Architecture::of_hub(&hub.shape);
-            let plan = vit_plan(&arch, &hub.repo, &hub.weights)?;
-            return Ok(Self::Vit(Box::new(with_pooling(plan, config.pooling))));
+            return Ok(match arch {
+                Architecture::ConvNext(_) => {
+                    Self::ConvNext(convnext_plan(&arch, &hub.repo, &hub.weights)?)
+                }
+                _ => {
+                    let plan = vit_plan(&arch, &hub.repo, &hub.weights)?;
+                    Self::Vit(Box::new(with_pooling(plan, config.pooling)))
+                }
+            });
         }
         let kind = crate::engine::builtin(config)?;
         let arch = Architecture::of(kind);

@@ -26,7 +26,7 @@ use crate::weights_error::WeightsError;
 const EPS: f64 = 1e-6;
 
 /// Channels and blocks per stage.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ConvNextConfig {
     /// Channels of each stage.
     pub dims: Vec<usize>,
@@ -34,7 +34,14 @@ pub struct ConvNextConfig {
     pub depths: Vec<usize>,
     /// Classes of the classifier.
     pub classes: usize,
+    /// The head's LayerNorm eps: torchvision's 1e-6, a Hugging Face
+    /// checkpoint's `layer_norm_eps` (1e-12 unless said; its other norms
+    /// are 1e-6 as torchvision's).
+    pub head_eps: f64,
 }
+
+// head_eps is never NaN: a constant, or a config's checked positive.
+impl Eq for ConvNextConfig {}
 
 impl ConvNextConfig {
     /// `convnext_tiny`.
@@ -43,6 +50,7 @@ impl ConvNextConfig {
             dims: vec![96, 192, 384, 768],
             depths: vec![3, 3, 9, 3],
             classes: 1000,
+            head_eps: EPS,
         }
     }
 
@@ -60,6 +68,7 @@ impl ConvNextConfig {
             dims: vec![128, 256, 512, 1024],
             depths: vec![3, 3, 27, 3],
             classes: 1000,
+            head_eps: EPS,
         }
     }
 
@@ -294,7 +303,10 @@ impl ConvNext {
             stem: conv("features.0.0", patchify(4))?,
             stem_norm: norm("features.0.1")?,
             stages,
-            head_norm: norm("classifier.0")?,
+            head_norm: Norm {
+                eps: config.head_eps,
+                ..norm("classifier.0")?
+            },
             classifier: dense("classifier.2")?,
             packed: OnceLock::new(),
         })
@@ -388,6 +400,7 @@ mod tests {
             dims: vec![8, 16, 24, 32],
             depths: vec![1, 1, 2, 1],
             classes: 5,
+            head_eps: EPS,
         };
         let tensors = Tensors::seeded(5, "convnext_test", config.tensors());
         let model = ConvNext::new(&config, &tensors, &device).expect("declared shapes");

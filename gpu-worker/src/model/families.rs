@@ -124,6 +124,14 @@ impl Architecture {
     /// transformers does for DINOv2; a ViT, CLIP or SigLIP is fed its own
     /// size, which the coordinator checks).
     pub fn of_hub(shape: &HubShape) -> Self {
+        if shape.family == Family::Convnext {
+            return Self::ConvNext(ConvNextConfig {
+                dims: shape.dims.clone(),
+                depths: shape.depths.clone(),
+                classes: shape.classes.unwrap_or(0),
+                head_eps: shape.eps,
+            });
+        }
         let base = VitConfig {
             mlp: shape.mlp,
             pos_grid: shape.pos_grid,
@@ -172,7 +180,7 @@ impl Architecture {
     pub(crate) fn layouts(&self) -> &'static [Layout] {
         match self {
             Self::Tiny | Self::ResNet(_) | Self::EfficientNetLite0 => &[],
-            Self::ConvNext(_) => &[Layout::TorchvisionConvNext],
+            Self::ConvNext(_) => &[Layout::TorchvisionConvNext, Layout::HfConvNext],
             Self::Vit(c) if c.pooling == Pooling::Map => &[Layout::HfSiglip, Layout::HfSiglipBare],
             Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
             Self::Vit(c) if c.layer_scale && c.classes.is_some() => &[Layout::HfDinov2Classifier],
@@ -237,6 +245,9 @@ pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
             Layout::HfVitBare => "Hugging Face ViTModel (model.safetensors)",
             Layout::HfDinov2Classifier => {
                 "Hugging Face Dinov2ForImageClassification (model.safetensors)"
+            }
+            Layout::HfConvNext => {
+                "Hugging Face ConvNextForImageClassification (model.safetensors, pytorch_model.bin)"
             }
         })
         .collect()

@@ -118,7 +118,7 @@ impl<'a> Tensors<'a> {
             Origin::Seeded(seed) => return Ok(seeded_tensor(seed, name, shape)),
         };
         let tensor = match place {
-            Place::Key(k) | Place::Unsqueezed(k, _) => checkpoint.read(&k)?,
+            Place::Key(k) | Place::Unsqueezed(k, _) | Place::Flat(k) => checkpoint.read(&k)?,
             Place::Transposed(k) => checkpoint.read(&k)?.transposed(),
             Place::Stacked(keys) => {
                 let mut values = Vec::new();

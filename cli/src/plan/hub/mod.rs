@@ -12,7 +12,8 @@
 //! - the weights are `model.safetensors`, else `pytorch_model.bin`;
 //! - a ViT, CLIP or SigLIP is fed the config's own image size (their
 //!   upstreams do not resample position embeddings unless asked), so a
-//!   crop of another size is refused; DINOv2 resamples as transformers does;
+//!   crop of another size is refused; DINOv2 resamples as transformers
+//!   does; a ConvNeXt takes the crop its processor gives;
 //! - hub models run on every engine the built-in ViTs run on: burn's (CPU
 //!   and Vulkan) and the CUDA engine, whose plan reads the checkpoint
 //!   through the same layouts at the config's sizes; `--engine auto` takes
@@ -125,6 +126,9 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
                 p = shape.patch
             ));
         }
+        shape.image = crop;
+    } else if shape.family == Family::Convnext {
+        // A ConvNeXt takes any size, as its processor's crop gives it.
         shape.image = crop;
     } else if crop != config.image_size {
         return Err(format!(
@@ -248,6 +252,7 @@ fn family_name(family: Family) -> &'static str {
         Family::Dinov2 => "DINOv2",
         Family::Clip => "CLIP",
         Family::Siglip => "SigLIP",
+        Family::Convnext => "ConvNeXt",
         _ => "a built-in family",
     }
 }

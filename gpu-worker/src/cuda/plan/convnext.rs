@@ -214,7 +214,7 @@ impl ConvNextPlan {
             }
         }
         pooled.iter_mut().for_each(|v| *v /= (h * h) as f32);
-        let features = layer_norm(&pooled, &self.head_norm, 1e-6);
+        let features = layer_norm(&pooled, &self.head_norm, self.config.head_eps);
         let logits = gemm(&features, &self.classifier);
         (features, logits)
     }

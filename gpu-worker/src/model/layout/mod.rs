@@ -46,6 +46,10 @@ pub(crate) enum Layout {
     /// Hugging Face `Dinov2ForImageClassification` (`dinov2.` prefix, a
     /// `classifier` over the class token and the patch mean).
     HfDinov2Classifier,
+    /// Hugging Face `ConvNextForImageClassification` (`convnext.` prefix,
+    /// a `classifier`): torchvision's ConvNeXt under other names, the
+    /// layer scales `[C]` where torchvision's are `[C, 1, 1]`.
+    HfConvNext,
 }
 
 impl fmt::Display for Layout {
@@ -60,6 +64,7 @@ impl fmt::Display for Layout {
             Self::HubDinov2 => "a torch-hub DINOv2",
             Self::HfVit | Self::HfVitBare => "a Hugging Face ViT",
             Self::HfDinov2Classifier => "a Hugging Face DINOv2 classifier",
+            Self::HfConvNext => "a Hugging Face ConvNeXt",
         })
     }
 }
@@ -74,6 +79,8 @@ impl Layout {
             Some(Self::TorchvisionVit)
         } else if has("features.0.0.weight") && any("features.1.0.block.") {
             Some(Self::TorchvisionConvNext)
+        } else if has("convnext.embeddings.patch_embeddings.weight") {
+            Some(Self::HfConvNext)
         } else if has("visual.conv1.weight") {
             Some(Self::OpenClip)
         } else if has("vision_model.embeddings.class_embedding") {
@@ -127,6 +134,7 @@ impl Layout {
             Self::HfDinov2 | Self::HfDinov2Classifier => HF_DINOV2,
             Self::HubDinov2 => HUB_DINOV2,
             Self::HfVit | Self::HfVitBare => HF_VIT,
+            Self::HfConvNext => HF_CONVNEXT,
         }
     }
 
@@ -144,14 +152,15 @@ impl Layout {
             | Self::HfDinov2
             | Self::HfVit
             | Self::HfVitBare
-            | Self::HfDinov2Classifier => CropRounding::Floor,
+            | Self::HfDinov2Classifier
+            | Self::HfConvNext => CropRounding::Floor,
         }
     }
 
     /// Keys this layout has that no image model here uses.
     pub(crate) fn skipped(self) -> &'static [&'static str] {
         match self {
-            Self::TorchvisionVit | Self::TorchvisionConvNext => &[],
+            Self::TorchvisionVit | Self::TorchvisionConvNext | Self::HfConvNext => &[],
             Self::OpenClip => &[
                 r"^(transformer|token_embedding|ln_final|text)\b",
                 r"^(positional_embedding|text_projection|logit_scale|logit_bias|attn_mask)$",
@@ -177,7 +186,7 @@ impl Layout {
 mod hf;
 mod rules;
 
-use self::hf::{HF_CLIP, HF_DINOV2, HF_SIGLIP, HF_VIT};
+use self::hf::{HF_CLIP, HF_CONVNEXT, HF_DINOV2, HF_SIGLIP, HF_VIT};
 pub(crate) use self::rules::Place;
 use self::rules::{Rule, key, renamed, rule};
 
@@ -275,6 +284,7 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
         };
         return match place(Layout::HfSiglip, canonical) {
             Place::Key(k) => Place::Key(bare(k)),
+            Place::Flat(k) => Place::Flat(bare(k)),
             Place::Unsqueezed(k, n) => Place::Unsqueezed(bare(k), n),
             Place::Transposed(k) => Place::Transposed(bare(k)),
             Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(bare).collect()),
@@ -299,6 +309,7 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
         let prefixed = |k: String| format!("{prefix}{k}");
         return match place(base, canonical) {
             Place::Key(k) => Place::Key(prefixed(k)),
+            Place::Flat(k) => Place::Flat(prefixed(k)),
             Place::Unsqueezed(k, n) => Place::Unsqueezed(prefixed(k), n),
             Place::Transposed(k) => Place::Transposed(prefixed(k)),
             Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(prefixed).collect()),
@@ -333,6 +344,7 @@ pub(crate) fn text_place(layout: Layout, canonical: &str) -> Place {
         let swap = |k: String| k.replacen(from, to, 1);
         match place {
             Place::Key(k) => Place::Key(swap(k)),
+            Place::Flat(k) => Place::Flat(swap(k)),
             Place::Unsqueezed(k, n) => Place::Unsqueezed(swap(k), n),
             Place::Transposed(k) => Place::Transposed(swap(k)),
             Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(swap).collect()),
@@ -366,6 +378,7 @@ pub(crate) fn text_place(layout: Layout, canonical: &str) -> Place {
 pub(crate) fn file_shapes(place: &Place, shape: &[usize]) -> Vec<(String, Vec<usize>)> {
     match place {
         Place::Key(k) => vec![(k.clone(), shape.to_vec())],
+        Place::Flat(k) => vec![(k.clone(), vec![shape.iter().product()])],
         Place::Unsqueezed(k, ones) => {
             let mut s = vec![1; *ones];
             s.extend_from_slice(shape);
@@ -464,5 +477,57 @@ mod tests {
             place(Layout::TorchvisionConvNext, "features.1.0.block.0.weight"),
             Place::Key("features.1.0.block.0.weight".into())
         );
+    }
+
+    /// torchvision's ConvNeXt names in transformers' ConvNeXt: the stem,
+    /// a stage's blocks at `features.{2s+1}`, its downsampling at
+    /// `features.{2s}`, the head; the layer scales flat.
+    #[test]
+    fn hf_convnext_names_torchvisions_tensors() {
+        for (ours, theirs) in [
+            (
+                "features.0.0.weight",
+                "convnext.embeddings.patch_embeddings.weight",
+            ),
+            ("features.0.1.bias", "convnext.embeddings.layernorm.bias"),
+            (
+                "features.1.0.block.0.weight",
+                "convnext.encoder.stages.0.layers.0.dwconv.weight",
+            ),
+            (
+                "features.5.8.block.2.bias",
+                "convnext.encoder.stages.2.layers.8.layernorm.bias",
+            ),
+            (
+                "features.7.2.block.3.weight",
+                "convnext.encoder.stages.3.layers.2.pwconv1.weight",
+            ),
+            (
+                "features.3.1.block.5.bias",
+                "convnext.encoder.stages.1.layers.1.pwconv2.bias",
+            ),
+            (
+                "features.2.0.weight",
+                "convnext.encoder.stages.1.downsampling_layer.0.weight",
+            ),
+            (
+                "features.6.1.bias",
+                "convnext.encoder.stages.3.downsampling_layer.1.bias",
+            ),
+            ("classifier.0.weight", "convnext.layernorm.weight"),
+            ("classifier.2.bias", "classifier.bias"),
+        ] {
+            assert_eq!(
+                place(Layout::HfConvNext, ours),
+                Place::Key(theirs.into()),
+                "{ours}"
+            );
+        }
+        let scale = place(Layout::HfConvNext, "features.3.1.layer_scale");
+        assert_eq!(
+            scale,
+            Place::Flat("convnext.encoder.stages.1.layers.1.layer_scale_parameter".into())
+        );
+        assert_eq!(file_shapes(&scale, &[24, 1, 1])[0].1, vec![24]);
     }
 }

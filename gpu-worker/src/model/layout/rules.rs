@@ -9,6 +9,8 @@ pub(crate) enum Place {
     Key(String),
     /// One key, with unit axes in front (`[1, 1, D]` for `[D]`).
     Unsqueezed(String, usize),
+    /// One key holding our values flat (`[C]` for `[C, 1, 1]`).
+    Flat(String),
     /// One key of shape `[a, b]` holding our `[b, a]`.
     Transposed(String),
     /// Keys stacked along the first axis.

@@ -1,7 +1,8 @@
 //! The CUDA engine behind the worker's seam (#28), for every image family:
 //! the ViT image towers of torchvision, CLIP, SigLIP and DINOv2
-//! (`vit_run.rs`; the built-in names' and hub repos' of any size, #42), torchvision's ResNets and EfficientNet-Lite0 on cuDNN
-//! (`cnn_run.rs`) and ConvNeXt (`convnext_run.rs`); embeddings (DINOv2's
+//! (`vit_run.rs`), torchvision's ResNets and EfficientNet-Lite0 on cuDNN
+//! (`cnn_run.rs`) and ConvNeXt (`convnext_run.rs`), the ViTs and ConvNeXt
+//! also as hub repos of any size (#42); embeddings (DINOv2's
 //! `--pooling` too), ImageNet classification, and CLIP's and SigLIP's
 //! zero-shot `--classes`, scored on the host from the GPU's embeddings as
 //! the burn engine scores them (`zero_shot.rs`).
@@ -78,8 +79,8 @@ fn with_pooling(mut plan: VitPlan, pooling: Option<EmbedPooling>) -> VitPlan {
 impl Plan {
     /// The configured model's plan, from its checkpoint or seeded: a
     /// built-in name's, or a hub repo's ViT or ConvNeXt of the sizes its
-    /// config gives
-    /// (`Architecture::of_hub`, the layouts the burn engine reads it with).
+    /// config gives (`Architecture::of_hub`, through the layouts the burn
+    /// engine reads it with).
     fn load(config: &WorkerConfig) -> Result<Self, OpenError> {
         if let pipeline_core::ModelRef::Hub(hub) = &config.model {
             let arch = Architecture::of_hub(&hub.shape);

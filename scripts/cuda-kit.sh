@@ -284,6 +284,8 @@ part_machine() {
         timeout 30 nvidia-smi 2>&1 || true
         timeout 30 nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,pci.bus_id \
             --format=csv 2>&1 || true
+        echo "# the CPU (are the cores physical or SMT siblings? #40's loader scaling)"
+        lscpu 2>&1 | grep -E '^(Model name|CPU\(s\)|Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\))' || true
         echo "# /proc/driver/nvidia/version"
         cat /proc/driver/nvidia/version 2>&1 || true
         echo

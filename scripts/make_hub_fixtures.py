@@ -22,6 +22,11 @@ Repos (folder `ORG--NAME`):
 - `tiny-org--convnext-5labels`: ConvNextForImageClassification with 5
   labels at stage widths 16, 24, 32, 40 and depths 1, 1, 2, 1, a
   ConvNextImageProcessor's `crop_pct` (the shorter side to 73, a 64 crop);
+- `tiny-org--timm-convnext`: timm's `convnext_tiny` at stage widths 16,
+  24, 32, 40 and depths 1, 1, 2, 1 with 7 classes, saved by timm's own
+  `save_for_hf` (config.json with `architecture`, `model_args`,
+  `pretrained_cfg`; model.safetensors), its reference through timm's own
+  transform from that config (bicubic, crop_pct 0.875, 224 px);
 - `tiny-org--beit-small`: a BEiT config only (a family not built in).
 
 `reference.json`: per repo, per sample (sorted by name), `probs` (the
@@ -137,6 +142,22 @@ def main(out: pathlib.Path) -> None:
         image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
     model = randomise(transformers.ConvNextForImageClassification(convnext), SEED + 5)
     classify("tiny-org--convnext-5labels", model, convnext_processor)
+
+    import timm
+    from timm.models._hub import save_for_hf
+
+    args = dict(depths=(1, 1, 2, 1), dims=(16, 24, 32, 40), num_classes=7)
+    model = randomise(timm.create_model("convnext_tiny", pretrained=False, **args), SEED + 6).eval()
+    repo = out / "tiny-org--timm-convnext"
+    repo.mkdir(parents=True, exist_ok=True)
+    save_for_hf(model, str(repo), model_args=args, safe_serialization=True)
+    transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))
+    rows = []
+    with torch.no_grad():
+        for p in photos:
+            x = transform(Image.open(p).convert("RGB"))[None]
+            rows.append(torch.softmax(model(x)[0].double(), 0).tolist())
+    reference["tiny-org--timm-convnext"] = {"images": names, "probs": rows}
 
     beit = out / "tiny-org--beit-small"
     beit.mkdir(parents=True, exist_ok=True)

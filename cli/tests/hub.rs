@@ -189,13 +189,14 @@ fn matches_transformers(records: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 6] = [
+const REPOS: [&str; 7] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/dinov2-multilabel",
     "tiny-org/clip-small",
     "tiny-org/siglip-small",
     "tiny-org/convnext-5labels",
+    "tiny-org/timm-convnext",
 ];
 
 #[test]
@@ -232,24 +233,30 @@ fn every_family_at_its_config_s_size_matches_transformers() {
         "{}",
         convnext[0]
     );
+    // timm's ConvNeXt names its 7 classes by number (no label_names).
+    let timm = common::records(&dir.path().join("tiny-org_timm-convnext.jsonl"));
+    let label = timm[0]["top_k"][0]["label"].as_str().unwrap_or("");
+    assert!(label.parse::<u32>().is_ok_and(|n| n < 7), "{}", timm[0]);
     // Only what the models need was fetched, never the whole repo.
     let requests = hub.requests();
     assert!(
         !requests.iter().any(|r| r.contains("tf_model.h5")),
         "{requests:?}"
     );
+    // Each file a model needs was fetched; a file the repo's listing does
+    // not have (timm's repo: no preprocessor_config.json) was not asked for.
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hub_repos");
     for model in REPOS {
         for file in [
             "config.json",
             "preprocessor_config.json",
             "model.safetensors",
         ] {
-            assert!(
-                requests
-                    .iter()
-                    .any(|r| r.contains(&format!("{model}/resolve/")) && r.contains(file)),
-                "{model}/{file} fetched: {requests:?}"
-            );
+            let has = fixtures.join(model.replace('/', "--")).join(file).is_file();
+            let asked = requests
+                .iter()
+                .any(|r| r.contains(&format!("{model}/resolve/")) && r.contains(file));
+            assert_eq!(asked, has, "{model}/{file} fetched: {requests:?}");
         }
     }
     // A second run reads the cache alone: no request at all.

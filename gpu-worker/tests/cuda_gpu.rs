@@ -189,7 +189,8 @@ fn hub_repos() -> std::path::PathBuf {
 /// their `config.json` as the worker plans them: transformers' bare
 /// `ViTModel`, a 2-label `ViTForImageClassification`, a multi-label
 /// `Dinov2ForImageClassification`, CLIP's and SigLIP's vision towers, a
-/// 5-label `ConvNextForImageClassification` (64 px).
+/// 5-label `ConvNextForImageClassification` (64 px), a 7-class timm
+/// ConvNeXt.
 /// Their heads are 16 wide, so attention runs unfused (two batched GEMMs
 /// and a row softmax): the path of head widths the fused kernel lacks.
 #[test]
@@ -213,7 +214,7 @@ fn the_hub_repos_on_the_gpu_are_their_reference() {
             Some((dir.file_name()?.to_string_lossy().replace("--", "/"), i))
         })
         .collect();
-    assert_eq!(cases.len(), 6, "hub repos with a built-in model type");
+    assert_eq!(cases.len(), 7, "hub repos with a built-in model type");
     each_case(test, &cases, |i| {
         let dir = &dirs[i];
         let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");

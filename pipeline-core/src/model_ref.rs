@@ -1,7 +1,7 @@
 //! The model a run runs (#41): one of the built-in architectures, or a
 //! user's ONNX file as the coordinator resolved it before any worker
 //! started (its fingerprint, the output read, how a classifier's values
-//! become scores), or a Hugging Face repo's model (#42, `hub_model.rs`). A built-in model is written as its name, as before, so
+//! become scores), or a Hugging Face repo's model (#42, `hub_model/`). A built-in model is written as its name, as before, so
 //! earlier runs' identities stay the same.
 
 use std::fmt;

@@ -180,7 +180,11 @@ impl Architecture {
     pub(crate) fn layouts(&self) -> &'static [Layout] {
         match self {
             Self::Tiny | Self::ResNet(_) | Self::EfficientNetLite0 => &[],
-            Self::ConvNext(_) => &[Layout::TorchvisionConvNext, Layout::HfConvNext],
+            Self::ConvNext(_) => &[
+                Layout::TorchvisionConvNext,
+                Layout::HfConvNext,
+                Layout::TimmConvNext,
+            ],
             Self::Vit(c) if c.pooling == Pooling::Map => &[Layout::HfSiglip, Layout::HfSiglipBare],
             Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
             Self::Vit(c) if c.layer_scale && c.classes.is_some() => &[Layout::HfDinov2Classifier],
@@ -249,6 +253,7 @@ pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
             Layout::HfConvNext => {
                 "Hugging Face ConvNextForImageClassification (model.safetensors, pytorch_model.bin)"
             }
+            Layout::TimmConvNext => "timm ConvNeXt (model.safetensors, pytorch_model.bin)",
         })
         .collect()
 }

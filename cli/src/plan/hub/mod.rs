@@ -94,12 +94,19 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
     let read = |path: &Path| {
         std::fs::read_to_string(path).map_err(|e| format!("--model {id}: {}: {e}", path.display()))
     };
-    let config = pipeline_core::hub_config(&read(&config_path)?)
-        .map_err(|e| format!("--model {id}: {e}"))?;
+    let config_text = read(&config_path)?;
+    let config =
+        pipeline_core::hub_config(&config_text).map_err(|e| format!("--model {id}: {e}"))?;
     let preprocess = match file("preprocessor_config.json") {
         Some(path) => {
             pipeline_core::spec_from_config(&read(&path)?)
                 .map_err(|e| format!("--model {id}: preprocessor_config.json: {e}"))?
+                .0
+        }
+        // A timm repo's preprocessing is its config.json's pretrained_cfg.
+        None if config_text.contains("\"pretrained_cfg\"") => {
+            pipeline_core::spec_from_config(&config_text)
+                .map_err(|e| format!("--model {id}: config.json: {e}"))?
                 .0
         }
         None => {

@@ -50,6 +50,9 @@ pub(crate) enum Layout {
     /// a `classifier`): torchvision's ConvNeXt under other names, the
     /// layer scales `[C]` where torchvision's are `[C, 1, 1]`.
     HfConvNext,
+    /// timm's `ConvNeXt` (`stem`, `stages.S.blocks.J`, `head`): the same
+    /// network, its layer scales `gamma` flat.
+    TimmConvNext,
 }
 
 impl fmt::Display for Layout {
@@ -65,6 +68,7 @@ impl fmt::Display for Layout {
             Self::HfVit | Self::HfVitBare => "a Hugging Face ViT",
             Self::HfDinov2Classifier => "a Hugging Face DINOv2 classifier",
             Self::HfConvNext => "a Hugging Face ConvNeXt",
+            Self::TimmConvNext => "a timm ConvNeXt",
         })
     }
 }
@@ -81,6 +85,8 @@ impl Layout {
             Some(Self::TorchvisionConvNext)
         } else if has("convnext.embeddings.patch_embeddings.weight") {
             Some(Self::HfConvNext)
+        } else if has("stem.0.weight") && any("stages.0.blocks.0.conv_dw.") {
+            Some(Self::TimmConvNext)
         } else if has("visual.conv1.weight") {
             Some(Self::OpenClip)
         } else if has("vision_model.embeddings.class_embedding") {
@@ -135,6 +141,7 @@ impl Layout {
             Self::HubDinov2 => HUB_DINOV2,
             Self::HfVit | Self::HfVitBare => HF_VIT,
             Self::HfConvNext => HF_CONVNEXT,
+            Self::TimmConvNext => TIMM_CONVNEXT,
         }
     }
 
@@ -143,9 +150,11 @@ impl Layout {
     /// image processors floor an odd margin where torchvision rounds it.
     pub(crate) fn crop_rounding(self) -> CropRounding {
         match self {
-            Self::TorchvisionVit | Self::TorchvisionConvNext | Self::OpenClip | Self::HubDinov2 => {
-                CropRounding::HalfEven
-            }
+            Self::TorchvisionVit
+            | Self::TorchvisionConvNext
+            | Self::OpenClip
+            | Self::HubDinov2
+            | Self::TimmConvNext => CropRounding::HalfEven,
             Self::HfClip
             | Self::HfSiglip
             | Self::HfSiglipBare
@@ -160,7 +169,10 @@ impl Layout {
     /// Keys this layout has that no image model here uses.
     pub(crate) fn skipped(self) -> &'static [&'static str] {
         match self {
-            Self::TorchvisionVit | Self::TorchvisionConvNext | Self::HfConvNext => &[],
+            Self::TorchvisionVit
+            | Self::TorchvisionConvNext
+            | Self::HfConvNext
+            | Self::TimmConvNext => &[],
             Self::OpenClip => &[
                 r"^(transformer|token_embedding|ln_final|text)\b",
                 r"^(positional_embedding|text_projection|logit_scale|logit_bias|attn_mask)$",
@@ -274,6 +286,44 @@ static HUB_DINOV2: &[Rule] = &[
     }),
     rule!(r"^norm\.(.*)$", |c| key(format!("norm.{c}"))),
 ];
+
+/// timm's ConvNeXt for torchvision's names: `features.0` the stem,
+/// `features.{2s+1}` stage `s`'s blocks, `features.{2s}` (s ≥ 1) its
+/// downsampling, `classifier.{0,2}` the head.
+static TIMM_CONVNEXT: &[Rule] = &[
+    rule!(r"^features\.(.*)$", |c| timm_convnext_feature(c)),
+    rule!(r"^classifier\.0\.(.*)$", |c| key(format!("head.norm.{c}"))),
+    rule!(r"^classifier\.2\.(.*)$", |c| key(format!("head.fc.{c}"))),
+];
+
+/// `features.{c}` in timm's ConvNeXt.
+fn timm_convnext_feature(c: &str) -> Place {
+    let parts: Vec<&str> = c.splitn(3, '.').collect();
+    let (Some(f), Some(j)) = (
+        parts.first().and_then(|p| p.parse::<usize>().ok()),
+        parts.get(1).and_then(|p| p.parse::<usize>().ok()),
+    ) else {
+        return key(format!("features.{c}"));
+    };
+    let rest = parts.get(2).copied().unwrap_or("");
+    if f == 0 {
+        return key(format!("stem.{j}.{rest}"));
+    }
+    if f % 2 == 0 {
+        return key(format!("stages.{}.downsample.{j}.{rest}", f / 2));
+    }
+    let block = format!("stages.{}.blocks.{j}", (f - 1) / 2);
+    if rest == "layer_scale" {
+        return Place::Flat(format!("{block}.gamma"));
+    }
+    let table = [
+        ("block.0", "conv_dw"),
+        ("block.2", "norm"),
+        ("block.3", "mlp.fc1"),
+        ("block.5", "mlp.fc2"),
+    ];
+    key(format!("{block}.{}", renamed(rest, &table)))
+}
 
 /// A canonical tensor's place in a layout.
 pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
@@ -394,140 +444,4 @@ pub(crate) fn file_shapes(place: &Place, shape: &[usize]) -> Vec<(String, Vec<us
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hugging_face_layouts_crop_as_hf_processors_and_the_others_as_torchvision() {
-        let vectors =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors/families");
-        for (file, layout, rounding) in [
-            (
-                "hf_clip/model.safetensors",
-                Layout::HfClip,
-                CropRounding::Floor,
-            ),
-            (
-                "hf_siglip/model.safetensors",
-                Layout::HfSiglip,
-                CropRounding::Floor,
-            ),
-            (
-                "hf_dinov2/model.safetensors",
-                Layout::HfDinov2,
-                CropRounding::Floor,
-            ),
-            (
-                "open_clip_model.safetensors",
-                Layout::OpenClip,
-                CropRounding::HalfEven,
-            ),
-            (
-                "dinov2_hub_tiny.pth",
-                Layout::HubDinov2,
-                CropRounding::HalfEven,
-            ),
-            (
-                "vit_b_tiny.pth",
-                Layout::TorchvisionVit,
-                CropRounding::HalfEven,
-            ),
-        ] {
-            let checkpoint = Checkpoint::open(&vectors.join(file)).expect("a committed file");
-            assert_eq!(Layout::detect(&checkpoint), Some(layout), "{file}");
-            assert_eq!(layout.crop_rounding(), rounding, "{file}");
-        }
-    }
-
-    #[test]
-    fn hf_blocks_stack_q_k_v() {
-        assert_eq!(
-            place(Layout::HfClip, "blocks.3.qkv.bias"),
-            Place::Stacked(vec![
-                "vision_model.encoder.layers.3.self_attn.q_proj.bias".into(),
-                "vision_model.encoder.layers.3.self_attn.k_proj.bias".into(),
-                "vision_model.encoder.layers.3.self_attn.v_proj.bias".into(),
-            ])
-        );
-        assert_eq!(
-            file_shapes(&place(Layout::HfClip, "blocks.3.qkv.weight"), &[96, 32])[2].1,
-            vec![32, 32]
-        );
-    }
-
-    #[test]
-    fn torchvision_and_open_clip_names() {
-        assert_eq!(
-            place(Layout::TorchvisionVit, "blocks.11.fc2.weight"),
-            Place::Key("encoder.layers.encoder_layer_11.mlp.3.weight".into())
-        );
-        assert_eq!(
-            place(Layout::TorchvisionVit, "blocks.0.qkv.weight"),
-            Place::Key("encoder.layers.encoder_layer_0.self_attention.in_proj_weight".into())
-        );
-        assert_eq!(
-            place(Layout::OpenClip, "proj.weight"),
-            Place::Transposed("visual.proj".into())
-        );
-        assert_eq!(
-            place(Layout::HubDinov2, "blocks.2.ls1"),
-            Place::Key("blocks.2.ls1.gamma".into())
-        );
-        assert_eq!(
-            place(Layout::TorchvisionConvNext, "features.1.0.block.0.weight"),
-            Place::Key("features.1.0.block.0.weight".into())
-        );
-    }
-
-    /// torchvision's ConvNeXt names in transformers' ConvNeXt: the stem,
-    /// a stage's blocks at `features.{2s+1}`, its downsampling at
-    /// `features.{2s}`, the head; the layer scales flat.
-    #[test]
-    fn hf_convnext_names_torchvisions_tensors() {
-        for (ours, theirs) in [
-            (
-                "features.0.0.weight",
-                "convnext.embeddings.patch_embeddings.weight",
-            ),
-            ("features.0.1.bias", "convnext.embeddings.layernorm.bias"),
-            (
-                "features.1.0.block.0.weight",
-                "convnext.encoder.stages.0.layers.0.dwconv.weight",
-            ),
-            (
-                "features.5.8.block.2.bias",
-                "convnext.encoder.stages.2.layers.8.layernorm.bias",
-            ),
-            (
-                "features.7.2.block.3.weight",
-                "convnext.encoder.stages.3.layers.2.pwconv1.weight",
-            ),
-            (
-                "features.3.1.block.5.bias",
-                "convnext.encoder.stages.1.layers.1.pwconv2.bias",
-            ),
-            (
-                "features.2.0.weight",
-                "convnext.encoder.stages.1.downsampling_layer.0.weight",
-            ),
-            (
-                "features.6.1.bias",
-                "convnext.encoder.stages.3.downsampling_layer.1.bias",
-            ),
-            ("classifier.0.weight", "convnext.layernorm.weight"),
-            ("classifier.2.bias", "classifier.bias"),
-        ] {
-            assert_eq!(
-                place(Layout::HfConvNext, ours),
-                Place::Key(theirs.into()),
-                "{ours}"
-            );
-        }
-        let scale = place(Layout::HfConvNext, "features.3.1.layer_scale");
-        assert_eq!(
-            scale,
-            Place::Flat("convnext.encoder.stages.1.layers.1.layer_scale_parameter".into())
-        );
-        assert_eq!(file_shapes(&scale, &[24, 1, 1])[0].1, vec![24]);
-    }
-}
+mod tests;

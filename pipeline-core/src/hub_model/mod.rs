@@ -16,6 +16,11 @@
 //!   depths, with any number of labels (torchvision's ConvNeXt network;
 //!   it takes any crop size).
 //!
+//! And timm's repos (a `config.json` with `architecture` and
+//! `pretrained_cfg`, no `model_type`): its ConvNeXts (`convnext_tiny`,
+//! `_small`, `_base`, `_large`, `_xlarge`, with `model_args`' `depths` and
+//! `dims` over the architecture's), with their `num_classes` head.
+//!
 //! Everything the built-in network cannot do as upstream does is refused
 //! in one line, never approximated: DINOv2's SwiGLU MLPs (giant), ViT
 //! without q/k/v biases, an activation it lacks, a non-square or
@@ -133,6 +138,11 @@ pub struct HubConfig {
 /// cannot run it, in one line.
 pub fn hub_config(text: &str) -> Result<HubConfig, String> {
     let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    if json.get("model_type").is_none()
+        && let Some(architecture) = json.get("architecture").and_then(Value::as_str)
+    {
+        return timm_config(architecture, &json);
+    }
     let model_type = json
         .get("model_type")
         .and_then(Value::as_str)
@@ -342,6 +352,122 @@ fn scores(json: &Value, classes: Option<usize>) -> Result<Scores, String> {
     })
 }
 
+/// A timm repo's `config.json` (timm's `save_for_hf`): the architecture by
+/// name, `model_args` over its sizes, `num_classes` (ImageNet's names for
+/// 1000 classes, timm's in1k heads; `label_names` where given; else the
+/// class numbers), `pretrained_cfg`'s `input_size`.
+fn timm_config(architecture: &str, json: &Value) -> Result<HubConfig, String> {
+    // timm's `convnext.py`: depths and dims of each named size.
+    let (depths, dims): (&[usize], &[usize]) = match architecture {
+        "convnext_tiny" => (&[3, 3, 9, 3], &[96, 192, 384, 768]),
+        "convnext_small" => (&[3, 3, 27, 3], &[96, 192, 384, 768]),
+        "convnext_base" => (&[3, 3, 27, 3], &[128, 256, 512, 1024]),
+        "convnext_large" => (&[3, 3, 27, 3], &[192, 384, 768, 1536]),
+        "convnext_xlarge" => (&[3, 3, 27, 3], &[256, 512, 1024, 2048]),
+        other => {
+            return Err(format!(
+                "timm's {other} is not built in (of timm's architectures, convnext_tiny, \
+                 _small, _base, _large and _xlarge are); export it to ONNX and run --model \
+                 FILE.onnx"
+            ));
+        }
+    };
+    let args = json.get("model_args").cloned().unwrap_or(Value::Null);
+    let list = |key: &str, default: &[usize]| -> Result<Vec<usize>, String> {
+        match args.get(key) {
+            None => Ok(default.to_vec()),
+            Some(v) => v
+                .as_array()
+                .and_then(|a| {
+                    a.iter()
+                        .map(|n| n.as_u64().filter(|&n| n > 0).map(|n| n as usize))
+                        .collect::<Option<Vec<_>>>()
+                })
+                .filter(|l| l.len() == 4)
+                .ok_or_else(|| format!("config.json: model_args.{key} is {v}, not 4 counts")),
+        }
+    };
+    let (depths, dims) = (list("depths", depths)?, list("dims", dims)?);
+    // What torchvision's ConvNeXt (the network here) does not have.
+    for (key, plain) in [
+        ("conv_mlp", Value::Bool(false)),
+        ("head_hidden_size", Value::Null),
+        ("ls_init_value", Value::Null),
+        ("in_chans", Value::from(3)),
+        ("patch_size", Value::from(4)),
+        ("kernel_sizes", Value::from(7)),
+    ] {
+        if let Some(v) = args.get(key)
+            && *v != plain
+            && !(key == "ls_init_value" && v.as_f64().is_some_and(|x| x > 0.0))
+        {
+            return Err(format!(
+                "config.json: model_args.{key} {v} is not built in (torchvision's ConvNeXt)"
+            ));
+        }
+    }
+    let classes = json
+        .get("num_classes")
+        .or_else(|| args.get("num_classes"))
+        .map_or(Some(1000), Value::as_u64)
+        .ok_or("config.json: num_classes is not a count")? as usize;
+    if classes == 0 {
+        return Err(
+            "a timm ConvNeXt without its classifier head (num_classes 0) is not built in"
+                .to_owned(),
+        );
+    }
+    let labels: Vec<String> = match json.get("label_names").and_then(Value::as_array) {
+        Some(names) if names.len() == classes => names
+            .iter()
+            .map(|n| n.as_str().map(str::to_owned))
+            .collect::<Option<_>>()
+            .ok_or("config.json: label_names are not all names")?,
+        Some(names) => {
+            return Err(format!(
+                "config.json: {} label_names for {classes} classes",
+                names.len()
+            ));
+        }
+        None if classes == crate::labels::IMAGENET_CLASSES => crate::labels::imagenet_labels()
+            .iter()
+            .map(|l| (*l).to_owned())
+            .collect(),
+        None => (0..classes).map(|i| i.to_string()).collect(),
+    };
+    let image_size =
+        json.get("pretrained_cfg")
+            .and_then(|c| c.get("input_size"))
+            .and_then(Value::as_array)
+            .and_then(|s| s.get(2))
+            .map_or(Some(224), Value::as_u64)
+            .filter(|&n| n > 0)
+            .ok_or("config.json: pretrained_cfg.input_size is not [3, H, W]")? as usize;
+    let width = *dims.last().expect("four stages");
+    Ok(HubConfig {
+        shape: HubShape {
+            family: Family::Convnext,
+            patch: 4,
+            width,
+            depth: depths.iter().sum(),
+            heads: 1,
+            mlp: 4 * width,
+            pos_grid: 0,
+            image: image_size,
+            // timm's head LayerNorm, as its others.
+            eps: 1e-6,
+            activation: HubActivation::Gelu,
+            projection: None,
+            classes: Some(classes),
+            dims,
+            depths,
+        },
+        labels,
+        scores: Scores::Softmax,
+        image_size,
+    })
+}
+
 /// transformers' `ConvNextConfig` (each key it leaves out at its
 /// default): a `ConvNextForImageClassification`, torchvision's network at
 /// these stage widths and depths.
@@ -435,161 +561,4 @@ fn convnext_config(text: &str, json: &Value, classifier: bool) -> Result<HubConf
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_vit_classifier_with_two_labels() {
-        let config = r#"{"model_type": "vit", "architectures": ["ViTForImageClassification"],
-            "hidden_size": 48, "num_hidden_layers": 2, "num_attention_heads": 3,
-            "intermediate_size": 96, "patch_size": 16, "image_size": 64,
-            "id2label": {"0": "normal", "1": "nsfw"}}"#;
-        let c = hub_config(config).expect("a ViT");
-        assert_eq!(c.shape.family, Family::Vit);
-        assert_eq!((c.shape.width, c.shape.depth, c.shape.heads), (48, 2, 3));
-        assert_eq!((c.shape.mlp, c.shape.pos_grid, c.shape.eps), (96, 4, 1e-12));
-        assert_eq!(c.shape.classes, Some(2));
-        assert_eq!(c.labels, ["normal", "nsfw"]);
-        assert_eq!(c.scores, Scores::Softmax);
-    }
-
-    /// Configs as transformers 4 saved them, keys at their defaults left
-    /// out: transformers' defaults fill them.
-    #[test]
-    fn keys_left_out_are_transformers_defaults() {
-        let dino = hub_config(r#"{"model_type": "dinov2", "image_size": 518}"#).expect("DINOv2");
-        assert_eq!((dino.shape.patch, dino.shape.pos_grid), (14, 37));
-        let vit = hub_config(
-            r#"{"model_type": "vit", "architectures": ["ViTForImageClassification"],
-                "hidden_size": 384, "num_attention_heads": 6}"#,
-        )
-        .expect("a ViT classifier");
-        assert_eq!(vit.labels, ["LABEL_0", "LABEL_1"]);
-        assert_eq!((vit.shape.mlp, vit.shape.classes), (3072, Some(2)));
-        let one = hub_config(
-            r#"{"model_type": "vit", "architectures": ["ViTForImageClassification"],
-                "num_labels": 1}"#,
-        )
-        .expect("one logit");
-        assert_eq!((one.labels.len(), one.scores), (1, Scores::Sigmoid));
-        let clip = hub_config(
-            r#"{"model_type": "clip", "vision_config": {"hidden_size": 1024},
-                "vision_config_dict": {"hidden_size": 512, "num_attention_heads": 8}}"#,
-        )
-        .expect("CLIP");
-        assert_eq!((clip.shape.width, clip.shape.heads), (512, 8));
-        let bare = hub_config(r#"{"model_type": "siglip"}"#).expect("SigLIP's defaults");
-        assert_eq!((bare.shape.width, bare.shape.patch), (768, 16));
-    }
-
-    #[test]
-    fn defaults_and_refusals() {
-        let dino = hub_config(
-            r#"{"model_type": "dinov2", "hidden_size": 32,
-            "num_attention_heads": 2, "patch_size": 14, "image_size": 518,
-            "problem_type": "multi_label_classification",
-            "architectures": ["Dinov2ForImageClassification"],
-            "id2label": {"0": "a", "1": "b", "2": "c"}}"#,
-        )
-        .expect("a DINOv2");
-        assert_eq!((dino.shape.mlp, dino.shape.pos_grid), (128, 37));
-        assert_eq!(dino.shape.feature_dim(), 64);
-        assert_eq!(dino.scores, Scores::Sigmoid);
-        let clip = hub_config(
-            r#"{"model_type": "clip", "projection_dim": 24,
-            "vision_config": {"hidden_size": 32, "num_attention_heads": 4}}"#,
-        )
-        .expect("a CLIP");
-        assert_eq!(clip.shape.activation, HubActivation::QuickGelu);
-        assert_eq!(clip.shape.feature_dim(), 24);
-        for (config, says) in [
-            (
-                r#"{"model_type": "beit"}"#,
-                "model_type beit is not built in",
-            ),
-            (
-                r#"{"model_type": "dinov2", "use_swiglu_ffn": true}"#,
-                "SwiGLU",
-            ),
-            (
-                r#"{"model_type": "vit", "hidden_act": "relu"}"#,
-                "hidden_act relu",
-            ),
-            (
-                r#"{"model_type": "vit", "hidden_size": 50}"#,
-                "not a multiple",
-            ),
-            (
-                r#"{"model_type": "vit", "problem_type": "regression",
-                    "architectures": ["ViTForImageClassification"]}"#,
-                "regression",
-            ),
-            (r#"{"hidden_size": 8}"#, "no model_type"),
-        ] {
-            let error = hub_config(config).expect_err(config);
-            assert!(error.contains(says), "{config}: {error}");
-        }
-    }
-
-    /// transformers' ConvNeXt classifier: its stage widths and depths,
-    /// the defaults it leaves out, and what torchvision's network cannot
-    /// run refused in one line.
-    #[test]
-    fn a_convnext_classifier_with_five_labels() {
-        let config = r#"{"model_type": "convnext",
-            "architectures": ["ConvNextForImageClassification"],
-            "hidden_sizes": [16, 24, 32, 40], "depths": [1, 1, 2, 1],
-            "id2label": {"0": "a", "1": "b", "2": "c", "3": "d", "4": "e"}}"#;
-        let c = hub_config(config).expect("a ConvNeXt");
-        assert_eq!(c.shape.family, Family::Convnext);
-        assert_eq!(
-            (c.shape.dims.clone(), c.shape.depths.clone()),
-            (vec![16, 24, 32, 40], vec![1, 1, 2, 1])
-        );
-        assert_eq!((c.shape.classes, c.labels.len()), (Some(5), 5));
-        assert_eq!((c.shape.eps, c.shape.feature_dim()), (1e-12, 40));
-        assert_eq!((c.image_size, c.scores), (224, Scores::Softmax));
-        let defaults = hub_config(
-            r#"{"model_type": "convnext", "architectures": ["ConvNextForImageClassification"],
-                "layer_norm_eps": 1e-6}"#,
-        )
-        .expect("every size at its default");
-        assert_eq!(defaults.shape.dims, [96, 192, 384, 768]);
-        assert_eq!(defaults.shape.depths, [3, 3, 9, 3]);
-        assert_eq!(
-            (defaults.shape.eps, defaults.labels.len()),
-            (1e-6, 2),
-            "LABEL_0, LABEL_1 as transformers names them"
-        );
-        let head = r#""architectures": ["ConvNextForImageClassification"]"#;
-        for (config, says) in [
-            (
-                r#"{"model_type": "convnext"}"#.to_owned(),
-                "without its classifier head",
-            ),
-            (
-                format!(r#"{{"model_type": "convnext", {head}, "patch_size": 8}}"#),
-                "patch_size 8",
-            ),
-            (
-                format!(r#"{{"model_type": "convnext", {head}, "depths": [1, 1, 1]}}"#),
-                "not 4 positive counts",
-            ),
-            (
-                format!(r#"{{"model_type": "convnext", {head}, "layer_scale_init_value": 0.0}}"#),
-                "without layer scales",
-            ),
-            (
-                format!(r#"{{"model_type": "convnext", {head}, "hidden_act": "relu"}}"#),
-                "hidden_act",
-            ),
-            (
-                r#"{"model_type": "convnextv2"}"#.to_owned(),
-                "model_type convnextv2 is not built in",
-            ),
-        ] {
-            let error = hub_config(&config).expect_err(&config);
-            assert!(error.contains(says), "{config}: {error}");
-        }
-    }
-}
+mod tests;

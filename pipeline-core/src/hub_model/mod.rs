@@ -352,6 +352,51 @@ fn scores(json: &Value, classes: Option<usize>) -> Result<Scores, String> {
     })
 }
 
+/// A ConvNeXt's four stages' counts (`hidden_sizes`, `depths`, `dims`):
+/// `value` where given, else `default`.
+fn stage_counts(value: Option<&Value>, key: &str, default: &[usize]) -> Result<Vec<usize>, String> {
+    let Some(v) = value else {
+        return Ok(default.to_vec());
+    };
+    v.as_array()
+        .and_then(|a| {
+            a.iter()
+                .map(|n| n.as_u64().filter(|&n| n > 0).map(|n| n as usize))
+                .collect::<Option<Vec<_>>>()
+        })
+        .filter(|l| l.len() == 4)
+        .ok_or_else(|| format!("config.json: {key} is {v}, not 4 positive counts"))
+}
+
+/// A ConvNeXt classifier's shape: its stages, the crop it is fed, its
+/// head LayerNorm's eps and its classes (the transformer fields at what
+/// they mean for it: the last stage's width, every block).
+fn convnext_shape(
+    dims: Vec<usize>,
+    depths: Vec<usize>,
+    image: usize,
+    eps: f64,
+    classes: usize,
+) -> HubShape {
+    let width = *dims.last().expect("four stages");
+    HubShape {
+        family: Family::Convnext,
+        patch: 4,
+        width,
+        depth: depths.iter().sum(),
+        heads: 1,
+        mlp: 4 * width,
+        pos_grid: 0,
+        image,
+        eps,
+        activation: HubActivation::Gelu,
+        projection: None,
+        classes: Some(classes),
+        dims,
+        depths,
+    }
+}
+
 /// A timm repo's `config.json` (timm's `save_for_hf`): the architecture by
 /// name, `model_args` over its sizes, `num_classes` (ImageNet's names for
 /// 1000 classes, timm's in1k heads; `label_names` where given; else the
@@ -373,19 +418,8 @@ fn timm_config(architecture: &str, json: &Value) -> Result<HubConfig, String> {
         }
     };
     let args = json.get("model_args").cloned().unwrap_or(Value::Null);
-    let list = |key: &str, default: &[usize]| -> Result<Vec<usize>, String> {
-        match args.get(key) {
-            None => Ok(default.to_vec()),
-            Some(v) => v
-                .as_array()
-                .and_then(|a| {
-                    a.iter()
-                        .map(|n| n.as_u64().filter(|&n| n > 0).map(|n| n as usize))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .filter(|l| l.len() == 4)
-                .ok_or_else(|| format!("config.json: model_args.{key} is {v}, not 4 counts")),
-        }
+    let list = |key: &str, default: &[usize]| {
+        stage_counts(args.get(key), &format!("model_args.{key}"), default)
     };
     let (depths, dims) = (list("depths", depths)?, list("dims", dims)?);
     // What torchvision's ConvNeXt (the network here) does not have.
@@ -443,25 +477,9 @@ fn timm_config(architecture: &str, json: &Value) -> Result<HubConfig, String> {
             .map_or(Some(224), Value::as_u64)
             .filter(|&n| n > 0)
             .ok_or("config.json: pretrained_cfg.input_size is not [3, H, W]")? as usize;
-    let width = *dims.last().expect("four stages");
     Ok(HubConfig {
-        shape: HubShape {
-            family: Family::Convnext,
-            patch: 4,
-            width,
-            depth: depths.iter().sum(),
-            heads: 1,
-            mlp: 4 * width,
-            pos_grid: 0,
-            image: image_size,
-            // timm's head LayerNorm, as its others.
-            eps: 1e-6,
-            activation: HubActivation::Gelu,
-            projection: None,
-            classes: Some(classes),
-            dims,
-            depths,
-        },
+        // timm's head LayerNorm's eps is its others'.
+        shape: convnext_shape(dims, depths, image_size, 1e-6, classes),
         labels,
         scores: Scores::Softmax,
         image_size,
@@ -472,20 +490,7 @@ fn timm_config(architecture: &str, json: &Value) -> Result<HubConfig, String> {
 /// default): a `ConvNextForImageClassification`, torchvision's network at
 /// these stage widths and depths.
 fn convnext_config(text: &str, json: &Value, classifier: bool) -> Result<HubConfig, String> {
-    let list = |key: &str, default: &[usize]| -> Result<Vec<usize>, String> {
-        match json.get(key) {
-            None => Ok(default.to_vec()),
-            Some(v) => v
-                .as_array()
-                .and_then(|a| {
-                    a.iter()
-                        .map(|n| n.as_u64().filter(|&n| n > 0).map(|n| n as usize))
-                        .collect::<Option<Vec<_>>>()
-                })
-                .filter(|l| l.len() == 4)
-                .ok_or_else(|| format!("config.json: {key} is {v}, not 4 positive counts")),
-        }
-    };
+    let list = |key: &str, default: &[usize]| stage_counts(json.get(key), key, default);
     let dims = list("hidden_sizes", &[96, 192, 384, 768])?;
     let depths = list("depths", &[3, 3, 9, 3])?;
     let number = |key: &str, default: f64| -> Result<f64, String> {
@@ -536,24 +541,8 @@ fn convnext_config(text: &str, json: &Value, classifier: bool) -> Result<HubConf
         .map_or(Some(224), Value::as_u64)
         .filter(|&n| n > 0)
         .ok_or("config.json: image_size is not a positive count")? as usize;
-    let width = *dims.last().expect("four stages");
     Ok(HubConfig {
-        shape: HubShape {
-            family: Family::Convnext,
-            patch: 4,
-            width,
-            depth: depths.iter().sum(),
-            heads: 1,
-            mlp: 4 * width,
-            pos_grid: 0,
-            image: image_size,
-            eps,
-            activation: HubActivation::Gelu,
-            projection: None,
-            classes,
-            dims,
-            depths,
-        },
+        shape: convnext_shape(dims, depths, image_size, eps, labels.len()),
         labels,
         scores: scores(json, classes)?,
         image_size,

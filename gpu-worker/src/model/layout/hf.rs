@@ -3,7 +3,7 @@
 //! `super::place`; and transformers' ConvNeXt, where it names
 //! torchvision's ConvNeXt tensors.
 
-use super::rules::{Place, Rule, key, renamed, rule};
+use super::rules::{ConvNextNames, Place, Rule, convnext_feature, key, renamed, rule};
 
 /// HF's CLIP and SigLIP encoders name blocks alike.
 fn hf_block(c: &str) -> Place {
@@ -141,49 +141,26 @@ pub(super) static HF_VIT: &[Rule] = &[rule!(r"^blocks\.(.*)$", |c| hf_layer(
     ]
 ))];
 
-/// transformers' `ConvNextForImageClassification` for torchvision's names:
-/// `features.0` the stem, `features.{2s+1}` stage `s`'s blocks,
-/// `features.{2s}` (s ≥ 1) its downsampling, `classifier.{0,2}` the head.
+/// transformers' `ConvNextForImageClassification` for torchvision's names.
 pub(super) static HF_CONVNEXT: &[Rule] = &[
-    rule!(r"^features\.(.*)$", |c| hf_convnext_feature(c)),
+    rule!(r"^features\.(.*)$", |c| convnext_feature(
+        &HF_CONVNEXT_NAMES,
+        c
+    )),
     rule!(r"^classifier\.0\.(.*)$", |c| key(format!(
         "convnext.layernorm.{c}"
     ))),
     rule!(r"^classifier\.2\.(.*)$", |c| key(format!("classifier.{c}"))),
 ];
 
-/// `features.{c}` in transformers' ConvNeXt.
-fn hf_convnext_feature(c: &str) -> Place {
-    let parts: Vec<&str> = c.splitn(3, '.').collect();
-    let (Some(f), Some(j)) = (
-        parts.first().and_then(|p| p.parse::<usize>().ok()),
-        parts.get(1).and_then(|p| p.parse::<usize>().ok()),
-    ) else {
-        return key(format!("features.{c}"));
-    };
-    let rest = parts.get(2).copied().unwrap_or("");
-    let embeddings = "convnext.embeddings";
-    if f == 0 {
-        let module = if j == 0 {
-            "patch_embeddings"
-        } else {
-            "layernorm"
-        };
-        return key(format!("{embeddings}.{module}.{rest}"));
-    }
-    let stages = "convnext.encoder.stages";
-    if f % 2 == 0 {
-        return key(format!("{stages}.{}.downsampling_layer.{j}.{rest}", f / 2));
-    }
-    let layer = format!("{stages}.{}.layers.{j}", (f - 1) / 2);
-    if rest == "layer_scale" {
-        return Place::Flat(format!("{layer}.layer_scale_parameter"));
-    }
-    let table = [
-        ("block.0", "dwconv"),
-        ("block.2", "layernorm"),
-        ("block.3", "pwconv1"),
-        ("block.5", "pwconv2"),
-    ];
-    key(format!("{layer}.{}", renamed(rest, &table)))
-}
+static HF_CONVNEXT_NAMES: ConvNextNames = ConvNextNames {
+    stem: [
+        "convnext.embeddings.patch_embeddings",
+        "convnext.embeddings.layernorm",
+    ],
+    stages: "convnext.encoder.stages",
+    downsample: "downsampling_layer",
+    blocks: "layers",
+    scale: "layer_scale_parameter",
+    modules: ["dwconv", "layernorm", "pwconv1", "pwconv2"],
+};

@@ -200,7 +200,7 @@ mod rules;
 
 use self::hf::{HF_CLIP, HF_CONVNEXT, HF_DINOV2, HF_SIGLIP, HF_VIT};
 pub(crate) use self::rules::Place;
-use self::rules::{Rule, key, renamed, rule};
+use self::rules::{ConvNextNames, Rule, convnext_feature, key, renamed, rule};
 
 /// Canonical names are the file's names (ConvNeXt: torchvision's own).
 static IDENTITY: &[Rule] = &[rule!(r"^(.*)$", |c| key(c.to_owned()))];
@@ -287,43 +287,24 @@ static HUB_DINOV2: &[Rule] = &[
     rule!(r"^norm\.(.*)$", |c| key(format!("norm.{c}"))),
 ];
 
-/// timm's ConvNeXt for torchvision's names: `features.0` the stem,
-/// `features.{2s+1}` stage `s`'s blocks, `features.{2s}` (s ≥ 1) its
-/// downsampling, `classifier.{0,2}` the head.
+/// timm's ConvNeXt for torchvision's names.
 static TIMM_CONVNEXT: &[Rule] = &[
-    rule!(r"^features\.(.*)$", |c| timm_convnext_feature(c)),
+    rule!(r"^features\.(.*)$", |c| convnext_feature(
+        &TIMM_CONVNEXT_NAMES,
+        c
+    )),
     rule!(r"^classifier\.0\.(.*)$", |c| key(format!("head.norm.{c}"))),
     rule!(r"^classifier\.2\.(.*)$", |c| key(format!("head.fc.{c}"))),
 ];
 
-/// `features.{c}` in timm's ConvNeXt.
-fn timm_convnext_feature(c: &str) -> Place {
-    let parts: Vec<&str> = c.splitn(3, '.').collect();
-    let (Some(f), Some(j)) = (
-        parts.first().and_then(|p| p.parse::<usize>().ok()),
-        parts.get(1).and_then(|p| p.parse::<usize>().ok()),
-    ) else {
-        return key(format!("features.{c}"));
-    };
-    let rest = parts.get(2).copied().unwrap_or("");
-    if f == 0 {
-        return key(format!("stem.{j}.{rest}"));
-    }
-    if f % 2 == 0 {
-        return key(format!("stages.{}.downsample.{j}.{rest}", f / 2));
-    }
-    let block = format!("stages.{}.blocks.{j}", (f - 1) / 2);
-    if rest == "layer_scale" {
-        return Place::Flat(format!("{block}.gamma"));
-    }
-    let table = [
-        ("block.0", "conv_dw"),
-        ("block.2", "norm"),
-        ("block.3", "mlp.fc1"),
-        ("block.5", "mlp.fc2"),
-    ];
-    key(format!("{block}.{}", renamed(rest, &table)))
-}
+static TIMM_CONVNEXT_NAMES: ConvNextNames = ConvNextNames {
+    stem: ["stem.0", "stem.1"],
+    stages: "stages",
+    downsample: "downsample",
+    blocks: "blocks",
+    scale: "gamma",
+    modules: ["conv_dw", "norm", "mlp.fc1", "mlp.fc2"],
+};
 
 /// A canonical tensor's place in a layout.
 pub(crate) fn place(layout: Layout, canonical: &str) -> Place {

@@ -52,3 +52,59 @@ pub(super) fn renamed(rest: &str, table: &[(&str, &str)]) -> String {
 }
 
 pub(super) use rule;
+
+/// Where a layout that is torchvision's ConvNeXt under other names keeps
+/// each part (transformers', timm's).
+pub(super) struct ConvNextNames {
+    /// The stem's convolution and LayerNorm.
+    pub(super) stem: [&'static str; 2],
+    /// The stages' prefix (`{stages}.{s}`).
+    pub(super) stages: &'static str,
+    /// A stage's downsampling (`{stages}.{s}.{downsample}.{0,1}`).
+    pub(super) downsample: &'static str,
+    /// A stage's blocks (`{stages}.{s}.{blocks}.{j}`).
+    pub(super) blocks: &'static str,
+    /// A block's layer scale, `[C]` (torchvision's `[C, 1, 1]`).
+    pub(super) scale: &'static str,
+    /// A block's depthwise convolution, LayerNorm and two MLP layers
+    /// (torchvision's `block.0`, `.2`, `.3`, `.5`).
+    pub(super) modules: [&'static str; 4],
+}
+
+/// torchvision's `features.{c}` in such a layout: `features.0` the stem,
+/// `features.{2s+1}` stage `s`'s blocks, `features.{2s}` (s ≥ 1) its
+/// downsampling.
+pub(super) fn convnext_feature(names: &ConvNextNames, c: &str) -> Place {
+    let parts: Vec<&str> = c.splitn(3, '.').collect();
+    let (Some(f), Some(j)) = (
+        parts.first().and_then(|p| p.parse::<usize>().ok()),
+        parts.get(1).and_then(|p| p.parse::<usize>().ok()),
+    ) else {
+        return key(format!("features.{c}"));
+    };
+    let rest = parts.get(2).copied().unwrap_or("");
+    if f == 0 {
+        let stem = names.stem.get(j).copied().unwrap_or("stem");
+        return key(format!("{stem}.{rest}"));
+    }
+    let stages = names.stages;
+    if f % 2 == 0 {
+        return key(format!(
+            "{stages}.{}.{}.{j}.{rest}",
+            f / 2,
+            names.downsample
+        ));
+    }
+    let block = format!("{stages}.{}.{}.{j}", (f - 1) / 2, names.blocks);
+    if rest == "layer_scale" {
+        return Place::Flat(format!("{block}.{}", names.scale));
+    }
+    let [dw, norm, fc1, fc2] = names.modules;
+    let table = [
+        ("block.0", dw),
+        ("block.2", norm),
+        ("block.3", fc1),
+        ("block.5", fc2),
+    ];
+    key(format!("{block}.{}", renamed(rest, &table)))
+}

@@ -289,7 +289,7 @@ fn shards_on_a_real_slurm_cluster_merge_to_the_single_machine_output() {
                 data_arg,
                 "--out",
                 "cancel.jsonl",
-                // Below the cluster's KillWait (5 s), as the README says.
+                // Below the cluster's KillWait (5 s), as docs/clusters.md says.
                 "--grace",
                 "3",
             ],

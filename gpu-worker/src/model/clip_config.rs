@@ -15,8 +15,8 @@
 //!
 //! With no such file beside the weights, a tower keeps its default: a
 //! LAION checkpoint copied without its config would then run QuickGELU,
-//! which nothing in the file can reveal (README says to keep the config
-//! beside the weights).
+//! which nothing in the file can reveal (docs/models.md says to keep the
+//! config beside the weights).
 
 use std::path::Path;
 

@@ -8,6 +8,8 @@ mod args;
 mod bench;
 mod devices;
 mod diagnose;
+#[cfg(test)]
+mod docs_commands;
 mod embed_text;
 mod exit;
 mod infer;

@@ -22,11 +22,21 @@ Repos (folder `ORG--NAME`):
 - `tiny-org--convnext-5labels`: ConvNextForImageClassification with 5
   labels at stage widths 16, 24, 32, 40 and depths 1, 1, 2, 1, a
   ConvNextImageProcessor's `crop_pct` (the shorter side to 73, a 64 crop);
+- `tiny-org--resnet-3labels`: ResNetForImageClassification with 3 labels
+  at stem width 16, stage widths 32, 48, 64, 80 and depths 1, 1, 2, 1,
+  bottlenecks striding in their first 1x1 and a first stage that
+  downsamples, a ConvNextImageProcessor as microsoft/resnet-50's;
+- `tiny-org--resnet-basic`: ResNetForImageClassification of basic blocks
+  (stem 8, widths 8, 16, 24, 32, depths 2, 1, 1, 1) with 4 unnamed labels;
 - `tiny-org--timm-convnext`: timm's `convnext_tiny` at stage widths 16,
   24, 32, 40 and depths 1, 1, 2, 1 with 7 classes, saved by timm's own
   `save_for_hf` (config.json with `architecture`, `model_args`,
   `pretrained_cfg`; model.safetensors), its reference through timm's own
   transform from that config (bicubic, crop_pct 0.875, 224 px);
+- `tiny-org--timm-vit`: timm's `vit_base_patch16_224` at width 48, depth
+  2, 3 heads, 64 px with 5 named classes (`label_names`), saved by
+  `save_for_hf`, its reference through timm's transform (bicubic,
+  crop_pct 0.9, mean and std 0.5);
 - `tiny-org--beit-small`: a BEiT config only (a family not built in).
 
 `reference.json`: per repo, per sample (sorted by name), `probs` (the
@@ -67,7 +77,7 @@ def main(out: pathlib.Path) -> None:
     torch.manual_seed(SEED)
     reference: dict[str, dict] = {}
     photos = samples()
-    names = [p.name for p in photos]
+    images = [p.name for p in photos]
 
     def classify(repo, model, processor, sigmoid=False):
         save(model, processor, out / repo)
@@ -77,7 +87,7 @@ def main(out: pathlib.Path) -> None:
                 logits = model(pixel_values=pixels(processor, p)).logits[0].double()
                 probs = torch.sigmoid(logits) if sigmoid else torch.softmax(logits, 0)
                 rows.append(probs.tolist())
-        reference[repo] = {"images": names, "probs": rows}
+        reference[repo] = {"images": images, "probs": rows}
 
     def embed(repo, model, processor, features):
         save(model, processor, out / repo)
@@ -85,7 +95,7 @@ def main(out: pathlib.Path) -> None:
         with torch.no_grad():
             for p in photos:
                 rows.append(features(pixels(processor, p))[0].double().tolist())
-        reference[repo] = {"images": names, "embed": rows}
+        reference[repo] = {"images": images, "embed": rows}
 
     vit = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
                intermediate_size=96, image_size=64, patch_size=16)
@@ -143,6 +153,27 @@ def main(out: pathlib.Path) -> None:
     model = randomise(transformers.ConvNextForImageClassification(convnext), SEED + 5)
     classify("tiny-org--convnext-5labels", model, convnext_processor)
 
+    # transformers' ResNets: bottlenecks striding in their first 1×1 and a
+    # first stage that downsamples (its ResNet v1 switches), and basic
+    # blocks at the defaults with unnamed labels; both at widths no
+    # torchvision ResNet has, with BatchNorm statistics drawn so that
+    # folding them is tested.
+    resnet_processor = transformers.ConvNextImageProcessorPil(
+        size={"shortest_edge": 64}, crop_pct=0.875, resample=3,
+        image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225])
+    names = ["cat", "dog", "bird"]
+    resnet = transformers.ResNetConfig(
+        embedding_size=16, hidden_sizes=[32, 48, 64, 80], depths=[1, 1, 2, 1],
+        layer_type="bottleneck", downsample_in_first_stage=True, downsample_in_bottleneck=True,
+        id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    model = batch_norms(randomise(transformers.ResNetForImageClassification(resnet), SEED + 7), SEED + 7)
+    classify("tiny-org--resnet-3labels", model, resnet_processor)
+    basic = transformers.ResNetConfig(
+        embedding_size=8, hidden_sizes=[8, 16, 24, 32], depths=[2, 1, 1, 1],
+        layer_type="basic", num_labels=4)
+    model = batch_norms(randomise(transformers.ResNetForImageClassification(basic), SEED + 8), SEED + 8)
+    classify("tiny-org--resnet-basic", model, resnet_processor)
+
     import timm
     from timm.models._hub import save_for_hf
 
@@ -157,7 +188,25 @@ def main(out: pathlib.Path) -> None:
         for p in photos:
             x = transform(Image.open(p).convert("RGB"))[None]
             rows.append(torch.softmax(model(x)[0].double(), 0).tolist())
-    reference["tiny-org--timm-convnext"] = {"images": names, "probs": rows}
+    reference["tiny-org--timm-convnext"] = {"images": images, "probs": rows}
+
+    # timm's plain ViT (vit_base_patch16_224's augreg preprocessing: bicubic,
+    # crop_pct 0.9, mean and std 0.5) at 64 px with 5 named classes.
+    args = dict(embed_dim=48, depth=2, num_heads=3, img_size=64, patch_size=16, num_classes=5)
+    model = randomise(timm.create_model("vit_base_patch16_224", pretrained=False, **args), SEED + 9).eval()
+    repo = out / "tiny-org--timm-vit"
+    repo.mkdir(parents=True, exist_ok=True)
+    save_for_hf(model, str(repo), model_config={"label_names": ["ant", "bee", "fly", "moth", "wasp"]},
+                model_args=args, safe_serialization=True)
+    # The transform timm builds for the repo: from its saved pretrained_cfg.
+    saved = json.loads((repo / "config.json").read_text())["pretrained_cfg"]
+    transform = timm.data.create_transform(**timm.data.resolve_data_config(pretrained_cfg=saved))
+    rows = []
+    with torch.no_grad():
+        for p in photos:
+            x = transform(Image.open(p).convert("RGB"))[None]
+            rows.append(torch.softmax(model(x)[0].double(), 0).tolist())
+    reference["tiny-org--timm-vit"] = {"images": images, "probs": rows}
 
     beit = out / "tiny-org--beit-small"
     beit.mkdir(parents=True, exist_ok=True)
@@ -168,6 +217,23 @@ def main(out: pathlib.Path) -> None:
     (beit / "model.safetensors").write_bytes(b"")
 
     (out / "reference.json").write_text(json.dumps(reference, indent=1) + "\n")
+
+
+def batch_norms(model, seed):
+    """Every BatchNorm's statistics and affine drawn afresh (`randomise`
+    draws running variances around 0), so that a fold is tested."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                def u():
+                    return torch.rand(m.num_features, generator=g, dtype=torch.float64).float()
+                m.weight.copy_(0.8 + 0.4 * u())
+                m.bias.copy_((u() - 0.5) * 0.2)
+                m.running_mean.copy_((u() - 0.5) * 0.2)
+                m.running_var.copy_(0.5 + u())
+    model.eval()
+    return model
 
 
 def _features(output):

@@ -189,7 +189,7 @@ fn matches_transformers(records: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 7] = [
+const REPOS: [&str; 10] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/dinov2-multilabel",
@@ -197,6 +197,9 @@ const REPOS: [&str; 7] = [
     "tiny-org/siglip-small",
     "tiny-org/convnext-5labels",
     "tiny-org/timm-convnext",
+    "tiny-org/resnet-3labels",
+    "tiny-org/resnet-basic",
+    "tiny-org/timm-vit",
 ];
 
 #[test]
@@ -232,6 +235,22 @@ fn every_family_at_its_config_s_size_matches_transformers() {
         ["daisy", "dandelion", "rose", "sunflower", "tulip"].contains(&label),
         "{}",
         convnext[0]
+    );
+    // transformers' ResNets: the id2label of one, the default names of
+    // the other.
+    let resnet = common::records(&dir.path().join("tiny-org_resnet-3labels.jsonl"));
+    let label = resnet[0]["top_k"][0]["label"].as_str().unwrap_or("");
+    assert!(["cat", "dog", "bird"].contains(&label), "{}", resnet[0]);
+    let basic = common::records(&dir.path().join("tiny-org_resnet-basic.jsonl"));
+    let label = basic[0]["top_k"][0]["label"].as_str().unwrap_or("");
+    assert!(label.starts_with("LABEL_"), "{}", basic[0]);
+    // timm's ViT names its classes by its label_names.
+    let timm_vit = common::records(&dir.path().join("tiny-org_timm-vit.jsonl"));
+    let label = timm_vit[0]["top_k"][0]["label"].as_str().unwrap_or("");
+    assert!(
+        ["ant", "bee", "fly", "moth", "wasp"].contains(&label),
+        "{}",
+        timm_vit[0]
     );
     // timm's ConvNeXt names its 7 classes by number (no label_names).
     let timm = common::records(&dir.path().join("tiny-org_timm-convnext.jsonl"));

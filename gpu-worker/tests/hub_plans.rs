@@ -8,7 +8,8 @@
 //! `cli/tests/hub.rs`. So the lowering of transformers' layouts (the bare
 //! `ViTModel`, `ViTForImageClassification`, `Dinov2ForImageClassification`
 //! with its class-token and patch-mean head, CLIP's and SigLIP's vision
-//! towers, `ConvNextForImageClassification`) is right before any GPU runs
+//! towers, `ConvNextForImageClassification`, `ResNetForImageClassification`
+//! of bottleneck and basic blocks, timm's ViT) is right before any GPU runs
 //! it.
 
 use std::path::{Path, PathBuf};
@@ -102,6 +103,13 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
                     plan.reference(&pixels, side, normalize.mean, normalize.std);
                 (features, Some(logits))
             }
+            Architecture::ResNet(_) => {
+                let plan = gpu_worker::cuda::plan::cnn_plan(&arch, &repo, &weights)
+                    .unwrap_or_else(|e| plan_error(e));
+                let (features, logits) =
+                    plan.reference(&pixels, side, normalize.mean, normalize.std);
+                (features, Some(logits))
+            }
             _ => gpu_worker::cuda::plan::vit_plan(&arch, &repo, &weights)
                 .unwrap_or_else(|e| plan_error(e))
                 .reference(&pixels, side, normalize.mean, normalize.std),
@@ -148,6 +156,7 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
         checked += 1;
     }
     // vit-backbone, vit-2labels, dinov2-multilabel, clip-small,
-    // siglip-small, convnext-5labels, timm-convnext.
-    assert_eq!((checked, classifiers), (7, 4), "repos planned");
+    // siglip-small, convnext-5labels, timm-convnext, resnet-3labels,
+    // resnet-basic, timm-vit.
+    assert_eq!((checked, classifiers), (10, 7), "repos planned");
 }

@@ -78,8 +78,8 @@ fn with_pooling(mut plan: VitPlan, pooling: Option<EmbedPooling>) -> VitPlan {
 
 impl Plan {
     /// The configured model's plan, from its checkpoint or seeded: a
-    /// built-in name's, or a hub repo's ViT or ConvNeXt of the sizes its
-    /// config gives (`Architecture::of_hub`, through the layouts the burn
+    /// built-in name's, or a hub repo's ViT, ConvNeXt or ResNet of the sizes
+    /// its config gives (`Architecture::of_hub`, through the layouts the burn
     /// engine reads it with).
     fn load(config: &WorkerConfig) -> Result<Self, OpenError> {
         if let pipeline_core::ModelRef::Hub(hub) = &config.model {
@@ -88,6 +88,7 @@ impl Plan {
                 Architecture::ConvNext(_) => {
                     Self::ConvNext(convnext_plan(&arch, &hub.repo, &hub.weights)?)
                 }
+                Architecture::ResNet(_) => Self::Cnn(cnn_plan(&arch, &hub.repo, &hub.weights)?),
                 _ => {
                     let plan = vit_plan(&arch, &hub.repo, &hub.weights)?;
                     Self::Vit(Box::new(with_pooling(plan, config.pooling)))

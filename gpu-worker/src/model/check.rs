@@ -35,14 +35,22 @@ impl Model {
     }
 
     /// Checks that `path` holds the weights of the hub model `shape`
-    /// describes (#42), by names and shapes only, before any worker starts.
+    /// describes (#42), by names and shapes only (a ResNet, a burn module,
+    /// by loading it on the host), before any worker starts.
     pub fn check_hub_file(
         shape: &pipeline_core::HubShape,
         repo: &str,
         path: &Path,
     ) -> Result<(), WeightsError> {
+        let arch = Architecture::of_hub(shape);
+        if let Architecture::ResNet(_) = arch {
+            // A burn-module CNN: its names and shapes are checked by
+            // loading it on the host, as a worker will.
+            super::lowered_cnn(&arch, repo, Some(path), 0)?;
+            return Ok(());
+        }
         let checkpoint = Checkpoint::open_shapes(path)?;
-        families::check(&Architecture::of_hub(shape), repo, &checkpoint)?;
+        families::check(&arch, repo, &checkpoint)?;
         Ok(())
     }
 }

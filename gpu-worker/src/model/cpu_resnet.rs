@@ -159,7 +159,7 @@ fn pack(conv: &Conv2d) -> Option<PackedConv> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::resnet::ResNetDepth;
+    use crate::model::resnet::{ResNetConfig, ResNetNames};
     use burn::tensor::Distribution;
     use pipeline_core::DeviceSpec;
 
@@ -175,8 +175,19 @@ mod tests {
         let _rng = crate::model::host_rng();
         let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
         device.seed(7);
-        for depth in [ResNetDepth::R18, ResNetDepth::R50] {
-            let mut model = ResNet::new(depth, 10, &device);
+        // A Hugging Face shape too: other widths, the first stage and the
+        // bottlenecks' 1×1 convolutions striding.
+        let v1 = ResNetConfig {
+            stem: 16,
+            widths: [32, 48, 64, 80],
+            blocks: [1, 1, 2, 1],
+            first_stride: 2,
+            stride_in_1x1: true,
+            names: ResNetNames::HuggingFace,
+            ..ResNetConfig::R50
+        };
+        for depth in [ResNetConfig::R18, ResNetConfig::R50, v1] {
+            let mut model = ResNet::new(&depth.with_classes(10), &device);
             assert!(
                 PackedResNet::pack(&model).is_none(),
                 "unfolded BatchNorms are refused"
@@ -209,7 +220,7 @@ mod tests {
         let _rng = crate::model::host_rng();
         let device = crate::open(&DeviceSpec::Cpu).expect("the CPU opens");
         device.seed(8);
-        let mut model = ResNet::new(ResNetDepth::R18, 10, &device);
+        let mut model = ResNet::new(&ResNetConfig::R18.with_classes(10), &device);
         model.fold_batch_norms();
         let packed = PackedResNet::pack(&model).expect("a folded f32 ResNet packs");
         let x = Tensor::<4>::random([3, 3, 224, 224], Distribution::Normal(0.0, 1.0), &device);

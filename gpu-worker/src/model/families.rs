@@ -9,7 +9,7 @@ use pipeline_core::{Family, HubActivation, HubShape, ModelKind};
 use super::convnext::ConvNextConfig;
 use super::efficientnet_lite::EfficientNetLite;
 use super::layout::Layout;
-use super::resnet::ResNetDepth;
+use super::resnet::ResNetConfig;
 use super::tensors::Tensors;
 use super::tiny::Tiny;
 use super::vit::{Activation, Pooling, PosInterpolation, VitConfig};
@@ -21,8 +21,8 @@ use crate::weights_error::{WeightsError, summarise};
 pub enum Architecture {
     /// The test CNN (a burn module).
     Tiny,
-    /// A torchvision ResNet (a burn module).
-    ResNet(ResNetDepth),
+    /// A ResNet, torchvision's or a Hugging Face one (a burn module).
+    ResNet(ResNetConfig),
     /// EfficientNet-Lite0 (a burn module).
     EfficientNetLite0,
     /// A Vision Transformer (torchvision ViT, CLIP, SigLIP, DINOv2).
@@ -89,11 +89,11 @@ impl Architecture {
     pub fn of(kind: ModelKind) -> Self {
         match kind {
             ModelKind::Tiny => Self::Tiny,
-            ModelKind::Resnet18 => Self::ResNet(ResNetDepth::R18),
-            ModelKind::Resnet34 => Self::ResNet(ResNetDepth::R34),
-            ModelKind::Resnet50 => Self::ResNet(ResNetDepth::R50),
-            ModelKind::Resnet101 => Self::ResNet(ResNetDepth::R101),
-            ModelKind::Resnet152 => Self::ResNet(ResNetDepth::R152),
+            ModelKind::Resnet18 => Self::ResNet(ResNetConfig::R18),
+            ModelKind::Resnet34 => Self::ResNet(ResNetConfig::R34),
+            ModelKind::Resnet50 => Self::ResNet(ResNetConfig::R50),
+            ModelKind::Resnet101 => Self::ResNet(ResNetConfig::R101),
+            ModelKind::Resnet152 => Self::ResNet(ResNetConfig::R152),
             ModelKind::EfficientnetLite0 => Self::EfficientNetLite0,
             ModelKind::VitB16 => Self::Vit(torchvision_vit(16, 768, 12, 12)),
             ModelKind::VitB32 => Self::Vit(torchvision_vit(32, 768, 12, 12)),
@@ -124,6 +124,9 @@ impl Architecture {
     /// transformers does for DINOv2; a ViT, CLIP or SigLIP is fed its own
     /// size, which the coordinator checks).
     pub fn of_hub(shape: &HubShape) -> Self {
+        if shape.family == Family::Resnet {
+            return Self::ResNet(ResNetConfig::hub(shape));
+        }
         if shape.family == Family::Convnext {
             return Self::ConvNext(ConvNextConfig {
                 dims: shape.dims.clone(),
@@ -189,8 +192,8 @@ impl Architecture {
             Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
             Self::Vit(c) if c.layer_scale && c.classes.is_some() => &[Layout::HfDinov2Classifier],
             Self::Vit(c) if c.layer_scale => &[Layout::HfDinov2, Layout::HubDinov2],
-            Self::Vit(c) if c.hub && c.classes.is_some() => &[Layout::HfVit],
-            Self::Vit(c) if c.hub => &[Layout::HfVitBare],
+            Self::Vit(c) if c.hub && c.classes.is_some() => &[Layout::HfVit, Layout::TimmVit],
+            Self::Vit(c) if c.hub => &[Layout::HfVitBare, Layout::TimmVit],
             Self::Vit(_) => &[Layout::TorchvisionVit],
         }
     }
@@ -254,6 +257,7 @@ pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
                 "Hugging Face ConvNextForImageClassification (model.safetensors, pytorch_model.bin)"
             }
             Layout::TimmConvNext => "timm ConvNeXt (model.safetensors, pytorch_model.bin)",
+            Layout::TimmVit => "timm VisionTransformer (model.safetensors, pytorch_model.bin)",
         })
         .collect()
 }

@@ -84,12 +84,6 @@ struct ZeroShotHead {
     probabilities: Probabilities,
 }
 
-/// torchvision's `Sequential` downsample, named in our struct.
-const RESNET_REMAP: [(&str, &str); 2] = [
-    (r"downsample\.0\.", "downsample.conv."),
-    (r"downsample\.1\.", "downsample.bn."),
-];
-
 /// Where a network's weights come from.
 enum Weights<'a> {
     /// Seeded random ones, the same on every device.
@@ -302,9 +296,9 @@ fn build(
             tiny.fold_batch_norms();
             tiny
         }
-        Architecture::ResNet(depth) => {
-            let make = |host: &Device| ResNet::new(*depth, NUM_CLASSES, host);
-            let mut resnet = cnn(make, name, &weights, &RESNET_REMAP, device)?;
+        Architecture::ResNet(config) => {
+            let make = |host: &Device| ResNet::new(config, host);
+            let mut resnet = cnn(make, name, &weights, config.remap(), device)?;
             resnet.fold_batch_norms();
             Box::new(ResNetNetwork::new(*resnet))
         }
@@ -347,9 +341,9 @@ pub(crate) fn lowered_cnn(
     let host = Device::flex();
     let weights = path.map_or(Weights::Seeded(seed), Weights::File);
     let graph = match arch {
-        Architecture::ResNet(depth) => {
-            let make = |host: &Device| ResNet::new(*depth, NUM_CLASSES, host);
-            let mut resnet = cnn(make, name, &weights, &RESNET_REMAP, &host)?;
+        Architecture::ResNet(config) => {
+            let make = |host: &Device| ResNet::new(config, host);
+            let mut resnet = cnn(make, name, &weights, config.remap(), &host)?;
             resnet.fold_batch_norms();
             lowered::resnet_graph(&resnet)
         }

@@ -2,6 +2,10 @@
 //! `state_dict` loads by name (`layer1.0.conv1.weight`, …). The only renamed
 //! keys are `downsample.0`/`downsample.1` (a `Sequential` in torchvision),
 //! which become `downsample.conv`/`downsample.bn` here.
+//!
+//! transformers' `ResNetForImageClassification` (#42) is the same network
+//! at the widths, depths and strides of its `ResNetConfig`, its names
+//! renamed into these ([`ResNetConfig::remap`]).
 
 use burn::module::Module;
 use burn::nn::conv::{Conv2d, Conv2dConfig};
@@ -12,46 +16,138 @@ use super::fold::{fold, norm};
 use burn::tensor::activation::relu;
 use burn::tensor::{Device, Tensor};
 
-/// A torchvision ResNet's block type and blocks per stage.
+/// How a ResNet checkpoint names its tensors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResNetDepth {
-    bottleneck: bool,
-    blocks: [usize; 4],
+pub(crate) enum ResNetNames {
+    /// torchvision's (`layer1.0.conv1.weight`, `fc.weight`).
+    Torchvision,
+    /// transformers' `ResNetForImageClassification`
+    /// (`resnet.encoder.stages.0.layers.0.layer.0.convolution.weight`,
+    /// `classifier.1.weight`).
+    HuggingFace,
 }
 
-impl ResNetDepth {
-    /// ResNet-18.
-    pub const R18: Self = Self {
-        bottleneck: false,
-        blocks: [2, 2, 2, 2],
-    };
-    /// ResNet-34.
-    pub const R34: Self = Self {
-        bottleneck: false,
-        blocks: [3, 4, 6, 3],
-    };
-    /// ResNet-50.
-    pub const R50: Self = Self {
-        bottleneck: true,
-        blocks: [3, 4, 6, 3],
-    };
-    /// ResNet-101.
-    pub const R101: Self = Self {
-        bottleneck: true,
-        blocks: [3, 4, 23, 3],
-    };
-    /// ResNet-152.
-    pub const R152: Self = Self {
-        bottleneck: true,
-        blocks: [3, 8, 36, 3],
-    };
+/// A ResNet's shape: block type and blocks per stage, the widths, where
+/// the strides are, the head's classes, and its checkpoint's names.
+/// torchvision's ResNets are the constants; a Hugging Face `ResNetConfig`
+/// may give any widths ([`ResNetConfig::hub`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResNetConfig {
+    pub(crate) bottleneck: bool,
+    pub(crate) blocks: [usize; 4],
+    /// The stem convolution's width (64).
+    pub(crate) stem: usize,
+    /// Each stage's output width (a bottleneck's inner width is a quarter).
+    pub(crate) widths: [usize; 4],
+    /// The first stage's stride: 1, or 2 where the first stage downsamples
+    /// (transformers' `downsample_in_first_stage`).
+    pub(crate) first_stride: usize,
+    /// A bottleneck strides in its first 1×1 convolution (ResNet v1,
+    /// transformers' `downsample_in_bottleneck`), not in its 3×3 (v1.5,
+    /// torchvision's).
+    pub(crate) stride_in_1x1: bool,
+    pub(crate) classes: usize,
+    pub(crate) names: ResNetNames,
+}
 
-    /// Width of the pooled features: 512 per stage-4 block output, four
-    /// times that through bottlenecks.
-    pub(crate) fn feature_dim(&self) -> usize {
-        if self.bottleneck { 2048 } else { 512 }
+const fn torchvision(bottleneck: bool, blocks: [usize; 4]) -> ResNetConfig {
+    let e = if bottleneck { 4 } else { 1 };
+    ResNetConfig {
+        bottleneck,
+        blocks,
+        stem: 64,
+        widths: [64 * e, 128 * e, 256 * e, 512 * e],
+        first_stride: 1,
+        stride_in_1x1: false,
+        classes: 1000,
+        names: ResNetNames::Torchvision,
     }
 }
+
+impl ResNetConfig {
+    /// ResNet-18.
+    pub const R18: Self = torchvision(false, [2, 2, 2, 2]);
+    /// ResNet-34.
+    pub const R34: Self = torchvision(false, [3, 4, 6, 3]);
+    /// ResNet-50.
+    pub const R50: Self = torchvision(true, [3, 4, 6, 3]);
+    /// ResNet-101.
+    pub const R101: Self = torchvision(true, [3, 4, 23, 3]);
+    /// ResNet-152.
+    pub const R152: Self = torchvision(true, [3, 8, 36, 3]);
+
+    /// A Hugging Face `ResNetForImageClassification` of `shape`'s sizes
+    /// (#42): its stem and stage widths, blocks, strides and classes.
+    pub(crate) fn hub(shape: &pipeline_core::HubShape) -> Self {
+        let stages = |v: &[usize]| -> [usize; 4] {
+            v.try_into()
+                .expect("hub_config reads four stages of a ResNet")
+        };
+        let blocks = shape.resnet.expect("a ResNet's hub shape has its blocks");
+        Self {
+            bottleneck: blocks.bottleneck,
+            blocks: stages(&shape.depths),
+            stem: blocks.stem,
+            widths: stages(&shape.dims),
+            first_stride: if blocks.downsample_in_first_stage {
+                2
+            } else {
+                1
+            },
+            stride_in_1x1: blocks.downsample_in_bottleneck,
+            classes: shape.classes.unwrap_or(0),
+            names: ResNetNames::HuggingFace,
+        }
+    }
+
+    /// This shape with a head of `classes`.
+    #[cfg(test)]
+    pub(crate) fn with_classes(self, classes: usize) -> Self {
+        Self { classes, ..self }
+    }
+
+    /// The renaming of its checkpoint's names into the module's, applied
+    /// in order (regex, replacement).
+    pub(crate) fn remap(&self) -> &'static [(&'static str, &'static str)] {
+        match self.names {
+            ResNetNames::Torchvision => &RESNET_REMAP,
+            ResNetNames::HuggingFace => &HF_RESNET_REMAP,
+        }
+    }
+
+    /// Width of the pooled features: the last stage's.
+    pub(crate) fn feature_dim(&self) -> usize {
+        self.widths[3]
+    }
+}
+
+/// torchvision's `Sequential` downsample, named in our struct.
+const RESNET_REMAP: [(&str, &str); 2] = [
+    (r"downsample\.0\.", "downsample.conv."),
+    (r"downsample\.1\.", "downsample.bn."),
+];
+
+/// transformers' `ResNetForImageClassification` names (#42), applied in
+/// order: its `resnet.` prefix dropped, the stem, the stages, a block's
+/// `shortcut` and its `layer.K` convolutions, the head.
+const HF_RESNET_REMAP: [(&str, &str); 16] = [
+    (r"^resnet\.", ""),
+    (r"^embedder\.embedder\.convolution\.", "conv1."),
+    (r"^embedder\.embedder\.normalization\.", "bn1."),
+    (r"^encoder\.stages\.0\.layers\.", "layer1."),
+    (r"^encoder\.stages\.1\.layers\.", "layer2."),
+    (r"^encoder\.stages\.2\.layers\.", "layer3."),
+    (r"^encoder\.stages\.3\.layers\.", "layer4."),
+    (r"\.shortcut\.convolution\.", ".downsample.conv."),
+    (r"\.shortcut\.normalization\.", ".downsample.bn."),
+    (r"\.layer\.0\.convolution\.", ".conv1."),
+    (r"\.layer\.0\.normalization\.", ".bn1."),
+    (r"\.layer\.1\.convolution\.", ".conv2."),
+    (r"\.layer\.1\.normalization\.", ".bn2."),
+    (r"\.layer\.2\.convolution\.", ".conv3."),
+    (r"\.layer\.2\.normalization\.", ".bn3."),
+    (r"^classifier\.1\.", "fc."),
+];
 
 fn conv(cin: usize, cout: usize, kernel: usize, stride: usize, device: &Device) -> Conv2d {
     let pad = kernel / 2;
@@ -86,19 +182,26 @@ pub(crate) struct Block {
 }
 
 impl Block {
-    fn new(cin: usize, planes: usize, stride: usize, bottleneck: bool, device: &Device) -> Self {
-        let expansion = if bottleneck { 4 } else { 1 };
-        let cout = planes * expansion;
+    /// A block from `cin` to `cout` channels, striding by `stride` (in a
+    /// bottleneck's 3×3 convolution, or its first 1×1 where
+    /// `stride_in_1x1`).
+    fn new(cin: usize, cout: usize, stride: usize, config: &ResNetConfig, device: &Device) -> Self {
         let downsample = (stride != 1 || cin != cout).then(|| Downsample {
             conv: conv(cin, cout, 1, stride, device),
             bn: Some(bn(cout, device)),
         });
-        if bottleneck {
+        if config.bottleneck {
             // torchvision (v1.5) puts the stride on the 3x3 convolution.
+            let planes = cout / 4;
+            let (s1, s3) = if config.stride_in_1x1 {
+                (stride, 1)
+            } else {
+                (1, stride)
+            };
             Self {
-                conv1: conv(cin, planes, 1, 1, device),
+                conv1: conv(cin, planes, 1, s1, device),
                 bn1: Some(bn(planes, device)),
-                conv2: conv(planes, planes, 3, stride, device),
+                conv2: conv(planes, planes, 3, s3, device),
                 bn2: Some(bn(planes, device)),
                 conv3: Some(conv(planes, cout, 1, 1, device)),
                 bn3: Some(bn(cout, device)),
@@ -106,10 +209,10 @@ impl Block {
             }
         } else {
             Self {
-                conv1: conv(cin, planes, 3, stride, device),
-                bn1: Some(bn(planes, device)),
-                conv2: conv(planes, planes, 3, 1, device),
-                bn2: Some(bn(planes, device)),
+                conv1: conv(cin, cout, 3, stride, device),
+                bn1: Some(bn(cout, device)),
+                conv2: conv(cout, cout, 3, 1, device),
+                bn2: Some(bn(cout, device)),
                 conv3: None,
                 bn3: None,
                 downsample,
@@ -154,35 +257,30 @@ pub(crate) struct ResNet {
 }
 
 impl ResNet {
-    pub(crate) fn new(depth: ResNetDepth, classes: usize, device: &Device) -> Self {
-        let expansion = if depth.bottleneck { 4 } else { 1 };
-        let mut cin = 64;
-        let mut stage = |planes: usize, blocks: usize, stride: usize| -> Vec<Block> {
-            (0..blocks)
+    pub(crate) fn new(config: &ResNetConfig, device: &Device) -> Self {
+        let mut cin = config.stem;
+        let mut stage = |s: usize, stride: usize| -> Vec<Block> {
+            let cout = config.widths[s];
+            (0..config.blocks[s])
                 .map(|i| {
-                    let block = Block::new(
-                        cin,
-                        planes,
-                        if i == 0 { stride } else { 1 },
-                        depth.bottleneck,
-                        device,
-                    );
-                    cin = planes * expansion;
+                    let block =
+                        Block::new(cin, cout, if i == 0 { stride } else { 1 }, config, device);
+                    cin = cout;
                     block
                 })
                 .collect()
         };
-        let layer1 = stage(64, depth.blocks[0], 1);
-        let layer2 = stage(128, depth.blocks[1], 2);
-        let layer3 = stage(256, depth.blocks[2], 2);
-        let layer4 = stage(512, depth.blocks[3], 2);
+        let layer1 = stage(0, config.first_stride);
+        let layer2 = stage(1, 2);
+        let layer3 = stage(2, 2);
+        let layer4 = stage(3, 2);
         Self {
-            conv1: Conv2dConfig::new([3, 64], [7, 7])
+            conv1: Conv2dConfig::new([3, config.stem], [7, 7])
                 .with_stride([2, 2])
                 .with_padding(PaddingConfig2d::Explicit(3, 3, 3, 3))
                 .with_bias(false)
                 .init(device),
-            bn1: Some(bn(64, device)),
+            bn1: Some(bn(config.stem, device)),
             maxpool: MaxPool2dConfig::new([3, 3])
                 .with_strides([2, 2])
                 .with_padding(PaddingConfig2d::Explicit(1, 1, 1, 1))
@@ -191,11 +289,11 @@ impl ResNet {
             layer2,
             layer3,
             layer4,
-            fc: LinearConfig::new(512 * expansion, classes).init(device),
+            fc: LinearConfig::new(config.widths[3], config.classes).init(device),
         }
     }
 
-    /// Pooled penultimate features, `[N, 512 × expansion]`.
+    /// Pooled penultimate features, `[N, last stage's width]`.
     pub(crate) fn features(&self, x: Tensor<4>) -> Tensor<2> {
         let mut x = self
             .maxpool

@@ -2,6 +2,7 @@
 //! and timm's ConvNeXts, their defaults and the one-line refusals.
 
 use super::*;
+use crate::model::Scores;
 
 #[test]
 fn a_vit_classifier_with_two_labels() {
@@ -212,6 +213,204 @@ fn a_timm_convnext_from_its_architecture_and_model_args() {
         (
             r#"{"architecture": "convnext_tiny", "num_classes": 2, "label_names": ["a"]}"#,
             "1 label_names for 2 classes",
+        ),
+    ] {
+        let error = hub_config(config).expect_err(config);
+        assert!(error.contains(says), "{config}: {error}");
+    }
+}
+
+/// transformers' `ResNetConfig`: microsoft/resnet-50's config (each key
+/// left out at transformers' default), other widths and the v1 switches,
+/// and what torchvision's ResNet does not have refused in one line.
+#[test]
+fn a_resnet_classifier_from_its_config() {
+    // microsoft/resnet-50's config.json, its 1000 labels cut to two.
+    let r50 = hub_config(
+        r#"{"architectures": ["ResNetForImageClassification"], "model_type": "resnet",
+            "depths": [3, 4, 6, 3], "downsample_in_first_stage": false,
+            "embedding_size": 64, "hidden_act": "relu",
+            "hidden_sizes": [256, 512, 1024, 2048], "layer_type": "bottleneck",
+            "num_channels": 3, "id2label": {"0": "tench", "1": "goldfish"}}"#,
+    )
+    .expect("microsoft/resnet-50");
+    assert_eq!(r50.shape.family, Family::Resnet);
+    assert_eq!(r50.shape.dims, [256, 512, 1024, 2048]);
+    assert_eq!(r50.shape.depths, [3, 4, 6, 3]);
+    assert_eq!(
+        r50.shape.resnet,
+        Some(HubResNet {
+            stem: 64,
+            bottleneck: true,
+            downsample_in_first_stage: false,
+            downsample_in_bottleneck: false,
+        })
+    );
+    assert_eq!(
+        (r50.shape.feature_dim(), r50.shape.classes),
+        (2048, Some(2))
+    );
+    assert_eq!(r50.labels, ["tench", "goldfish"]);
+    assert_eq!(r50.scores, Scores::Softmax);
+    // Every key left out: transformers' defaults, its two default labels.
+    let bare = hub_config(
+        r#"{"model_type": "resnet", "architectures": ["ResNetForImageClassification"]}"#,
+    )
+    .expect("defaults");
+    assert_eq!(bare.shape, r50.shape);
+    assert_eq!(bare.labels, ["LABEL_0", "LABEL_1"]);
+    let v1 = hub_config(
+        r#"{"model_type": "resnet", "architectures": ["ResNetForImageClassification"],
+            "layer_type": "basic", "embedding_size": 8, "hidden_sizes": [8, 16, 24, 30],
+            "depths": [2, 1, 1, 1], "downsample_in_first_stage": true,
+            "downsample_in_bottleneck": true, "num_labels": 3,
+            "problem_type": "multi_label_classification"}"#,
+    )
+    .expect("basic blocks, other widths");
+    let blocks = v1.shape.resnet.expect("a ResNet's blocks");
+    assert!(!blocks.bottleneck && blocks.downsample_in_first_stage);
+    assert!(blocks.downsample_in_bottleneck);
+    assert_eq!((blocks.stem, v1.shape.width), (8, 30));
+    assert_eq!((v1.labels.len(), v1.scores), (3, Scores::Sigmoid));
+    let head = r#""architectures": ["ResNetForImageClassification"]"#;
+    for (config, says) in [
+        (
+            r#"{"model_type": "resnet", "architectures": ["ResNetModel"]}"#.to_owned(),
+            "without its classifier head (ResNetModel)",
+        ),
+        (
+            format!(r#"{{"model_type": "resnet", {head}, "layer_type": "preactivation"}}"#),
+            "layer_type \"preactivation\" is not built in",
+        ),
+        (
+            format!(r#"{{"model_type": "resnet", {head}, "hidden_act": "gelu"}}"#),
+            "hidden_act \"gelu\" is not built in",
+        ),
+        (
+            format!(r#"{{"model_type": "resnet", {head}, "hidden_sizes": [8, 16, 24, 30]}}"#),
+            "hidden_sizes 30 is not a multiple of 4",
+        ),
+        (
+            format!(r#"{{"model_type": "resnet", {head}, "depths": [2, 2, 2]}}"#),
+            "not 4 positive counts",
+        ),
+        (
+            format!(r#"{{"model_type": "resnet", {head}, "embedding_size": 0}}"#),
+            "embedding_size is 0",
+        ),
+        (
+            format!(r#"{{"model_type": "resnet", {head}, "num_channels": 1}}"#),
+            "num_channels 1 is not 3",
+        ),
+        (
+            format!(r#"{{"model_type": "resnet", {head}, "downsample_in_bottleneck": 1}}"#),
+            "downsample_in_bottleneck is 1, not true or false",
+        ),
+    ] {
+        let error = hub_config(&config).expect_err(&config);
+        assert!(error.contains(says), "{config}: {error}");
+    }
+}
+
+/// timm's plain ViTs: the sizes of the architecture's name, `model_args`
+/// over them, `pretrained_cfg`'s input size, a head or (num_classes 0)
+/// the embedding; what torchvision's ViT does not have refused.
+#[test]
+fn a_timm_vit_from_its_architecture_and_model_args() {
+    let base = hub_config(
+        r#"{"architecture": "vit_base_patch16_224", "num_classes": 1000,
+            "global_pool": "token",
+            "model_args": {"global_pool": "token", "in_chans": 3, "num_classes": 1000},
+            "pretrained_cfg": {"input_size": [3, 224, 224], "crop_pct": 0.9,
+                               "interpolation": "bicubic", "mean": [0.5, 0.5, 0.5],
+                               "std": [0.5, 0.5, 0.5]}}"#,
+    )
+    .expect("timm's vit_base_patch16_224");
+    assert_eq!(base.shape.family, Family::Vit);
+    assert_eq!(
+        (
+            base.shape.width,
+            base.shape.depth,
+            base.shape.heads,
+            base.shape.mlp
+        ),
+        (768, 12, 12, 3072)
+    );
+    assert_eq!(
+        (base.shape.patch, base.shape.pos_grid, base.image_size),
+        (16, 14, 224)
+    );
+    assert_eq!(
+        (base.shape.eps, base.shape.activation),
+        (1e-6, HubActivation::Gelu)
+    );
+    assert_eq!(base.labels.len(), 1000);
+    assert_eq!(base.shape.classes, Some(1000));
+    let small = hub_config(
+        r#"{"architecture": "vit_small_patch32_384", "num_classes": 2,
+            "label_names": ["no", "yes"],
+            "model_args": {"embed_dim": 48, "depth": 2, "num_heads": 3, "mlp_ratio": 2.5,
+                           "img_size": [64, 64], "patch_size": 16},
+            "pretrained_cfg": {"input_size": [3, 64, 64]}}"#,
+    )
+    .expect("model_args over vit_small_patch32_384");
+    assert_eq!(
+        (
+            small.shape.width,
+            small.shape.depth,
+            small.shape.heads,
+            small.shape.mlp
+        ),
+        (48, 2, 3, 120)
+    );
+    assert_eq!(
+        (small.shape.patch, small.shape.pos_grid, small.image_size),
+        (16, 4, 64)
+    );
+    assert_eq!(small.labels, ["no", "yes"]);
+    let bare = hub_config(r#"{"architecture": "vit_large_patch14_224", "num_classes": 0}"#)
+        .expect("no head");
+    assert_eq!((bare.shape.classes, bare.labels.len()), (None, 0));
+    assert_eq!(
+        (bare.shape.width, bare.shape.patch, bare.shape.pos_grid),
+        (1024, 14, 16)
+    );
+    for (config, says) in [
+        (
+            r#"{"architecture": "vit_base_patch16_clip_224"}"#,
+            "timm's vit_base_patch16_clip_224 is not built in",
+        ),
+        (
+            r#"{"architecture": "vit_giant_patch14_224"}"#,
+            "timm's vit_giant_patch14_224 is not built in",
+        ),
+        (
+            r#"{"architecture": "vit_base_patch16_224", "model_args": {"global_pool": "avg"}}"#,
+            "model_args.global_pool \"avg\" is not built in",
+        ),
+        (
+            r#"{"architecture": "vit_base_patch16_224", "model_args": {"reg_tokens": 4}}"#,
+            "model_args.reg_tokens 4",
+        ),
+        (
+            r#"{"architecture": "vit_base_patch16_224", "model_args": {"init_values": 1e-5}}"#,
+            "model_args.init_values",
+        ),
+        (
+            r#"{"architecture": "vit_base_patch16_224", "model_args": {"class_token": false}}"#,
+            "model_args.class_token false",
+        ),
+        (
+            r#"{"architecture": "vit_base_patch16_224", "model_args": {"num_heads": 5}}"#,
+            "embed_dim 768 is not a multiple of num_heads 5",
+        ),
+        (
+            r#"{"architecture": "vit_base_patch16_224", "model_args": {"img_size": 100}}"#,
+            "img_size 100 is not a multiple of patch_size 16",
+        ),
+        (
+            r#"{"architecture": "vit_base_patch16_224", "model_args": {"img_size": [64, 96]}}"#,
+            "img_size [64,96] is not a square size",
         ),
     ] {
         let error = hub_config(config).expect_err(config);

@@ -13,7 +13,7 @@
 //! - a ViT, CLIP or SigLIP is fed the config's own image size (their
 //!   upstreams do not resample position embeddings unless asked), so a
 //!   crop of another size is refused; DINOv2 resamples as transformers
-//!   does; a ConvNeXt takes the crop its processor gives;
+//!   does; a ConvNeXt or ResNet takes the crop its processor gives;
 //! - hub models run on every engine the built-in ViTs run on: burn's (CPU
 //!   and Vulkan) and the CUDA engine, whose plan reads the checkpoint
 //!   through the same layouts at the config's sizes; `--engine auto` takes
@@ -134,8 +134,9 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             ));
         }
         shape.image = crop;
-    } else if shape.family == Family::Convnext {
-        // A ConvNeXt takes any size, as its processor's crop gives it.
+    } else if matches!(shape.family, Family::Convnext | Family::Resnet) {
+        // A ConvNeXt or ResNet takes any size, as its processor's crop
+        // gives it.
         shape.image = crop;
     } else if crop != config.image_size {
         return Err(format!(
@@ -260,6 +261,7 @@ fn family_name(family: Family) -> &'static str {
         Family::Clip => "CLIP",
         Family::Siglip => "SigLIP",
         Family::Convnext => "ConvNeXt",
+        Family::Resnet => "ResNet",
         _ => "a built-in family",
     }
 }

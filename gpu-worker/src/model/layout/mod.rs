@@ -53,6 +53,10 @@ pub(crate) enum Layout {
     /// timm's `ConvNeXt` (`stem`, `stages.S.blocks.J`, `head`): the same
     /// network, its layer scales `gamma` flat.
     TimmConvNext,
+    /// timm's plain `VisionTransformer` (`patch_embed.proj`,
+    /// `blocks.N.attn.qkv`, `norm`, `head`): torchvision's ViT, named as
+    /// DINOv2's torch-hub file is, with no mask token or layer scales.
+    TimmVit,
 }
 
 impl fmt::Display for Layout {
@@ -69,6 +73,7 @@ impl fmt::Display for Layout {
             Self::HfDinov2Classifier => "a Hugging Face DINOv2 classifier",
             Self::HfConvNext => "a Hugging Face ConvNeXt",
             Self::TimmConvNext => "a timm ConvNeXt",
+            Self::TimmVit => "a timm ViT",
         })
     }
 }
@@ -103,8 +108,13 @@ impl Layout {
             Some(Self::HfVitBare)
         } else if has("embeddings.cls_token") && any("encoder.layer.0.attention.") {
             Some(Self::HfDinov2)
-        } else if has("cls_token") && has("patch_embed.proj.weight") {
+        } else if has("cls_token")
+            && has("patch_embed.proj.weight")
+            && (has("mask_token") || any("blocks.0.ls1."))
+        {
             Some(Self::HubDinov2)
+        } else if has("cls_token") && has("patch_embed.proj.weight") {
+            Some(Self::TimmVit)
         } else {
             None
         }
@@ -142,6 +152,7 @@ impl Layout {
             Self::HfVit | Self::HfVitBare => HF_VIT,
             Self::HfConvNext => HF_CONVNEXT,
             Self::TimmConvNext => TIMM_CONVNEXT,
+            Self::TimmVit => TIMM_VIT,
         }
     }
 
@@ -154,7 +165,8 @@ impl Layout {
             | Self::TorchvisionConvNext
             | Self::OpenClip
             | Self::HubDinov2
-            | Self::TimmConvNext => CropRounding::HalfEven,
+            | Self::TimmConvNext
+            | Self::TimmVit => CropRounding::HalfEven,
             Self::HfClip
             | Self::HfSiglip
             | Self::HfSiglipBare
@@ -172,7 +184,8 @@ impl Layout {
             Self::TorchvisionVit
             | Self::TorchvisionConvNext
             | Self::HfConvNext
-            | Self::TimmConvNext => &[],
+            | Self::TimmConvNext
+            | Self::TimmVit => &[],
             Self::OpenClip => &[
                 r"^(transformer|token_embedding|ln_final|text)\b",
                 r"^(positional_embedding|text_projection|logit_scale|logit_bias|attn_mask)$",
@@ -272,19 +285,34 @@ static HUB_DINOV2: &[Rule] = &[
         1
     )),
     rule!(r"^pos$", |_c| Place::Unsqueezed("pos_embed".into(), 1)),
-    rule!(r"^blocks\.(.*)$", |c| {
-        let (i, rest) = c.split_once('.').unwrap_or((c, ""));
-        let table = [
-            ("qkv", "attn.qkv"),
-            ("out", "attn.proj"),
-            ("ls1", "ls1.gamma"),
-            ("ls2", "ls2.gamma"),
-            ("fc1", "mlp.fc1"),
-            ("fc2", "mlp.fc2"),
-        ];
-        key(format!("blocks.{i}.{}", renamed(rest, &table)))
-    }),
+    rule!(r"^blocks\.(.*)$", |c| timm_block(c)),
     rule!(r"^norm\.(.*)$", |c| key(format!("norm.{c}"))),
+];
+
+/// A block of timm's `VisionTransformer` (DINOv2's torch-hub file is one);
+/// `c` is `N.rest`.
+fn timm_block(c: &str) -> Place {
+    let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+    let table = [
+        ("qkv", "attn.qkv"),
+        ("out", "attn.proj"),
+        ("ls1", "ls1.gamma"),
+        ("ls2", "ls2.gamma"),
+        ("fc1", "mlp.fc1"),
+        ("fc2", "mlp.fc2"),
+    ];
+    key(format!("blocks.{i}.{}", renamed(rest, &table)))
+}
+
+/// timm's plain ViT: its class token, position embeddings (the class
+/// token's first), blocks, final norm and head.
+static TIMM_VIT: &[Rule] = &[
+    rule!(r"^patch\.(.*)$", |c| key(format!("patch_embed.proj.{c}"))),
+    rule!(r"^cls$", |_c| Place::Unsqueezed("cls_token".into(), 2)),
+    rule!(r"^pos$", |_c| Place::Unsqueezed("pos_embed".into(), 1)),
+    rule!(r"^blocks\.(.*)$", |c| timm_block(c)),
+    rule!(r"^norm\.(.*)$", |c| key(format!("norm.{c}"))),
+    rule!(r"^head\.(.*)$", |c| key(format!("head.{c}"))),
 ];
 
 /// timm's ConvNeXt for torchvision's names.

@@ -160,3 +160,33 @@ fn hf_convnext_names_torchvisions_tensors() {
     );
     assert_eq!(file_shapes(&scale, &[24, 1, 1])[0].1, vec![24]);
 }
+
+/// timm's plain ViT names the canonical tensors as DINOv2's torch-hub file
+/// does, with its head beside them.
+#[test]
+fn timm_vit_names() {
+    for (ours, theirs) in [
+        ("patch.weight", "patch_embed.proj.weight"),
+        ("blocks.3.qkv.weight", "blocks.3.attn.qkv.weight"),
+        ("blocks.0.out.bias", "blocks.0.attn.proj.bias"),
+        ("blocks.11.norm2.weight", "blocks.11.norm2.weight"),
+        ("blocks.1.fc1.weight", "blocks.1.mlp.fc1.weight"),
+        ("blocks.1.fc2.bias", "blocks.1.mlp.fc2.bias"),
+        ("norm.bias", "norm.bias"),
+        ("head.weight", "head.weight"),
+    ] {
+        assert_eq!(
+            place(Layout::TimmVit, ours),
+            Place::Key(theirs.into()),
+            "{ours}"
+        );
+    }
+    assert_eq!(
+        place(Layout::TimmVit, "cls"),
+        Place::Unsqueezed("cls_token".into(), 2)
+    );
+    assert_eq!(
+        place(Layout::TimmVit, "pos"),
+        Place::Unsqueezed("pos_embed".into(), 1)
+    );
+}

@@ -160,3 +160,32 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
     // resnet-basic, timm-vit.
     assert_eq!((checked, classifiers), (10, 7), "repos planned");
 }
+
+/// A hub ResNet is checked before any worker starts by its file's names
+/// and shapes against those transformers saves for its config (no layout,
+/// no load): each fixture passes for its own config and is refused, in one
+/// line naming the tensors, for the other's.
+#[test]
+fn a_hub_resnet_is_checked_by_names_and_shapes() {
+    let shape = |repo: &str| {
+        let text =
+            std::fs::read_to_string(repos().join(repo).join("config.json")).expect("config.json");
+        hub_config(&text).expect("a ResNet").shape
+    };
+    let weights = |repo: &str| repos().join(repo).join("model.safetensors");
+    for repo in ["tiny-org--resnet-3labels", "tiny-org--resnet-basic"] {
+        Model::check_hub_file(&shape(repo), repo, &weights(repo))
+            .unwrap_or_else(|e| panic!("{repo}: {e}"));
+    }
+    let error = Model::check_hub_file(
+        &shape("tiny-org--resnet-basic"),
+        "basic",
+        &weights("tiny-org--resnet-3labels"),
+    )
+    .expect_err("a bottleneck file for a basic config")
+    .to_string();
+    assert!(
+        error.contains("tensors do not match") && error.contains("resnet.embedder"),
+        "{error}"
+    );
+}

@@ -35,22 +35,58 @@ impl Model {
     }
 
     /// Checks that `path` holds the weights of the hub model `shape`
-    /// describes (#42), by names and shapes only (a ResNet, a burn module,
-    /// by loading it on the host), before any worker starts.
+    /// describes (#42), by names and shapes only, before any worker starts.
     pub fn check_hub_file(
         shape: &pipeline_core::HubShape,
         repo: &str,
         path: &Path,
     ) -> Result<(), WeightsError> {
         let arch = Architecture::of_hub(shape);
-        if let Architecture::ResNet(_) = arch {
-            // A burn-module CNN: its names and shapes are checked by
-            // loading it on the host, as a worker will.
-            super::lowered_cnn(&arch, repo, Some(path), 0)?;
-            return Ok(());
-        }
         let checkpoint = Checkpoint::open_shapes(path)?;
+        if let Architecture::ResNet(config) = &arch {
+            // A burn-module CNN has no layout: its file's names and shapes
+            // against those transformers saves for its config.
+            return hf_resnet(&config.hf_tensors(), repo, &checkpoint);
+        }
         families::check(&arch, repo, &checkpoint)?;
         Ok(())
     }
+}
+
+/// `checkpoint` against the tensors a transformers ResNet of its config
+/// saves: each there with its shape, nothing else but BatchNorms'
+/// `num_batches_tracked`; the problems in one line, as a load reports them.
+fn hf_resnet(
+    want: &[(String, Vec<usize>)],
+    repo: &str,
+    checkpoint: &Checkpoint,
+) -> Result<(), WeightsError> {
+    let mut problems = Vec::new();
+    for (name, shape) in want {
+        match checkpoint.shape(name) {
+            None => problems.push(format!("{name} is missing")),
+            Some(got) if got != shape.as_slice() => {
+                problems.push(format!("{name} is {got:?}, not {shape:?}"));
+            }
+            Some(_) => {}
+        }
+    }
+    let known: std::collections::HashSet<&str> = want.iter().map(|(n, _)| n.as_str()).collect();
+    problems.extend(
+        checkpoint
+            .names()
+            .filter(|n| !known.contains(n) && !n.ends_with("num_batches_tracked"))
+            .map(|n| format!("{n} is not in the model")),
+    );
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(WeightsError::Mismatch {
+        path: checkpoint.path().to_path_buf(),
+        model: repo.to_owned(),
+        problem: crate::weights_error::summarise(
+            &format!("{} tensors do not match", problems.len()),
+            &problems,
+        ),
+    })
 }

@@ -115,6 +115,51 @@ impl ResNetConfig {
         }
     }
 
+    /// Every tensor transformers' `ResNetForImageClassification` of this
+    /// shape saves (`num_batches_tracked` aside), with its shape, block by
+    /// block as [`ResNet::new`] builds them: for a check by names and
+    /// shapes before any worker starts, without loading the weights.
+    pub(crate) fn hf_tensors(&self) -> Vec<(String, Vec<usize>)> {
+        let mut tensors = Vec::new();
+        let mut conv = |name: String, cout: usize, cin: usize, kernel: usize| {
+            tensors.push((
+                format!("{name}.convolution.weight"),
+                vec![cout, cin, kernel, kernel],
+            ));
+            for p in ["weight", "bias", "running_mean", "running_var"] {
+                tensors.push((format!("{name}.normalization.{p}"), vec![cout]));
+            }
+        };
+        conv("resnet.embedder.embedder".into(), self.stem, 3, 7);
+        let mut cin = self.stem;
+        for (s, (&cout, &blocks)) in self.widths.iter().zip(&self.blocks).enumerate() {
+            for j in 0..blocks {
+                let base = format!("resnet.encoder.stages.{s}.layers.{j}");
+                let stride = match (s, j) {
+                    (_, 1..) => 1,
+                    (0, 0) => self.first_stride,
+                    _ => 2,
+                };
+                if stride != 1 || cin != cout {
+                    conv(format!("{base}.shortcut"), cout, cin, 1);
+                }
+                if self.bottleneck {
+                    let planes = cout / 4;
+                    conv(format!("{base}.layer.0"), planes, cin, 1);
+                    conv(format!("{base}.layer.1"), planes, planes, 3);
+                    conv(format!("{base}.layer.2"), cout, planes, 1);
+                } else {
+                    conv(format!("{base}.layer.0"), cout, cin, 3);
+                    conv(format!("{base}.layer.1"), cout, cout, 3);
+                }
+                cin = cout;
+            }
+        }
+        tensors.push(("classifier.1.weight".into(), vec![self.classes, cin]));
+        tensors.push(("classifier.1.bias".into(), vec![self.classes]));
+        tensors
+    }
+
     /// Width of the pooled features: the last stage's.
     pub(crate) fn feature_dim(&self) -> usize {
         self.widths[3]

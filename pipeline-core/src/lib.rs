@@ -30,7 +30,9 @@ pub use device::{
     DeviceSpec, UnknownDevice, allocator_env, autotune_dir, cache_dir, runtime_dir_for_children,
 };
 pub use entries::{Cursor, Entries, ManifestEntry};
-pub use hub_model::{HubActivation, HubConfig, HubModel, HubResNet, HubShape, hub_config};
+pub use hub_model::{
+    HubActivation, HubConfig, HubModel, HubResNet, HubShape, HubText, hub_config, hub_text,
+};
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use kept::Kept;
 pub use labels::{

@@ -33,13 +33,15 @@
 mod cnn;
 mod heads;
 mod shape;
+mod text;
 mod timm;
 
 use serde_json::Value;
 
 use self::cnn::{convnext_config, resnet_config};
 use self::heads::{head_labels, scores};
-pub use self::shape::{HubActivation, HubConfig, HubModel, HubResNet, HubShape};
+pub use self::shape::{HubActivation, HubConfig, HubModel, HubResNet, HubShape, HubText};
+pub use self::text::hub_text;
 use self::timm::timm_config;
 use crate::model::Family;
 

@@ -93,6 +93,33 @@ impl HubShape {
     }
 }
 
+/// A CLIP or SigLIP repo's text tower, from its config's `text_config`
+/// (`text.rs`): CLIP's causal transformer pooling its end token, or
+/// SigLIP's pooling its last, each with its projection.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HubText {
+    /// `Clip` or `Siglip`: the tokenizer, attention and pooling.
+    pub family: Family,
+    /// Token ids the embedding table holds (`vocab_size`).
+    pub vocab: usize,
+    /// Tokens in a context (`max_position_embeddings`).
+    pub context: usize,
+    /// Token width (`hidden_size`).
+    pub width: usize,
+    /// Blocks (`num_hidden_layers`).
+    pub depth: usize,
+    /// Attention heads.
+    pub heads: usize,
+    /// The MLPs' hidden width (`intermediate_size`).
+    pub mlp: usize,
+    /// Every LayerNorm's eps.
+    pub eps: f64,
+    /// The MLPs' activation.
+    pub activation: HubActivation,
+    /// Output width: CLIP's `projection_dim`, SigLIP's `projection_size`.
+    pub projection: usize,
+}
+
 /// A Hugging Face model, resolved once by the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HubModel {

@@ -417,3 +417,102 @@ fn a_timm_vit_from_its_architecture_and_model_args() {
         assert!(error.contains(says), "{config}: {error}");
     }
 }
+
+/// A CLIP's or SigLIP's text tower from its `text_config`: transformers'
+/// defaults for the keys left out (the published base sizes), the older
+/// `text_config_dict` laid over it, CLIP's projection from the top level
+/// and SigLIP's `projection_size` (else its width).
+#[test]
+fn text_towers_from_their_configs_with_transformers_defaults() {
+    let clip = hub_text(r#"{"model_type": "clip"}"#).expect("CLIP's defaults");
+    assert_eq!(clip.family, Family::Clip);
+    assert_eq!(
+        (clip.vocab, clip.context, clip.width, clip.depth, clip.heads),
+        (49408, 77, 512, 12, 8)
+    );
+    assert_eq!((clip.mlp, clip.projection, clip.eps), (2048, 512, 1e-5));
+    assert_eq!(clip.activation, HubActivation::QuickGelu);
+    let large = hub_text(
+        r#"{"model_type": "clip", "projection_dim": 768,
+            "text_config": {"hidden_size": 768, "num_attention_heads": 12,
+                            "intermediate_size": 3072, "projection_dim": 512,
+                            "hidden_act": "gelu", "eos_token_id": 2},
+            "text_config_dict": {"max_position_embeddings": 32}}"#,
+    )
+    .expect("CLIP L/14's text tower");
+    assert_eq!(
+        (large.width, large.heads, large.mlp, large.context),
+        (768, 12, 3072, 32)
+    );
+    assert_eq!(
+        (large.projection, large.activation),
+        (768, HubActivation::Gelu),
+        "CLIPModel projects to the top level's projection_dim"
+    );
+    let siglip = hub_text(r#"{"model_type": "siglip"}"#).expect("SigLIP's defaults");
+    assert_eq!(
+        (siglip.vocab, siglip.context, siglip.width, siglip.heads),
+        (32000, 64, 768, 12)
+    );
+    assert_eq!((siglip.projection, siglip.eps), (768, 1e-6));
+    assert_eq!(siglip.activation, HubActivation::GeluTanh);
+    let so400m = hub_text(
+        r#"{"model_type": "siglip", "text_config": {"hidden_size": 1152,
+            "num_attention_heads": 16, "intermediate_size": 4304, "num_hidden_layers": 27,
+            "projection_size": 1152, "vocab_size": 32000}}"#,
+    )
+    .expect("So400m's text tower");
+    assert_eq!(
+        (so400m.width, so400m.depth, so400m.mlp, so400m.projection),
+        (1152, 27, 4304, 1152)
+    );
+    let narrow = hub_text(
+        r#"{"model_type": "siglip", "text_config": {"hidden_size": 16,
+            "num_attention_heads": 2, "projection_size": 32}}"#,
+    )
+    .expect("a projection wider than the tower");
+    assert_eq!((narrow.width, narrow.projection), (16, 32));
+}
+
+/// What the text tower cannot run as upstream does is one line.
+#[test]
+fn text_towers_that_do_not_fit_are_refused_in_one_line() {
+    for (config, says) in [
+        (
+            r#"{"model_type": "vit"}"#,
+            "a vit model has no text tower here",
+        ),
+        (
+            r#"{"architecture": "convnext_tiny"}"#,
+            "names no model_type",
+        ),
+        (
+            r#"{"model_type": "clip", "text_config": {"eos_token_id": 7}}"#,
+            "eos_token_id 7 is not the vocabulary's last id (49407)",
+        ),
+        (
+            r#"{"model_type": "clip", "text_config": {"hidden_size": 100, "num_attention_heads": 8}}"#,
+            "hidden_size 100 is not a multiple of num_attention_heads 8",
+        ),
+        (
+            r#"{"model_type": "siglip", "text_config": {"hidden_act": "relu"}}"#,
+            "hidden_act relu is not built in",
+        ),
+        (
+            r#"{"model_type": "clip", "text_config": {"vocab_size": 0}}"#,
+            "vocab_size is 0, not a positive count",
+        ),
+        ("not json", "not JSON"),
+    ] {
+        let error = hub_text(config).expect_err(config);
+        assert!(error.contains(says), "{config}: {error}");
+        assert!(!error.contains('\n'), "{error}");
+    }
+    // The end token at the vocabulary's last id, as every CLIP tokenizer
+    // puts it, is the highest id the tower pools.
+    let small = hub_text(
+        r#"{"model_type": "clip", "text_config": {"vocab_size": 2514, "eos_token_id": 2513}}"#,
+    )
+    .expect("eos at the last id");
+    assert_eq!(small.vocab, 2514);
+}

@@ -16,9 +16,12 @@ Repos (folder `ORG--NAME`):
   labels and `problem_type: multi_label_classification` (a sigmoid per
   label), a BitImageProcessor's shorter side to 64 and a 56 px crop;
 - `tiny-org--clip-small`: CLIPModel at width 32, patch 16, 48 px, a 24-wide
-  projection: the unit-length image features;
+  projection: the unit-length image features; its text tower (width 16,
+  GELU, context 32) over a 2514-token CLIP BPE, with its `tokenizer.json`;
 - `tiny-org--siglip-small`: SiglipModel at width 32, patch 8, 32 px: the
-  unit-length image features;
+  unit-length image features; its text tower (width 16, context 24, a
+  head projecting to 32) over a 1000-piece SentencePiece, with its
+  `spiece.model`;
 - `tiny-org--convnext-5labels`: ConvNextForImageClassification with 5
   labels at stage widths 16, 24, 32, 40 and depths 1, 1, 2, 1, a
   ConvNextImageProcessor's `crop_pct` (the shorter side to 73, a 64 crop);
@@ -40,11 +43,15 @@ Repos (folder `ORG--NAME`):
 - `tiny-org--beit-small`: a BEiT config only (a family not built in).
 
 `reference.json`: per repo, per sample (sorted by name), `probs` (the
-classifiers' softmax or sigmoid) or `embed`.
+classifiers' softmax or sigmoid) or `embed`; for CLIP and SigLIP also
+`text` (the unit-length text features of `texts`) and `zero_shot` (each
+image's probabilities over `labels` through `template`).
 """
 
 import json
+import math
 import pathlib
+import shutil
 import sys
 
 import numpy as np
@@ -56,6 +63,13 @@ sys.path.insert(0, str(pathlib.Path(__file__).parent))
 from make_family_vectors import randomise  # noqa: E402
 
 SEED = 42
+TEXT = pathlib.Path("gpu-worker/tests/vectors/text")
+# Texts for the text towers: plain, cased, empty, accented, emoji, and one
+# longer than either context (cut as the tokenizers cut it).
+TEXTS = ["a photo of a cat.", "A DOG running on the Beach!", "", "café au lait", "🐈 and 🐕",
+         " ".join(["word"] * 60)]
+LABELS = ["cat", "dog", "red car", "oak tree"]
+TEMPLATE = "a photo of a {}."
 
 
 def samples() -> list[pathlib.Path]:
@@ -97,6 +111,28 @@ def main(out: pathlib.Path) -> None:
                 rows.append(features(pixels(processor, p))[0].double().tolist())
         reference[repo] = {"images": images, "embed": rows}
 
+    def text_reference(repo, model, tokenize, softmax):
+        """get_text_features (unit length) of TEXTS, and zero-shot over
+        LABELS through the default template as upstream scores it: CLIP's
+        softmax of exp(logit_scale)·img·txt, SigLIP's sigmoid of it plus
+        logit_bias, on the repo's images."""
+        def text_features(texts):
+            ids = torch.tensor(tokenize(texts))
+            with torch.no_grad():
+                return torch.nn.functional.normalize(
+                    _features(model.get_text_features(input_ids=ids)), dim=-1)
+        classes = text_features([TEMPLATE.format(label) for label in LABELS])
+        rows = []
+        with torch.no_grad():
+            for image in reference[repo]["embed"]:
+                logits = torch.tensor(image, dtype=torch.float64) @ classes.double().T * model.logit_scale.exp().double()
+                if softmax:
+                    rows.append(torch.softmax(logits, 0).tolist())
+                else:
+                    rows.append(torch.sigmoid(logits + model.logit_bias.double()).tolist())
+        reference[repo]["text"] = {"texts": TEXTS, "embed": text_features(TEXTS).double().tolist()}
+        reference[repo]["zero_shot"] = {"labels": LABELS, "template": TEMPLATE, "probs": rows}
+
     vit = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
                intermediate_size=96, image_size=64, patch_size=16)
     vit_processor = transformers.ViTImageProcessorPil(
@@ -120,28 +156,51 @@ def main(out: pathlib.Path) -> None:
     model = randomise(transformers.Dinov2ForImageClassification(dino), SEED + 2)
     classify("tiny-org--dinov2-multilabel", model, dino_processor, sigmoid=True)
 
+    # CLIP and SigLIP with their text towers over real tokenizers: the
+    # tokenizer.json and spiece.model of gpu-worker's text vectors
+    # (scripts/make_tokenizer_vectors.py, make_siglip_text_vectors.py),
+    # at contexts and widths no published model has.
+    clip_tokenizer = TEXT / "hf_clip_tokenizer" / "tokenizer.json"
+    vocab = len(json.loads(clip_tokenizer.read_text())["model"]["vocab"])
     clip = transformers.CLIPConfig(
-        text_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, vocab_size=100, max_position_embeddings=16),
+        text_config=dict(hidden_size=16, intermediate_size=40, num_hidden_layers=2,
+                         num_attention_heads=2, vocab_size=vocab, max_position_embeddings=32,
+                         hidden_act="gelu", bos_token_id=vocab - 2, eos_token_id=vocab - 1,
+                         pad_token_id=vocab - 1),
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=2, image_size=48, patch_size=16),
         projection_dim=24)
     clip_processor = transformers.CLIPImageProcessorPil(
         size={"shortest_edge": 48}, crop_size={"height": 48, "width": 48})
     model = randomise(transformers.CLIPModel(clip), SEED + 3)
+    with torch.no_grad():
+        model.logit_scale.fill_(math.log(50.0))
     embed("tiny-org--clip-small", model, clip_processor,
           lambda x: torch.nn.functional.normalize(_features(model.get_image_features(pixel_values=x)), dim=-1))
+    shutil.copy(clip_tokenizer, out / "tiny-org--clip-small" / "tokenizer.json")
+    tokenizer = transformers.CLIPTokenizerFast(tokenizer_file=str(clip_tokenizer))
+    text_reference("tiny-org--clip-small", model, lambda t: tokenizer(
+        t, padding="max_length", truncation=True, max_length=32)["input_ids"], softmax=True)
 
+    spiece = TEXT / "siglip" / "spiece.model"
+    sp_tokenizer = transformers.SiglipTokenizer(vocab_file=str(spiece))
     siglip = transformers.SiglipConfig(
-        text_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, vocab_size=100, max_position_embeddings=16),
+        text_config=dict(hidden_size=16, intermediate_size=40, num_hidden_layers=2,
+                         num_attention_heads=2, vocab_size=sp_tokenizer.vocab_size,
+                         max_position_embeddings=24, projection_size=32),
         vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                            num_attention_heads=2, image_size=32, patch_size=8))
     siglip_processor = transformers.SiglipImageProcessorPil(
         size={"height": 32, "width": 32})
     model = randomise(transformers.SiglipModel(siglip), SEED + 4)
+    with torch.no_grad():
+        model.logit_scale.fill_(math.log(10.0))
+        model.logit_bias.fill_(-2.5)
     embed("tiny-org--siglip-small", model, siglip_processor,
           lambda x: torch.nn.functional.normalize(_features(model.get_image_features(pixel_values=x)), dim=-1))
+    shutil.copy(spiece, out / "tiny-org--siglip-small" / "spiece.model")
+    text_reference("tiny-org--siglip-small", model, lambda t: sp_tokenizer(
+        t, padding="max_length", truncation=True, max_length=24)["input_ids"], softmax=False)
 
     convnext = transformers.ConvNextConfig(
         hidden_sizes=[16, 24, 32, 40], depths=[1, 1, 2, 1], image_size=64,

@@ -15,7 +15,9 @@ use std::io::{BufRead, BufReader, IsTerminal};
 use std::path::{Path, PathBuf};
 
 use coordinator::{EmbeddingDtype, TextEmbeddings, TextFormat, TextWriter};
-use gpu_worker::text::{TextEncoder, prompts, text_config, tokenizer_for};
+use gpu_worker::text::{
+    TextConfig, TextEncoder, TextTokenizer, hub_text_config, prompts, text_config, tokenizer_for,
+};
 use gpu_worker::zero_shot::ClassMatrix;
 use pipeline_core::ModelKind;
 
@@ -86,24 +88,87 @@ pub(crate) fn read_texts(value: &str, flag: &str) -> Result<Vec<String>, String>
     }
 }
 
-fn embed(args: &EmbedTextArgs) -> Result<(), String> {
-    let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
-    let Some(config) = text_config(model) else {
-        return Err(format!(
-            "--model {model}: no text tower here; text embeddings need a CLIP or SigLIP \
-             model (clip_vit_b_32, clip_vit_b_16, clip_vit_l_14, siglip_base_patch16_224)"
-        ));
-    };
-    if let Some(w) = &args.weights
-        && !w.is_file()
-    {
-        return Err(format!("--weights {}: no such file", w.display()));
-    }
-    if let Some(t) = &args.tokenizer
+/// A text tower as `--model` names it: a built-in model's (from
+/// `--weights`, else seeded random weights) or a hub CLIP or SigLIP
+/// repo's; with its tokenizer (`--tokenizer`, else the one beside the
+/// weights or in the repo).
+#[derive(Debug)]
+pub(crate) struct TextModel {
+    /// How `--model` names it again, in the class matrix's child: the
+    /// built-in name, or the repo at the commit its files are from.
+    pub(crate) arg: String,
+    /// The `--weights` that child is given (a built-in model's).
+    pub(crate) weights_arg: Option<PathBuf>,
+    /// Its name, for messages.
+    pub(crate) name: String,
+    pub(crate) config: TextConfig,
+    /// The checkpoint it loads from; `None`: seeded random weights.
+    pub(crate) weights: Option<PathBuf>,
+    pub(crate) tokenizer: TextTokenizer,
+}
+
+/// The text tower `model` names, with `weights` and `tokenizer` as the
+/// flags give them; or why not, in one line.
+pub(crate) fn text_model(
+    model: &str,
+    weights: Option<&Path>,
+    tokenizer: Option<&Path>,
+) -> Result<TextModel, String> {
+    if let Some(t) = tokenizer
         && !t.is_file()
     {
         return Err(format!("--tokenizer {}: no such file", t.display()));
     }
+    if let Some(id) = crate::plan::hub::text::hub_id(model) {
+        if weights.is_some() {
+            return Err(format!(
+                "--weights does not go with a hub model (--model {id}): the repo holds them"
+            ));
+        }
+        let tower = crate::plan::hub::text::tower(&id)?;
+        let config = hub_text_config(&tower.text);
+        let file = tokenizer.unwrap_or(&tower.tokenizer);
+        let tokenizer = TextTokenizer::from_file(file, config.tokenizer, config.context)
+            .map_err(|e| format!("--model {id}: {e}"))?;
+        return Ok(TextModel {
+            arg: tower.pinned,
+            weights_arg: None,
+            name: id.repo.clone(),
+            config,
+            weights: Some(tower.weights),
+            tokenizer,
+        });
+    }
+    let kind: ModelKind = model.parse().map_err(|e| format!("--model: {e}"))?;
+    let Some(config) = text_config(kind) else {
+        return Err(format!(
+            "--model {kind}: no text tower here; text embeddings need a CLIP or SigLIP \
+             model (clip_vit_b_32, clip_vit_b_16, clip_vit_l_14, siglip_base_patch16_224, \
+             or a hub CLIP or SigLIP repo)"
+        ));
+    };
+    if let Some(w) = weights
+        && !w.is_file()
+    {
+        return Err(format!("--weights {}: no such file", w.display()));
+    }
+    let tokenizer = tokenizer_for(weights, tokenizer, &config).map_err(|e| e.to_string())?;
+    Ok(TextModel {
+        arg: kind.name().to_owned(),
+        weights_arg: weights.map(Path::to_path_buf),
+        name: kind.name().to_owned(),
+        config,
+        weights: weights.map(Path::to_path_buf),
+        tokenizer,
+    })
+}
+
+fn embed(args: &EmbedTextArgs) -> Result<(), String> {
+    let text = text_model(
+        &args.model,
+        args.weights.as_deref(),
+        args.tokenizer.as_deref(),
+    )?;
     if args.out.exists() && !args.overwrite {
         return Err(format!(
             "--out {} exists; pass --overwrite to replace it",
@@ -151,25 +216,23 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
     } else {
         Vec::new()
     };
-    let tokenizer = tokenizer_for(args.weights.as_deref(), args.tokenizer.as_deref(), &config)
-        .map_err(|e| e.to_string())?;
-    if args.weights.is_none() && !args.quiet {
+    if text.weights.is_none() && !args.quiet {
         eprintln!(
-            "pipeline: no --weights: {model}'s text tower runs with seeded random weights \
+            "pipeline: no --weights: {}'s text tower runs with seeded random weights \
              (seed {}), so its embeddings mean nothing",
-            args.seed
+            text.name, args.seed
         );
     }
     // The CUDA engine runs every text tower there is (CLIP's, SigLIP's).
     let (devices, engine, _) = crate::devices::engine_devices(args.engine, &args.gpus, Ok(()))?;
     let device = devices[0].clone();
     let encoder = TextEncoder::open(
-        model,
-        args.weights.as_deref(),
-        tokenizer,
+        text.config,
+        &text.name,
+        text.weights.as_deref(),
+        text.tokenizer,
         args.seed,
-        &device,
-        engine,
+        (&device, engine),
     )
     .map_err(|e| e.to_string())?;
     let batch = args.batch_size as usize;
@@ -267,7 +330,7 @@ pub(crate) fn class_matrix_in_child(request: &ClassRequest<'_>, out: &Path) -> R
         .arg("embed-text")
         .arg("--class-matrix")
         .arg("--quiet")
-        .args(["--model", request.model.name()])
+        .args(["--model", &request.model.arg])
         .arg("--text")
         .arg(&labels_file)
         .arg("--out")
@@ -275,7 +338,7 @@ pub(crate) fn class_matrix_in_child(request: &ClassRequest<'_>, out: &Path) -> R
         .args(["--gpus", &request.device.to_string()])
         .args(["--engine", child_engine(request)])
         .args(["--seed", &request.seed.to_string()]);
-    if let Some(w) = request.weights {
+    if let Some(w) = &request.model.weights_arg {
         command.arg("--weights").arg(w);
     }
     if let Some(t) = request.tokenizer {
@@ -302,8 +365,7 @@ pub(crate) fn class_matrix_in_child(request: &ClassRequest<'_>, out: &Path) -> R
 
 /// What the class matrix of `--classes "…"` is made from.
 pub(crate) struct ClassRequest<'a> {
-    pub(crate) model: ModelKind,
-    pub(crate) weights: Option<&'a Path>,
+    pub(crate) model: &'a TextModel,
     pub(crate) tokenizer: Option<&'a Path>,
     pub(crate) seed: u64,
     pub(crate) labels: &'a [String],
@@ -343,9 +405,9 @@ mod tests {
     #[test]
     fn the_class_matrix_runs_on_the_runs_engine() {
         use pipeline_core::{DeviceSpec, EngineKind};
+        let model = text_model("clip_vit_b_32", None, None).expect("a built-in text tower");
         let request = |engine, device| ClassRequest {
-            model: ModelKind::ClipVitB32,
-            weights: None,
+            model: &model,
             tokenizer: None,
             seed: 0,
             labels: &[],

@@ -312,32 +312,53 @@ pub(crate) fn logit_params(checkpoint: &Checkpoint) -> Result<Option<LogitParams
     }))
 }
 
+/// The model a class matrix scores against: its family, its name (for
+/// errors), the width of its normalised image embedding and its weight
+/// file (`None`: seeded random weights).
+#[derive(Debug, Clone, Copy)]
+pub struct ZeroShotModel<'a> {
+    /// CLIP or SigLIP; any other family is refused.
+    pub family: Family,
+    /// The model's name or repo id.
+    pub name: &'a str,
+    /// Width of its image embedding.
+    pub dim: usize,
+    /// Its weights, holding `logit_scale` (and `logit_bias`).
+    pub weights: Option<&'a Path>,
+}
+
+impl<'a> ZeroShotModel<'a> {
+    /// A built-in model with `weights`.
+    pub fn builtin(kind: ModelKind, weights: Option<&'a Path>) -> Self {
+        Self {
+            family: kind.family(),
+            name: kind.name(),
+            dim: kind.feature_dim(),
+            weights,
+        }
+    }
+}
+
 /// Checks, before any worker starts, that `classes` can classify with
-/// `kind` from `weights` (`None`: seeded random weights): a CLIP or SigLIP
-/// model, rows as wide as its embedding, and the scale (and bias) the
-/// family needs.
-pub fn check(
-    kind: ModelKind,
-    weights: Option<&Path>,
-    classes: &ClassMatrix,
-) -> Result<(), ZeroShotError> {
-    let Some(rule) = ZeroShotRule::of(kind.family()) else {
+/// `model`: a CLIP or SigLIP model, rows as wide as its embedding, and the
+/// scale (and bias) the family needs in its weights.
+pub fn check(model: &ZeroShotModel<'_>, classes: &ClassMatrix) -> Result<(), ZeroShotError> {
+    let Some(rule) = ZeroShotRule::of(model.family) else {
         return Err(ZeroShotError::NotZeroShot {
-            model: kind.name().to_owned(),
+            model: model.name.to_owned(),
         });
     };
-    let want = kind.feature_dim();
-    if classes.dim() != want {
+    if classes.dim() != model.dim {
         return Err(ZeroShotError::Width {
             rows: classes.dim(),
-            model: kind.name().to_owned(),
-            dim: want,
+            model: model.name.to_owned(),
+            dim: model.dim,
         });
     }
-    if let Some(weights) = weights {
+    if let Some(weights) = model.weights {
         let checkpoint = Checkpoint::open(weights)?;
         let params = logit_params(&checkpoint)?;
-        resolve(kind.name(), params, &rule, weights)?;
+        resolve(model.name, params, &rule, weights)?;
     }
     Ok(())
 }
@@ -547,8 +568,9 @@ mod tests {
     #[test]
     fn only_clip_and_siglip_classify_zero_shot() {
         let m = ClassMatrix::new(vec!["a".into()], 512, vec![1.0; 512]);
-        assert!(check(ModelKind::ClipVitB32, None, &m).is_ok());
-        let wrong = check(ModelKind::ClipVitL14, None, &m).expect_err("768 wide");
+        assert!(check(&ZeroShotModel::builtin(ModelKind::ClipVitB32, None), &m).is_ok());
+        let wrong =
+            check(&ZeroShotModel::builtin(ModelKind::ClipVitL14, None), &m).expect_err("768 wide");
         assert!(
             matches!(
                 wrong,
@@ -560,7 +582,8 @@ mod tests {
             ),
             "{wrong}"
         );
-        let head = check(ModelKind::Resnet50, None, &m).expect_err("resnet");
+        let head =
+            check(&ZeroShotModel::builtin(ModelKind::Resnet50, None), &m).expect_err("resnet");
         assert!(head.to_string().contains("CLIP or SigLIP"), "{head}");
         assert_eq!(
             ZeroShotRule::of(Family::Siglip).map(|r| r.activation),

@@ -5,16 +5,16 @@
 
 use std::path::{Path, PathBuf};
 
-use gpu_worker::zero_shot::ClassMatrix;
+use gpu_worker::zero_shot::ZeroShotModel;
 use pipeline_core::{
     CropRounding, DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, EngineKind, Family,
-    InputFormat, ModelKind, Precision, PreprocessSpec, Prompts, RemoteSpec, Task, WorkerConfig,
-    ZeroShotClasses,
+    InputFormat, ModelKind, Precision, PreprocessSpec, RemoteSpec, Task, WorkerConfig,
 };
 
-mod hub;
+pub(crate) mod hub;
 mod onnx;
 mod remote_model;
+mod zero_shot;
 
 use crate::args::{DecodeArgs, EngineArg, LimitArgs, RunArgs, SourceArgs, TaskArg};
 
@@ -249,11 +249,17 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
         (Some(TaskArg::Embed) | None, None) => Task::Embed,
     };
     let (classes, class_dir) = match &args.classes {
-        Some(value) => zero_shot_classes(
+        Some(value) => zero_shot::classes(
             value,
             args,
-            model,
-            weights.as_deref(),
+            &ZeroShotModel::builtin(model, weights.as_deref()),
+            || {
+                crate::embed_text::text_model(
+                    model.name(),
+                    weights.as_deref(),
+                    args.tokenizer.as_deref(),
+                )
+            },
             (&devices[0], engine),
         )?,
         None if !args.prompts.is_empty() || args.tokenizer.is_some() => {
@@ -306,133 +312,6 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
         class_dir,
         raw_bytes: None,
     })
-}
-
-/// `--classes`: a class matrix file, read and checked against the model
-/// and its weights before any worker starts (the workers read it again,
-/// by its absolute path); or labels, inline or in a `.txt`, which the
-/// checkpoint's text tower turns into a class matrix here, in a child
-/// process on `device` (`embed_text::class_matrix_in_child`).
-fn zero_shot_classes(
-    value: &str,
-    args: &RunArgs,
-    model: ModelKind,
-    weights: Option<&Path>,
-    (device, engine): (&DeviceSpec, EngineKind),
-) -> Result<(Option<ZeroShotClasses>, Option<tempfile::TempDir>), String> {
-    let path = Path::new(value);
-    let matrix_file = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("npy" | "safetensors")
-    );
-    if matrix_file {
-        if !args.prompts.is_empty() || args.tokenizer.is_some() {
-            return Err(
-                "--prompt and --tokenizer go with --classes labels, not a class matrix file"
-                    .to_owned(),
-            );
-        }
-        let matrix = ClassMatrix::open(path).map_err(|e| format!("--classes: {e}"))?;
-        gpu_worker::zero_shot::check(model, weights, &matrix)
-            .map_err(|e| format!("--classes {}: {e}", path.display()))?;
-        let path = std::fs::canonicalize(path)
-            .map_err(|e| format!("--classes {}: {e}", path.display()))?;
-        let classes = ZeroShotClasses {
-            path,
-            labels: matrix.labels().to_vec(),
-            prompts: None,
-        };
-        return Ok((Some(classes), None));
-    }
-    let labels = class_labels(value)?;
-    let Some(text) = gpu_worker::text::text_config(model) else {
-        return Err(format!(
-            "--classes needs a CLIP or SigLIP model; {model} classifies with its own head"
-        ));
-    };
-    if let Some(t) = &args.tokenizer
-        && !t.is_file()
-    {
-        return Err(format!("--tokenizer {}: no such file", t.display()));
-    }
-    let templates = gpu_worker::text::prompts::templates(&args.prompts)?;
-    let tokenizer = gpu_worker::text::tokenizer_for(weights, args.tokenizer.as_deref(), &text)
-        .map_err(|e| format!("--classes: {e}"))?;
-    let tokenizer = match tokenizer.file() {
-        Some(file) => {
-            let bytes =
-                std::fs::read(file).map_err(|e| format!("--tokenizer {}: {e}", file.display()))?;
-            let kind = match tokenizer {
-                gpu_worker::text::TextTokenizer::SentencePiece { .. } => "spiece.model",
-                _ => "tokenizer.json",
-            };
-            format!(
-                "{kind} of {} bytes, xxh3 {:016x}",
-                bytes.len(),
-                xxhash_rust::xxh3::xxh3_64(&bytes)
-            )
-        }
-        None => tokenizer.describe(),
-    };
-    let dir = crate::embed_text::class_matrix_dir()?;
-    let out = dir.path().join("classes.safetensors");
-    let request = crate::embed_text::ClassRequest {
-        model,
-        weights,
-        tokenizer: args.tokenizer.as_deref(),
-        seed: args.seed,
-        labels: &labels,
-        templates: &templates,
-        device: device.clone(),
-        engine,
-    };
-    crate::embed_text::class_matrix_in_child(&request, &out)?;
-    let classes = ZeroShotClasses {
-        path: out,
-        labels,
-        prompts: Some(Prompts {
-            templates,
-            tokenizer,
-        }),
-    };
-    Ok((Some(classes), Some(dir)))
-}
-
-/// The labels of `--classes`: a `.txt` file's lines, or an inline list
-/// split on commas, each trimmed; none may be empty or repeated. Another
-/// existing file (a checkpoint given by mistake) is refused.
-fn class_labels(value: &str) -> Result<Vec<String>, String> {
-    let path = Path::new(value);
-    let text_file = path.extension().is_some_and(|e| e == "txt");
-    if path.is_file() && !text_file {
-        // A checkpoint or another file given by mistake, not labels.
-        return Err(format!(
-            "--classes {value}: expected a .npy or .safetensors matrix of class text \
-             embeddings, or labels (inline \"cat,dog\", or a .txt with one per line)"
-        ));
-    }
-    let labels: Vec<String> = if text_file {
-        crate::embed_text::read_texts(value, "--classes")?
-            .into_iter()
-            .map(|l| l.trim().to_owned())
-            .collect()
-    } else {
-        value.split(',').map(|l| l.trim().to_owned()).collect()
-    };
-    if labels.is_empty() {
-        return Err(format!("--classes {value}: no labels"));
-    }
-    if let Some(i) = labels.iter().position(String::is_empty) {
-        return Err(format!(
-            "--classes: label {} is empty (labels are one per line, or split on commas)",
-            i + 1
-        ));
-    }
-    let mut seen = std::collections::HashSet::new();
-    if let Some(twice) = labels.iter().find(|l| !seen.insert(l.as_str())) {
-        return Err(format!("--classes: label {twice:?} appears twice"));
-    }
-    Ok(labels)
 }
 
 /// One entry per worker process: each device `workers` times.

@@ -12,7 +12,10 @@
 //! - two processes downloading one model at once, and a body cut in
 //!   mid-download, leave the cache whole;
 //! - a missing repo or revision, a gated repo without a token, an
-//!   uncached file offline and a family not built in are one line, exit 2.
+//!   uncached file offline and a family not built in are one line, exit 2;
+//! - CLIP's and SigLIP's text towers (`text.rs`): `embed-text` and
+//!   zero-shot `--classes` from the repo's own tokenizer match
+//!   transformers'.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -20,7 +23,9 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
+#[path = "../common/mod.rs"]
 mod common;
+mod text;
 
 use common::data::{repo, stderr};
 
@@ -120,11 +125,23 @@ fn images() -> Vec<String> {
 
 /// `pipeline infer --model MODEL` over `data` on the CPU with `env`.
 fn infer(cwd: &Path, data: &Path, model: &str, out: &str, env: &[(&str, &str)]) -> Output {
+    infer_with(cwd, data, (model, out), env, &[])
+}
+
+/// [`infer`] with `extra` flags.
+fn infer_with(
+    cwd: &Path,
+    data: &Path,
+    (model, out): (&str, &str),
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Output {
     common::pipeline(cwd)
         .args(["infer", "--data"])
         .arg(data)
         .args(["--out", out, "--model", model, "--gpus", "cpu", "--quiet"])
         .args(["--batch-size", "2", "--chunk-size", "3", "--top-k", "3"])
+        .args(extra)
         .env("NO_PROXY", "127.0.0.1")
         // No token from the user's ~/.cache/huggingface reaches the hub.
         .env("HF_HOME", cwd.join("hf-home-unset"))
@@ -156,21 +173,7 @@ fn cosine(a: &[f64], b: &[f64]) -> f64 {
 fn matches_transformers(records: &[Value], repo: &str) {
     let reference = &reference()[repo];
     if let Some(rows) = reference["probs"].as_array() {
-        for (record, row) in records.iter().zip(rows) {
-            let row: Vec<f64> = serde_json::from_value(row.clone()).expect("probs");
-            let mut order: Vec<usize> = (0..row.len()).collect();
-            order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
-            let top = record["top_k"].as_array().expect("top_k");
-            assert_eq!(top.len(), row.len().min(3), "{repo}: {record}");
-            for (got, &class) in top.iter().zip(&order) {
-                assert_eq!(got["class"], class, "{repo}: class order {record}");
-                let prob = got["prob"].as_f64().expect("prob");
-                assert!(
-                    (prob - row[class]).abs() <= 1e-4,
-                    "{repo}: {record} vs {row:?}"
-                );
-            }
-        }
+        matches_probs(records, rows, repo);
         return;
     }
     let rows = reference["embed"].as_array().expect("embed rows");
@@ -178,14 +181,40 @@ fn matches_transformers(records: &[Value], repo: &str) {
         let want: Vec<f64> = serde_json::from_value(row.clone()).expect("row");
         let got: Vec<f64> =
             serde_json::from_value(record["embedding"].clone()).expect("an embedding");
-        assert_eq!(got.len(), want.len(), "{repo}");
-        let c = cosine(&got, &want);
-        assert!(c >= 0.9999, "{repo}: cosine {c}");
-        let length = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
-        assert!(
-            (length(&got) - length(&want)).abs() <= 1e-3 * length(&want),
-            "{repo}"
-        );
+        matches_embedding(&got, &want, repo);
+    }
+}
+
+/// An embedding against transformers': cosine ≥ 0.9999, the same length.
+fn matches_embedding(got: &[f64], want: &[f64], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    let c = cosine(got, want);
+    assert!(c >= 0.9999, "{what}: cosine {c}");
+    let length = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
+    assert!(
+        (length(got) - length(want)).abs() <= 1e-3 * length(want),
+        "{what}"
+    );
+}
+
+/// Each record's top 3 against transformers' probabilities `rows`: the
+/// same classes in the same order, |Δprob| ≤ 1e-4.
+fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
+    assert_eq!(records.len(), rows.len(), "{repo}");
+    for (record, row) in records.iter().zip(rows) {
+        let row: Vec<f64> = serde_json::from_value(row.clone()).expect("probs");
+        let mut order: Vec<usize> = (0..row.len()).collect();
+        order.sort_by(|&a, &b| row[b].total_cmp(&row[a]));
+        let top = record["top_k"].as_array().expect("top_k");
+        assert_eq!(top.len(), row.len().min(3), "{repo}: {record}");
+        for (got, &class) in top.iter().zip(&order) {
+            assert_eq!(got["class"], class, "{repo}: class order {record}");
+            let prob = got["prob"].as_f64().expect("prob");
+            assert!(
+                (prob - row[class]).abs() <= 1e-4,
+                "{repo}: {record} vs {row:?}"
+            );
+        }
     }
 }
 
@@ -277,6 +306,13 @@ fn every_family_at_its_config_s_size_matches_transformers() {
                 .any(|r| r.contains(&format!("{model}/resolve/")) && r.contains(file));
             assert_eq!(asked, has, "{model}/{file} fetched: {requests:?}");
         }
+    }
+    // Nor are the text towers' tokenizers, which only text needs.
+    for file in ["tokenizer.json", "spiece.model"] {
+        assert!(
+            !requests.iter().any(|r| r.contains(file)),
+            "{file}: {requests:?}"
+        );
     }
     // A second run reads the cache alone: no request at all.
     let before = hub.requests().len();
@@ -536,7 +572,11 @@ fn what_cannot_run_is_one_line_exit_2() {
     for (extra, says) in [
         (
             &["--classes", "cat,dog"][..],
-            "--classes does not go with a hub model",
+            "--classes needs a CLIP or SigLIP model; tiny-org/vit-backbone",
+        ),
+        (
+            &["--prompt", "a {}"][..],
+            "--prompt and --tokenizer go with --classes labels",
         ),
         (
             &["--task", "raw"][..],

@@ -58,6 +58,9 @@ impl BurnEngine {
             if hub.scores == pipeline_core::Scores::Sigmoid {
                 model = model.with_sigmoid_scores();
             }
+            if let Some(classes) = &config.classes {
+                model = with_classes(model, config, classes, &device)?;
+            }
             if matches!(config.task, Task::Classify { .. }) && !model.classifies() {
                 return Err(OpenError::Model(format!(
                     "{} has no classifier head; use --task embed",
@@ -74,14 +77,7 @@ impl BurnEngine {
         }
         .with_pooling(config.pooling);
         if let Some(classes) = &config.classes {
-            let (rule, matrix) = crate::engine::open_classes(kind, classes)?;
-            model = model.with_zero_shot(
-                &matrix,
-                &rule,
-                kind.name(),
-                config.weights.as_deref(),
-                &device,
-            )?;
+            model = with_classes(model, config, classes, &device)?;
         }
         if matches!(config.task, Task::Classify { .. }) && !model.classifies() {
             return Err(OpenError::NoClassifier(kind));
@@ -358,6 +354,19 @@ fn classify_error(message: String, batch: usize) -> EngineError {
     } else {
         EngineError::Other(message)
     }
+}
+
+/// `model` classifying zero-shot against `classes`, with the scale (and
+/// bias) of `config`'s weights: a built-in model's or a hub repo's.
+fn with_classes(
+    model: Model,
+    config: &WorkerConfig,
+    classes: &pipeline_core::ZeroShotClasses,
+    device: &Device,
+) -> Result<Model, OpenError> {
+    let (family, name, weights) = crate::engine::zero_shot_model(config)?;
+    let (rule, matrix) = crate::engine::open_classes((family, &name), classes)?;
+    Ok(model.with_zero_shot(&matrix, &rule, &name, weights, device)?)
 }
 
 #[cfg(test)]

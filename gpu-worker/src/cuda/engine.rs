@@ -405,10 +405,10 @@ impl ZeroShot {
         classes: &ZeroShotClasses,
         dim: usize,
     ) -> Result<Self, OpenError> {
-        let kind = crate::engine::builtin(config)?;
-        let name = kind.name();
-        let (rule, matrix) = crate::engine::open_classes(kind, classes)?;
-        let params = match &config.weights {
+        let (family, name, weights) = crate::engine::zero_shot_model(config)?;
+        let name = name.as_str();
+        let (rule, matrix) = crate::engine::open_classes((family, name), classes)?;
+        let params = match weights {
             Some(path) => {
                 let checkpoint = crate::model::checkpoint::Checkpoint::open(path)?;
                 let found = crate::zero_shot::logit_params(&checkpoint)?;

@@ -14,7 +14,7 @@
 pub(crate) mod factory;
 
 use pipeline_core::{
-    ClassScore, ModelKind, Normalize, Prediction, SpanTimes, Task, ZeroShotClasses,
+    ClassScore, Family, ModelKind, Normalize, Prediction, SpanTimes, Task, ZeroShotClasses,
 };
 
 use crate::zero_shot::{ClassMatrix, ZeroShotError, ZeroShotRule};
@@ -139,15 +139,40 @@ pub(crate) fn builtin(config: &pipeline_core::WorkerConfig) -> Result<ModelKind,
     })
 }
 
-/// `--classes`' matrix for `model`, with its family's zero-shot rule: a
-/// CLIP or SigLIP model, and the labels the coordinator checked (the file
-/// may have changed since). What both engines open zero-shot heads from.
+/// The family, name and weights of `config`'s model where it can
+/// classify zero-shot: a built-in model or a hub repo (ONNX models have no
+/// text tower).
+pub(crate) fn zero_shot_model(
+    config: &pipeline_core::WorkerConfig,
+) -> Result<(Family, String, Option<&std::path::Path>), OpenError> {
+    match &config.model {
+        pipeline_core::ModelRef::Builtin(kind) => Ok((
+            kind.family(),
+            kind.name().to_owned(),
+            config.weights.as_deref(),
+        )),
+        pipeline_core::ModelRef::Hub(hub) => Ok((
+            hub.shape.family,
+            hub.repo.clone(),
+            Some(hub.weights.as_path()),
+        )),
+        other => Err(ZeroShotError::NotZeroShot {
+            model: other.to_string(),
+        }
+        .into()),
+    }
+}
+
+/// `--classes`' matrix for the model `name` of `family`, with its family's
+/// zero-shot rule: a CLIP or SigLIP model, and the labels the coordinator
+/// checked (the file may have changed since). What both engines open
+/// zero-shot heads from.
 pub(crate) fn open_classes(
-    model: ModelKind,
+    (family, name): (Family, &str),
     classes: &ZeroShotClasses,
 ) -> Result<(ZeroShotRule, ClassMatrix), OpenError> {
-    let rule = ZeroShotRule::of(model.family()).ok_or_else(|| ZeroShotError::NotZeroShot {
-        model: model.name().to_owned(),
+    let rule = ZeroShotRule::of(family).ok_or_else(|| ZeroShotError::NotZeroShot {
+        model: name.to_owned(),
     })?;
     let matrix = ClassMatrix::open(&classes.path)?;
     if matrix.labels() != classes.labels.as_slice() {

@@ -4,7 +4,7 @@
 //! family is a type implementing `network::Network` in a file of its own,
 //! a variant here, and its layouts in `layout/`.
 
-use pipeline_core::{Family, HubActivation, HubShape, ModelKind};
+use pipeline_core::{Family, HubShape, ModelKind};
 
 use super::convnext::ConvNextConfig;
 use super::efficientnet_lite::EfficientNetLite;
@@ -140,11 +140,7 @@ impl Architecture {
             pos_grid: shape.pos_grid,
             image: shape.image,
             eps: shape.eps,
-            activation: match shape.activation {
-                HubActivation::Gelu => Activation::Gelu,
-                HubActivation::GeluTanh => Activation::GeluTanh,
-                HubActivation::QuickGelu => Activation::QuickGelu,
-            },
+            activation: shape.activation.into(),
             classes: shape.classes,
             hub: true,
             ..torchvision_vit(shape.patch, shape.width, shape.depth, shape.heads)

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use pipeline_core::ModelKind;
+use pipeline_core::{Family, HubText, ModelKind};
 
 use crate::model::checkpoint::{Checkpoint, HostTensor};
 use crate::model::clip_config::{self, Tower};
@@ -123,6 +123,36 @@ impl TextConfig {
                 tokenizer: TokenizerFamily::Siglip,
             }),
             _ => None,
+        }
+    }
+
+    /// The text tower a hub CLIP or SigLIP repo's config describes
+    /// (`pipeline_core::hub_text`): the family's attention, pooling,
+    /// projection and tokenizer at the config's sizes.
+    pub fn of_hub(text: &HubText) -> Self {
+        let clip = text.family == Family::Clip;
+        Self {
+            vocab: text.vocab,
+            context: text.context,
+            width: text.width,
+            depth: text.depth,
+            heads: text.heads,
+            mlp: text.mlp,
+            eps: text.eps,
+            activation: text.activation.into(),
+            causal: clip,
+            pooling: if clip {
+                TextPooling::EndOfText
+            } else {
+                TextPooling::Last
+            },
+            projection: text.projection,
+            projection_bias: !clip,
+            tokenizer: if clip {
+                TokenizerFamily::Clip
+            } else {
+                TokenizerFamily::Siglip
+            },
         }
     }
 

@@ -23,6 +23,17 @@ pub enum Activation {
     QuickGelu,
 }
 
+impl From<pipeline_core::HubActivation> for Activation {
+    /// A hub config's `hidden_act`.
+    fn from(act: pipeline_core::HubActivation) -> Self {
+        match act {
+            pipeline_core::HubActivation::Gelu => Self::Gelu,
+            pipeline_core::HubActivation::GeluTanh => Self::GeluTanh,
+            pipeline_core::HubActivation::QuickGelu => Self::QuickGelu,
+        }
+    }
+}
+
 /// The shape of an encoder: what its tensors and forward pass need.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct EncoderShape {

@@ -23,20 +23,14 @@ use pipeline_core::{DeviceSpec, EngineKind, ModelKind};
 use rayon::prelude::*;
 
 use crate::engine::DeviceError;
-pub use crate::model::text::TokenizerFamily;
-use crate::model::text::{TextConfig, TextTower, checkpoint_is_hugging_face};
+pub use crate::model::text::{TextConfig, TokenizerFamily};
+use crate::model::text::{TextTower, checkpoint_is_hugging_face};
 use crate::weights_error::WeightsError;
 pub use tokenize::{TextTokenizer, TokenizerError, clip_clean};
 
 /// Why a text encoder could not open, in one line.
 #[derive(Debug, thiserror::Error)]
 pub enum TextError {
-    /// The model has no text tower here.
-    #[error("{model} has no text tower in this tool (text needs a CLIP or SigLIP model)")]
-    NoTextTower {
-        /// The model's name.
-        model: String,
-    },
     /// The device did not open.
     #[error(transparent)]
     Device(#[from] DeviceError),
@@ -103,6 +97,11 @@ pub fn text_config(kind: ModelKind) -> Option<TextConfig> {
     crate::model::text::TextConfig::of(kind)
 }
 
+/// The text tower a hub CLIP or SigLIP repo's config describes.
+pub fn hub_text_config(text: &pipeline_core::HubText) -> TextConfig {
+    crate::model::text::TextConfig::of_hub(text)
+}
+
 /// The tokenizer `weights` is used with, for `config`'s tower: `tokenizer`
 /// if given; for CLIP, the `tokenizer.json` beside a Hugging Face
 /// checkpoint, else open_clip's built-in one (OpenCLIP/OpenAI checkpoints
@@ -148,27 +147,26 @@ pub fn tokenizer_for(
 }
 
 impl TextEncoder {
-    /// `kind`'s text tower on `device` with `engine`: from `weights`
-    /// (seeded random ones when `None`, for benchmarks), with `tokenizer`
-    /// (see [`tokenizer_for`]). The CUDA engine takes a GPU and checks one
-    /// text against its f32 reference at open.
+    /// The text tower of `config` (a named model's, [`text_config`], or a
+    /// hub repo's, [`hub_text_config`]; `name` is the model's, for errors)
+    /// on `device` with `engine`: from `weights` (seeded random ones when
+    /// `None`, for benchmarks), with `tokenizer` (see [`tokenizer_for`]).
+    /// The CUDA engine takes a GPU and checks one text against its f32
+    /// reference at open.
     pub fn open(
-        kind: ModelKind,
+        config: TextConfig,
+        name: &str,
         weights: Option<&Path>,
         tokenizer: TextTokenizer,
         seed: u64,
-        device: &DeviceSpec,
-        engine: EngineKind,
+        (device, engine): (&DeviceSpec, EngineKind),
     ) -> Result<Self, TextError> {
-        let config = text_config(kind).ok_or_else(|| TextError::NoTextTower {
-            model: kind.name().to_owned(),
-        })?;
         let tower = match (engine, device) {
             (EngineKind::Cuda, DeviceSpec::Gpu(index)) => {
                 let probe = tokenizer.encode("a photo of a cat.", config.context);
                 Tower::Cuda(Box::new(crate::cuda::text_run::CudaTextTower::open(
                     config.clone(),
-                    kind.name(),
+                    name,
                     weights,
                     seed,
                     *index,
@@ -178,8 +176,8 @@ impl TextEncoder {
             _ => {
                 let device = crate::open(device)?;
                 Tower::Burn(Box::new(match weights {
-                    Some(path) => TextTower::load(config.clone(), kind.name(), path, &device)?,
-                    None => TextTower::seeded(config.clone(), kind.name(), seed, &device),
+                    Some(path) => TextTower::load(config.clone(), name, path, &device)?,
+                    None => TextTower::seeded(config.clone(), name, seed, &device),
                 }))
             }
         };

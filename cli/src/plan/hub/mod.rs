@@ -6,6 +6,10 @@
 //! `preprocessor_config.json` with the flags laid over it, and the weight
 //! file checked by names and shapes; or one line saying why not, exit 2.
 //!
+//! A CLIP or SigLIP repo classifies zero-shot with `--classes`: labels go
+//! through its own text tower and tokenizer (`text.rs`, fetched only
+//! then), or a class matrix file is checked against its embedding.
+//!
 //! Decisions where the issue is silent:
 //! - a repo with a classifier head classifies unless `--task embed`; its
 //!   embedding is then what the head reads;
@@ -20,6 +24,7 @@
 //!   the CUDA engine on NVIDIA GPUs as for a built-in name.
 
 mod cache;
+pub(crate) mod text;
 
 use std::path::Path;
 
@@ -44,25 +49,12 @@ const WEIGHTS: Wanted<'static> = Wanted {
     optional: &[],
 };
 
-/// `--model` as a repo id, where it is one and no local path has its name.
-pub(super) fn hub_id(model: &str) -> Option<HubId> {
-    if Path::new(model).exists() {
-        return None;
-    }
-    HubId::parse(model)
-}
+pub(super) use self::text::hub_id;
 
 /// The run of `args` with the repo `id`'s model.
 pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Planned, String> {
     for (given, flag, why) in [
         (args.weights.is_some(), "--weights", ": the repo holds them"),
-        (
-            args.classes.is_some(),
-            "--classes",
-            ": zero-shot with a hub repo's text tower is not built yet",
-        ),
-        (!args.prompts.is_empty(), "--prompt", ""),
-        (args.tokenizer.is_some(), "--tokenizer", ""),
         (flags.output.is_some(), "--output", ""),
         (
             flags.scores.is_some(),
@@ -146,7 +138,22 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
         ));
     }
     let classifier = shape.classes.is_some();
+    if args.classes.is_none() && (!args.prompts.is_empty() || args.tokenizer.is_some()) {
+        return Err("--prompt and --tokenizer go with --classes labels".to_owned());
+    }
+    if args.classes.is_some() && !matches!(shape.family, Family::Clip | Family::Siglip) {
+        return Err(format!(
+            "--classes needs a CLIP or SigLIP model; {id} is a {} with no text tower",
+            family_name(shape.family)
+        ));
+    }
     let task = match args.task {
+        Some(TaskArg::Embed) if args.classes.is_some() => {
+            return Err("--classes goes with --task classify (zero-shot), not embed".to_owned());
+        }
+        Some(TaskArg::Classify) | None if args.classes.is_some() => Task::Classify {
+            top_k: args.top_k as usize,
+        },
         Some(TaskArg::Classify) if !classifier => {
             return Err(format!(
                 "--task classify: {id} has no classifier head (its config names no \
@@ -199,6 +206,21 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
         .to_path_buf();
     gpu_worker::Model::check_hub_file(&shape, &id.to_string(), &weights)
         .map_err(|e| format!("--model {id}: {e}"))?;
+    let (classes, class_dir) = match &args.classes {
+        Some(value) => super::zero_shot::classes(
+            value,
+            args,
+            &gpu_worker::zero_shot::ZeroShotModel {
+                family: shape.family,
+                name: &id.repo,
+                dim: shape.feature_dim(),
+                weights: Some(&weights),
+            },
+            || crate::embed_text::text_model(&pinned.to_string(), None, args.tokenizer.as_deref()),
+            (&devices[0], engine),
+        )?,
+        None => (None, None),
+    };
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let cuda_uuids = crate::devices::cuda_uuids(&devices);
     let loader_threads = loader_threads(args, &worker_devices);
@@ -234,7 +256,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             seed: args.seed,
             task,
             pooling,
-            classes: None,
+            classes,
             precision,
             engine,
             batch_size: batch_size(args)?,
@@ -249,7 +271,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             cuda_uuids,
         },
         notices: vec![device_notice.unwrap_or_default(), model_notice],
-        class_dir: None,
+        class_dir,
         raw_bytes: None,
     })
 }

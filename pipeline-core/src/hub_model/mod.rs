@@ -131,9 +131,12 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
             "config.json: hidden_size {width} is not a multiple of num_attention_heads {heads}"
         ));
     }
-    if !image_size.is_multiple_of(patch) {
+    // A size that is not a whole number of patches (SigLIP So400m: 384 px
+    // in 14 px patches) runs as upstream's strided convolution does: the
+    // grid is the whole patches, the pixels past them unused.
+    if image_size < patch {
         return Err(format!(
-            "config.json: image_size {image_size} is not a multiple of patch_size {patch}"
+            "config.json: image_size {image_size} is smaller than patch_size {patch}"
         ));
     }
     if count("num_channels", Some(3))? != 3 {

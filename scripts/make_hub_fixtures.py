@@ -22,6 +22,11 @@ Repos (folder `ORG--NAME`):
   unit-length image features; its text tower (width 16, context 24, a
   head projecting to 32) over a 1000-piece SentencePiece, with its
   `spiece.model`;
+- `tiny-org--clip-vision`: CLIPVisionModelWithProjection (model_type
+  `clip_vision_model`) at width 32, 32 px, a 20-wide projection;
+- `tiny-org--siglip-vision`: SiglipVisionModel (`siglip_vision_model`)
+  at width 24, 40 px in 12 px patches (a 3x3 grid, as So400m's 384 px
+  in 14 px patches is 27x27 with pixels to spare);
 - `tiny-org--convnext-5labels`: ConvNextForImageClassification with 5
   labels at stage widths 16, 24, 32, 40 and depths 1, 1, 2, 1, a
   ConvNextImageProcessor's `crop_pct` (the shorter side to 73, a 64 crop);
@@ -201,6 +206,25 @@ def main(out: pathlib.Path) -> None:
     shutil.copy(spiece, out / "tiny-org--siglip-small" / "spiece.model")
     text_reference("tiny-org--siglip-small", model, lambda t: sp_tokenizer(
         t, padding="max_length", truncation=True, max_length=24)["input_ids"], softmax=False)
+
+    # Vision towers saved alone: CLIPVisionModelWithProjection (as
+    # IP-Adapter's image encoders are), a GELU tower at 32 px with a
+    # 20-wide projection; SiglipVisionModel at width 24, 40 px in 12 px
+    # patches (not a whole number of them, as So400m's 384 in 14).
+    clip_vision = transformers.CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        image_size=32, patch_size=8, projection_dim=20, hidden_act="gelu")
+    model = randomise(transformers.CLIPVisionModelWithProjection(clip_vision), SEED + 10)
+    embed("tiny-org--clip-vision", model, transformers.CLIPImageProcessorPil(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+        lambda x: torch.nn.functional.normalize(model(pixel_values=x).image_embeds, dim=-1))
+    siglip_vision = transformers.SiglipVisionConfig(
+        hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
+        image_size=40, patch_size=12)
+    model = randomise(transformers.SiglipVisionModel(siglip_vision), SEED + 11)
+    embed("tiny-org--siglip-vision", model, transformers.SiglipImageProcessorPil(
+        size={"height": 40, "width": 40}),
+        lambda x: torch.nn.functional.normalize(model(pixel_values=x).pooler_output, dim=-1))
 
     convnext = transformers.ConvNextConfig(
         hidden_sizes=[16, 24, 32, 40], depths=[1, 1, 2, 1], image_size=64,

@@ -218,12 +218,14 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 10] = [
+const REPOS: [&str; 12] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/dinov2-multilabel",
     "tiny-org/clip-small",
     "tiny-org/siglip-small",
+    "tiny-org/clip-vision",
+    "tiny-org/siglip-vision",
     "tiny-org/convnext-5labels",
     "tiny-org/timm-convnext",
     "tiny-org/resnet-3labels",

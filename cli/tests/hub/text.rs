@@ -116,7 +116,7 @@ fn hub_text_towers_match_transformers_in_embed_text_and_zero_shot() {
     for (args, says) in [
         (
             &["--model", "tiny-org/vit-2labels"][..],
-            "--model tiny-org/vit-2labels: a vit model has no text tower here",
+            "--model tiny-org/vit-2labels: vit has no text tower here",
         ),
         (
             &["--model", "tiny-org/clip-small", "--weights", "texts.txt"][..],

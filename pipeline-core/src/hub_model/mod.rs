@@ -10,8 +10,10 @@
 //! - `dinov2`: `Dinov2Model`, or `Dinov2ForImageClassification` (its head
 //!   reads the class token and the patch mean, concatenated);
 //! - `clip`: `CLIPModel`'s image tower and projection (embeds, unit length);
+//!   `clip_vision_model`: the same tower saved alone
+//!   (`CLIPVisionModelWithProjection`);
 //! - `siglip`: `SiglipModel`'s image tower and its attention-pooling head
-//!   (embeds, unit length);
+//!   (embeds, unit length); `siglip_vision_model`: `SiglipVisionModel`;
 //! - `convnext`: `ConvNextForImageClassification` at any stage widths and
 //!   depths, with any number of labels (torchvision's ConvNeXt network;
 //!   it takes any crop size);
@@ -94,14 +96,35 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         "dinov2" => (Family::Dinov2, json.clone()),
         "clip" => (Family::Clip, vision()),
         "siglip" => (Family::Siglip, vision()),
+        // A vision tower saved alone: its config is the vision config.
+        "clip_vision_model" => (Family::Clip, json.clone()),
+        "siglip_vision_model" => (Family::Siglip, json.clone()),
         other => {
             return Err(format!(
                 "model_type {other} is not built in (the built-in families read from a hub \
-                 config are vit, dinov2, clip, siglip, convnext and resnet); export it to \
-                 ONNX and run --model FILE.onnx"
+                 config are vit, dinov2, clip, clip_vision_model, siglip, \
+                 siglip_vision_model, convnext and resnet); export it to ONNX and run \
+                 --model FILE.onnx"
             ));
         }
     };
+    let architectures = || {
+        json.get("architectures")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+    };
+    if model_type == "clip_vision_model"
+        && !architectures().any(|a| a == "CLIPVisionModelWithProjection")
+    {
+        return Err(
+            "a CLIPVisionModel without its projection is not built in (its repo's config \
+             names no CLIPVisionModelWithProjection); a CLIPModel or \
+             CLIPVisionModelWithProjection repo runs"
+                .to_owned(),
+        );
+    }
     let count = |key: &str, default: Option<u64>| -> Result<usize, String> {
         match tower.get(key) {
             Some(v) => v

@@ -478,10 +478,7 @@ fn text_towers_from_their_configs_with_transformers_defaults() {
 #[test]
 fn text_towers_that_do_not_fit_are_refused_in_one_line() {
     for (config, says) in [
-        (
-            r#"{"model_type": "vit"}"#,
-            "a vit model has no text tower here",
-        ),
+        (r#"{"model_type": "vit"}"#, "vit has no text tower here"),
         (
             r#"{"architecture": "convnext_tiny"}"#,
             "names no model_type",
@@ -515,4 +512,50 @@ fn text_towers_that_do_not_fit_are_refused_in_one_line() {
     )
     .expect("eos at the last id");
     assert_eq!(small.vocab, 2514);
+}
+
+/// Vision towers saved alone: a `CLIPVisionModelWithProjection` (its
+/// config the vision config, its projection `projection_dim`) and a
+/// `SiglipVisionModel`; a `CLIPVisionModel` (no projection) is refused in
+/// one line.
+#[test]
+fn vision_towers_saved_alone() {
+    let clip = hub_config(
+        r#"{"model_type": "clip_vision_model", "architectures": ["CLIPVisionModelWithProjection"],
+            "hidden_size": 1280, "num_hidden_layers": 32, "num_attention_heads": 16,
+            "intermediate_size": 5120, "patch_size": 14, "image_size": 224,
+            "projection_dim": 1024, "hidden_act": "gelu"}"#,
+    )
+    .expect("IP-Adapter's image encoder (ViT-H/14)");
+    assert_eq!(clip.shape.family, Family::Clip);
+    assert_eq!(
+        (clip.shape.width, clip.shape.depth, clip.shape.pos_grid),
+        (1280, 32, 16)
+    );
+    assert_eq!(
+        (clip.shape.projection, clip.shape.activation),
+        (Some(1024), HubActivation::Gelu)
+    );
+    let siglip = hub_config(
+        r#"{"model_type": "siglip_vision_model", "hidden_size": 1152, "image_size": 384,
+            "intermediate_size": 4304, "num_attention_heads": 16, "num_hidden_layers": 27,
+            "patch_size": 14}"#,
+    )
+    .expect("So400m's vision tower");
+    assert_eq!(siglip.shape.family, Family::Siglip);
+    assert_eq!(
+        (
+            siglip.shape.width,
+            siglip.shape.pos_grid,
+            siglip.shape.projection
+        ),
+        (1152, 27, None)
+    );
+    let bare =
+        hub_config(r#"{"model_type": "clip_vision_model", "architectures": ["CLIPVisionModel"]}"#)
+            .expect_err("no projection");
+    assert!(
+        bare.contains("CLIPVisionModel without its projection"),
+        "{bare}"
+    );
 }

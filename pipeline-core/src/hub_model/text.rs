@@ -17,7 +17,7 @@ pub fn hub_text(text: &str) -> Result<HubText, String> {
         Some("siglip") => Family::Siglip,
         Some(other) => {
             return Err(format!(
-                "a {other} model has no text tower here (CLIP and SigLIP repos have one)"
+                "{other} has no text tower here (CLIPModel and SiglipModel repos have one)"
             ));
         }
         None => {

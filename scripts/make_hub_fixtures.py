@@ -36,6 +36,10 @@ Repos (folder `ORG--NAME`):
   downsamples, a ConvNextImageProcessor as microsoft/resnet-50's;
 - `tiny-org--resnet-basic`: ResNetForImageClassification of basic blocks
   (stem 8, widths 8, 16, 24, 32, depths 2, 1, 1, 1) with 4 unnamed labels;
+- `tiny-org--convnext-bare`, `tiny-org--resnet-bare`: ConvNextModel and
+  ResNetModel (no heads) at small widths: their `pooler_output`;
+- `tiny-org--timm-convnext-bare`: timm's `convnext_tiny` at widths 8..32
+  with `num_classes` 0: its pre-logits features;
 - `tiny-org--timm-convnext`: timm's `convnext_tiny` at stage widths 16,
   24, 32, 40 and depths 1, 1, 2, 1 with 7 classes, saved by timm's own
   `save_for_hf` (config.json with `architecture`, `model_args`,
@@ -257,6 +261,17 @@ def main(out: pathlib.Path) -> None:
     model = batch_norms(randomise(transformers.ResNetForImageClassification(basic), SEED + 8), SEED + 8)
     classify("tiny-org--resnet-basic", model, resnet_processor)
 
+    # Checkpoints without their heads embed what a head would read:
+    # ConvNextModel's and ResNetModel's pooler_output.
+    bare = transformers.ConvNextConfig(hidden_sizes=[8, 16, 24, 32], depths=[1, 1, 1, 1])
+    model = randomise(transformers.ConvNextModel(bare), SEED + 12)
+    embed("tiny-org--convnext-bare", model, convnext_processor,
+          lambda x: model(pixel_values=x).pooler_output)
+    bare = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[16, 24, 32, 40], depths=[1, 1, 1, 1])
+    model = batch_norms(randomise(transformers.ResNetModel(bare), SEED + 13), SEED + 13)
+    embed("tiny-org--resnet-bare", model, resnet_processor,
+          lambda x: model(pixel_values=x).pooler_output.flatten(1))
+
     import timm
     from timm.models._hub import save_for_hf
 
@@ -272,6 +287,19 @@ def main(out: pathlib.Path) -> None:
             x = transform(Image.open(p).convert("RGB"))[None]
             rows.append(torch.softmax(model(x)[0].double(), 0).tolist())
     reference["tiny-org--timm-convnext"] = {"images": images, "probs": rows}
+
+    # timm's ConvNeXt without its head (num_classes 0): the head's norm alone.
+    args = dict(depths=(1, 1, 1, 1), dims=(8, 16, 24, 32), num_classes=0)
+    model = randomise(timm.create_model("convnext_tiny", pretrained=False, **args), SEED + 14).eval()
+    repo = out / "tiny-org--timm-convnext-bare"
+    repo.mkdir(parents=True, exist_ok=True)
+    save_for_hf(model, str(repo), model_args=args, safe_serialization=True)
+    transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))
+    rows = []
+    with torch.no_grad():
+        for p in photos:
+            rows.append(model(transform(Image.open(p).convert("RGB"))[None])[0].double().tolist())
+    reference["tiny-org--timm-convnext-bare"] = {"images": images, "embed": rows}
 
     # timm's plain ViT (vit_base_patch16_224's augreg preprocessing: bicubic,
     # crop_pct 0.9, mean and std 0.5) at 64 px with 5 named classes.

@@ -218,7 +218,7 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 12] = [
+const REPOS: [&str; 15] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/dinov2-multilabel",
@@ -228,6 +228,9 @@ const REPOS: [&str; 12] = [
     "tiny-org/siglip-vision",
     "tiny-org/convnext-5labels",
     "tiny-org/timm-convnext",
+    "tiny-org/convnext-bare",
+    "tiny-org/resnet-bare",
+    "tiny-org/timm-convnext-bare",
     "tiny-org/resnet-3labels",
     "tiny-org/resnet-basic",
     "tiny-org/timm-vit",

@@ -41,7 +41,7 @@ pub struct CudaCnn {
     steps: Vec<Step>,
     last_use: Vec<usize>,
     features: usize,
-    classifier: DeviceGemm,
+    classifier: Option<DeviceGemm>,
     convs: Convolutions,
 }
 
@@ -90,7 +90,11 @@ impl CudaCnn {
             steps,
             last_use: plan.last_use.clone(),
             features: plan.features,
-            classifier: gpu.gemm_weights(&plan.classifier)?,
+            classifier: plan
+                .classifier
+                .as_ref()
+                .map(|head| gpu.gemm_weights(head))
+                .transpose()?,
             convs: Convolutions::new(gpu)?,
         })
     }
@@ -188,14 +192,20 @@ impl Tower for CudaCnn {
         let mut pooled = gpu.zeros(n * c)?;
         gpu.pool(&last.data, &mut pooled, (n, last.side * last.side, 0, c), 1)?;
         drop(last);
-        let mut logits = gpu.zeros(n * self.classifier.n)?;
-        gpu.gemm(&pooled, n, &self.classifier, &mut logits, false)?;
+        let logits = match &self.classifier {
+            Some(head) => {
+                let mut logits = gpu.zeros(n * head.n)?;
+                gpu.gemm(&pooled, n, head, &mut logits, false)?;
+                Some((logits, head.n))
+            }
+            None => None,
+        };
         Ok(DeviceOutputs {
             features: pooled,
             rows: n,
             width: c,
             normalize: false,
-            logits: Some((logits, self.classifier.n)),
+            logits,
         })
     }
 }

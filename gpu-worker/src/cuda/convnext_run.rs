@@ -36,7 +36,7 @@ pub struct CudaConvNext {
     head_norm: DeviceNorm,
     /// The head norm's eps (a Hugging Face checkpoint's may differ).
     head_eps: f64,
-    classifier: DeviceGemm,
+    classifier: Option<DeviceGemm>,
 }
 
 impl CudaConvNext {
@@ -76,7 +76,11 @@ impl CudaConvNext {
             stages,
             head_norm: gpu.norm_weights(&plan.head_norm)?,
             head_eps: plan.config.head_eps,
-            classifier: gpu.gemm_weights(&plan.classifier)?,
+            classifier: plan
+                .classifier
+                .as_ref()
+                .map(|head| gpu.gemm_weights(head))
+                .transpose()?,
         })
     }
 }
@@ -129,14 +133,20 @@ impl Tower for CudaConvNext {
         drop(x);
         let mut features = gpu.zeros(n * c)?;
         gpu.layer_norm(&pooled, &mut features, n, &self.head_norm, self.head_eps)?;
-        let mut logits = gpu.zeros(n * self.classifier.n)?;
-        gpu.gemm(&features, n, &self.classifier, &mut logits, false)?;
+        let logits = match &self.classifier {
+            Some(head) => {
+                let mut logits = gpu.zeros(n * head.n)?;
+                gpu.gemm(&features, n, head, &mut logits, false)?;
+                Some((logits, head.n))
+            }
+            None => None,
+        };
         Ok(DeviceOutputs {
             features,
             rows: n,
             width: c,
             normalize: false,
-            logits: Some((logits, self.classifier.n)),
+            logits,
         })
     }
 }

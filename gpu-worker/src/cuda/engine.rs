@@ -128,7 +128,8 @@ impl Plan {
     fn has_classifier(&self) -> bool {
         match self {
             Self::Vit(plan) => plan.head.is_some(),
-            Self::Cnn(_) | Self::ConvNext(_) => true,
+            Self::Cnn(plan) => plan.classifier.is_some(),
+            Self::ConvNext(plan) => plan.classifier.is_some(),
         }
     }
 

@@ -32,7 +32,7 @@ pub struct ConvNextConfig {
     pub dims: Vec<usize>,
     /// Blocks of each stage.
     pub depths: Vec<usize>,
-    /// Classes of the classifier.
+    /// Classes of the classifier; 0 for a checkpoint without its head.
     pub classes: usize,
     /// The head's LayerNorm eps: torchvision's 1e-6, a Hugging Face
     /// checkpoint's `layer_norm_eps` (1e-12 unless said; its other norms
@@ -110,8 +110,10 @@ impl ConvNextConfig {
         let last = self.feature_dim();
         t.push(("classifier.0.weight".into(), vec![last]));
         t.push(("classifier.0.bias".into(), vec![last]));
-        t.push(("classifier.2.weight".into(), vec![self.classes, last]));
-        t.push(("classifier.2.bias".into(), vec![self.classes]));
+        if self.classes > 0 {
+            t.push(("classifier.2.weight".into(), vec![self.classes, last]));
+            t.push(("classifier.2.bias".into(), vec![self.classes]));
+        }
         t
     }
 }
@@ -157,7 +159,9 @@ pub(crate) struct ConvNext {
     stem_norm: Norm,
     stages: Vec<Stage>,
     head_norm: Norm,
-    classifier: Dense,
+    /// `None` for a checkpoint without its head (a `ConvNextModel`, or
+    /// timm's with `num_classes` 0), which embeds.
+    classifier: Option<Dense>,
     /// The convolutions and MLPs packed for the CPU's channels-last path,
     /// at the first pass on flex in f32 (`None` inside where they cannot be).
     packed: OnceLock<Option<Packed>>,
@@ -307,7 +311,9 @@ impl ConvNext {
                 eps: config.head_eps,
                 ..norm("classifier.0")?
             },
-            classifier: dense("classifier.2")?,
+            classifier: (config.classes > 0)
+                .then(|| dense("classifier.2"))
+                .transpose()?,
             packed: OnceLock::new(),
         })
     }
@@ -378,7 +384,7 @@ impl Network for ConvNext {
     }
 
     fn classifier(&self) -> Option<Dense> {
-        Some(self.classifier.clone())
+        self.classifier.clone()
     }
 }
 

@@ -53,7 +53,7 @@ impl Network for ResNetNetwork {
     }
 
     fn classifier(&self) -> Option<Dense> {
-        Some(dense_of(self.net.classifier()))
+        self.net.classifier().map(dense_of)
     }
 
     fn cast(&mut self, dtype: FloatDType) {

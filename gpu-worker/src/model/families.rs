@@ -182,6 +182,7 @@ impl Architecture {
             Self::ConvNext(_) => &[
                 Layout::TorchvisionConvNext,
                 Layout::HfConvNext,
+                Layout::HfConvNextBare,
                 Layout::TimmConvNext,
             ],
             Self::Vit(c) if c.pooling == Pooling::Map => &[Layout::HfSiglip, Layout::HfSiglipBare],
@@ -252,6 +253,7 @@ pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
             Layout::HfConvNext => {
                 "Hugging Face ConvNextForImageClassification (model.safetensors, pytorch_model.bin)"
             }
+            Layout::HfConvNextBare => "Hugging Face ConvNextModel (model.safetensors)",
             Layout::TimmConvNext => "timm ConvNeXt (model.safetensors, pytorch_model.bin)",
             Layout::TimmVit => "timm VisionTransformer (model.safetensors, pytorch_model.bin)",
         })

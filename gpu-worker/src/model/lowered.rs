@@ -70,17 +70,16 @@ pub(crate) enum CnnOp {
 }
 
 /// A folded CNN as ops over values: the last value's global mean is the
-/// features, then the classifier.
+/// features, then the classifier where it has one.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct CnnGraph {
     /// In order; each reads earlier values only.
     pub(crate) ops: Vec<CnnOp>,
     /// Width of the pooled features.
     pub(crate) features: usize,
-    /// The classifier, `[features, classes]` row-major.
-    pub(crate) classifier_weight: Vec<f32>,
-    /// `[classes]`.
-    pub(crate) classifier_bias: Vec<f32>,
+    /// The classifier, `[features, classes]` row-major, and its bias
+    /// `[classes]`; `None` for a checkpoint without its head.
+    pub(crate) classifier: Option<(Vec<f32>, Vec<f32>)>,
 }
 
 fn values<const D: usize>(t: Tensor<D>) -> Vec<f32> {
@@ -136,7 +135,7 @@ impl Builder {
         self.ops.len()
     }
 
-    fn finish(self, classifier: &Linear) -> CnnGraph {
+    fn finish(self, classifier: Option<&Linear>) -> CnnGraph {
         let features = match self.ops.last() {
             Some(CnnOp::Conv { conv, .. }) => conv.cout,
             _ => unreachable!("a CNN ends in a convolution"),
@@ -144,12 +143,16 @@ impl Builder {
         CnnGraph {
             ops: self.ops,
             features,
-            classifier_weight: values(classifier.weight.val()),
-            classifier_bias: classifier
-                .bias
-                .as_ref()
-                .map(|b| values(b.val()))
-                .expect("the classifiers have a bias"),
+            classifier: classifier.map(|linear| {
+                (
+                    values(linear.weight.val()),
+                    linear
+                        .bias
+                        .as_ref()
+                        .map(|b| values(b.val()))
+                        .expect("the classifiers have a bias"),
+                )
+            }),
         }
     }
 }
@@ -194,5 +197,5 @@ pub(crate) fn lite_graph(net: &EfficientNetLite) -> Option<CnnGraph> {
         x = b.conv(h, block.project, skip, ConvActivation::Identity);
     }
     b.conv(x, parts.head, None, ConvActivation::Relu6);
-    Some(b.finish(parts.classifier))
+    Some(b.finish(Some(parts.classifier)))
 }

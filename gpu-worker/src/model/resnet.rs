@@ -130,11 +130,13 @@ impl ResNetConfig {
                 tensors.push((format!("{name}.normalization.{p}"), vec![cout]));
             }
         };
-        conv("resnet.embedder.embedder".into(), self.stem, 3, 7);
+        // A `ResNetModel` (no head) saves its tensors without the prefix.
+        let prefix = if self.classes > 0 { "resnet." } else { "" };
+        conv(format!("{prefix}embedder.embedder"), self.stem, 3, 7);
         let mut cin = self.stem;
         for (s, (&cout, &blocks)) in self.widths.iter().zip(&self.blocks).enumerate() {
             for j in 0..blocks {
-                let base = format!("resnet.encoder.stages.{s}.layers.{j}");
+                let base = format!("{prefix}encoder.stages.{s}.layers.{j}");
                 let stride = match (s, j) {
                     (_, 1..) => 1,
                     (0, 0) => self.first_stride,
@@ -155,8 +157,10 @@ impl ResNetConfig {
                 cin = cout;
             }
         }
-        tensors.push(("classifier.1.weight".into(), vec![self.classes, cin]));
-        tensors.push(("classifier.1.bias".into(), vec![self.classes]));
+        if self.classes > 0 {
+            tensors.push(("classifier.1.weight".into(), vec![self.classes, cin]));
+            tensors.push(("classifier.1.bias".into(), vec![self.classes]));
+        }
         tensors
     }
 
@@ -298,7 +302,9 @@ pub(crate) struct ResNet {
     layer2: Vec<Block>,
     layer3: Vec<Block>,
     layer4: Vec<Block>,
-    fc: Linear,
+    /// The classifier; `None` for a checkpoint without its head (a
+    /// transformers `ResNetModel`), which embeds.
+    fc: Option<Linear>,
 }
 
 impl ResNet {
@@ -334,7 +340,8 @@ impl ResNet {
             layer2,
             layer3,
             layer4,
-            fc: LinearConfig::new(config.widths[3], config.classes).init(device),
+            fc: (config.classes > 0)
+                .then(|| LinearConfig::new(config.widths[3], config.classes).init(device)),
         }
     }
 
@@ -355,9 +362,9 @@ impl ResNet {
         global_avg_pool(x)
     }
 
-    /// Class logits from pooled features.
-    pub(crate) fn classifier(&self) -> &Linear {
-        &self.fc
+    /// Class logits from pooled features, where it has a head.
+    pub(crate) fn classifier(&self) -> Option<&Linear> {
+        self.fc.as_ref()
     }
 
     /// The stem convolution with its norm, and every residual block in order.

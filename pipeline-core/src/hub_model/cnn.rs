@@ -28,15 +28,16 @@ pub(super) fn stage_counts(
         .ok_or_else(|| format!("config.json: {key} is {v}, not 4 positive counts"))
 }
 
-/// A ConvNeXt classifier's shape: its stages, the crop it is fed, its
-/// head LayerNorm's eps and its classes (the transformer fields at what
-/// they mean for it: the last stage's width, every block).
+/// A ConvNeXt's shape: its stages, the crop it is fed, its head
+/// LayerNorm's eps and its classes, if it has a classifier (the
+/// transformer fields at what they mean for it: the last stage's width,
+/// every block).
 pub(super) fn convnext_shape(
     dims: Vec<usize>,
     depths: Vec<usize>,
     image: usize,
     eps: f64,
-    classes: usize,
+    classes: Option<usize>,
 ) -> HubShape {
     let width = *dims.last().expect("four stages");
     HubShape {
@@ -51,7 +52,7 @@ pub(super) fn convnext_shape(
         eps,
         activation: HubActivation::Gelu,
         projection: None,
-        classes: Some(classes),
+        classes,
         dims,
         depths,
         resnet: None,
@@ -60,7 +61,8 @@ pub(super) fn convnext_shape(
 
 /// transformers' `ConvNextConfig` (each key it leaves out at its
 /// default): a `ConvNextForImageClassification`, torchvision's network at
-/// these stage widths and depths.
+/// these stage widths and depths, or a `ConvNextModel` (no head), which
+/// embeds its pooled, normalised features (its `pooler_output`).
 pub(super) fn convnext_config(
     text: &str,
     json: &Value,
@@ -103,22 +105,19 @@ pub(super) fn convnext_config(
     if eps <= 0.0 {
         return Err(format!("config.json: layer_norm_eps {eps} is not positive"));
     }
-    if !classifier {
-        return Err(
-            "a convnext checkpoint without its classifier head (ConvNextModel) is not built \
-             in; its ConvNextForImageClassification is"
-                .to_owned(),
-        );
-    }
-    let labels = head_labels(text, json)?;
-    let classes = Some(labels.len());
+    let labels = if classifier {
+        head_labels(text, json)?
+    } else {
+        Vec::new()
+    };
+    let classes = classifier.then_some(labels.len());
     let image_size = json
         .get("image_size")
         .map_or(Some(224), Value::as_u64)
         .filter(|&n| n > 0)
         .ok_or("config.json: image_size is not a positive count")? as usize;
     Ok(HubConfig {
-        shape: convnext_shape(dims, depths, image_size, eps, labels.len()),
+        shape: convnext_shape(dims, depths, image_size, eps, classes),
         labels,
         scores: scores(json, classes)?,
         image_size,
@@ -127,7 +126,9 @@ pub(super) fn convnext_config(
 
 /// transformers' `ResNetConfig` (each key it leaves out at its default):
 /// a `ResNetForImageClassification`, torchvision's ResNet at these stem
-/// and stage widths, depths and strides, with any number of labels.
+/// and stage widths, depths and strides, with any number of labels; or a
+/// `ResNetModel` (no head), which embeds its pooled features (its
+/// `pooler_output`).
 pub(super) fn resnet_config(
     text: &str,
     json: &Value,
@@ -184,15 +185,12 @@ pub(super) fn resnet_config(
         downsample_in_first_stage: flag("downsample_in_first_stage")?,
         downsample_in_bottleneck: flag("downsample_in_bottleneck")?,
     };
-    if !classifier {
-        return Err(
-            "a resnet checkpoint without its classifier head (ResNetModel) is not built in; \
-             its ResNetForImageClassification is"
-                .to_owned(),
-        );
-    }
-    let labels = head_labels(text, json)?;
-    let classes = Some(labels.len());
+    let labels = if classifier {
+        head_labels(text, json)?
+    } else {
+        Vec::new()
+    };
+    let classes = classifier.then_some(labels.len());
     let width = *dims.last().expect("four stages");
     Ok(HubConfig {
         shape: HubShape {

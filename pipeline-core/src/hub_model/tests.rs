@@ -130,10 +130,6 @@ fn a_convnext_classifier_with_five_labels() {
     let head = r#""architectures": ["ConvNextForImageClassification"]"#;
     for (config, says) in [
         (
-            r#"{"model_type": "convnext"}"#.to_owned(),
-            "without its classifier head",
-        ),
-        (
             format!(r#"{{"model_type": "convnext", {head}, "patch_size": 8}}"#),
             "patch_size 8",
         ),
@@ -207,10 +203,6 @@ fn a_timm_convnext_from_its_architecture_and_model_args() {
             "model_args.conv_mlp",
         ),
         (
-            r#"{"architecture": "convnext_tiny", "num_classes": 0}"#,
-            "without its classifier head",
-        ),
-        (
             r#"{"architecture": "convnext_tiny", "num_classes": 2, "label_names": ["a"]}"#,
             "1 label_names for 2 classes",
         ),
@@ -274,10 +266,6 @@ fn a_resnet_classifier_from_its_config() {
     assert_eq!((v1.labels.len(), v1.scores), (3, Scores::Sigmoid));
     let head = r#""architectures": ["ResNetForImageClassification"]"#;
     for (config, says) in [
-        (
-            r#"{"model_type": "resnet", "architectures": ["ResNetModel"]}"#.to_owned(),
-            "without its classifier head (ResNetModel)",
-        ),
         (
             format!(r#"{{"model_type": "resnet", {head}, "layer_type": "preactivation"}}"#),
             "layer_type \"preactivation\" is not built in",
@@ -558,4 +546,25 @@ fn vision_towers_saved_alone() {
         bare.contains("CLIPVisionModel without its projection"),
         "{bare}"
     );
+}
+
+/// A CNN checkpoint without its head embeds: transformers' `ConvNextModel`
+/// and `ResNetModel` (no `…ForImageClassification` named), and timm's
+/// ConvNeXt with `num_classes` 0; its embedding is what a head would read.
+#[test]
+fn cnns_without_their_heads_embed() {
+    let convnext = hub_config(r#"{"model_type": "convnext", "architectures": ["ConvNextModel"]}"#)
+        .expect("a ConvNextModel");
+    assert_eq!((convnext.shape.classes, convnext.labels.len()), (None, 0));
+    assert_eq!(convnext.shape.feature_dim(), 768);
+    let resnet = hub_config(r#"{"model_type": "resnet", "architectures": ["ResNetModel"]}"#)
+        .expect("a ResNetModel");
+    assert_eq!(
+        (resnet.shape.classes, resnet.shape.feature_dim()),
+        (None, 2048)
+    );
+    let timm = hub_config(r#"{"architecture": "convnext_small", "num_classes": 0}"#)
+        .expect("timm's ConvNeXt without a head");
+    assert_eq!((timm.shape.classes, timm.labels.len()), (None, 0));
+    assert_eq!(timm.shape.depths, [3, 3, 27, 3]);
 }

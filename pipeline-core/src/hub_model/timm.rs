@@ -49,17 +49,22 @@ pub(super) fn timm_config(architecture: &str, json: &Value) -> Result<HubConfig,
         }
     }
     let classes = num_classes(json, &args)?;
-    if classes == 0 {
-        return Err(
-            "a timm ConvNeXt without its classifier head (num_classes 0) is not built in"
-                .to_owned(),
-        );
-    }
     let image_size = input_size(json)?;
     Ok(HubConfig {
-        // timm's head LayerNorm's eps is its others'.
-        shape: convnext_shape(dims, depths, image_size, 1e-6, classes),
-        labels: labels(json, classes)?,
+        // timm's head LayerNorm's eps is its others'. With num_classes 0
+        // its head is that LayerNorm alone: the model embeds.
+        shape: convnext_shape(
+            dims,
+            depths,
+            image_size,
+            1e-6,
+            (classes > 0).then_some(classes),
+        ),
+        labels: if classes > 0 {
+            labels(json, classes)?
+        } else {
+            Vec::new()
+        },
         scores: Scores::Softmax,
         image_size,
     })

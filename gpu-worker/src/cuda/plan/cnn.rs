@@ -119,8 +119,9 @@ pub struct CnnPlan {
     pub last_use: Vec<usize>,
     /// The pooled width.
     pub features: usize,
-    /// The classifier, `[features, classes]`.
-    pub classifier: Gemm,
+    /// The classifier, `[features, classes]`; `None` for a checkpoint
+    /// without its head (a `ResNetModel`), which embeds.
+    pub classifier: Option<Gemm>,
 }
 
 /// The plan of a ResNet or EfficientNet-Lite0 checkpoint, loaded, checked
@@ -183,21 +184,21 @@ impl CnnPlan {
             }
         }
         last_use[steps.len()] = steps.len();
-        let classes = graph.classifier_bias.len();
         Self {
             steps,
             last_use,
             features: graph.features,
-            classifier: Gemm {
+            classifier: graph.classifier.map(|(weight, bias)| Gemm {
                 k: graph.features,
-                n: classes,
-                weight: graph.classifier_weight,
-                bias: Some(graph.classifier_bias),
-            },
+                n: bias.len(),
+                weight,
+                bias: Some(bias),
+            }),
         }
     }
 
-    /// The pooled features and the logits of `images` (`u8` NCHW,
+    /// The pooled features and the logits (none without a head) of
+    /// `images` (`u8` NCHW,
     /// `side × side`, normalised as `(x − mean) / std` on 0..255) on the
     /// CPU in plain f32, NHWC, step by step as the GPU will run them.
     pub fn reference(
@@ -267,7 +268,10 @@ impl CnnPlan {
             }
             out.iter_mut().for_each(|o| *o /= (s * s) as f32);
         }
-        let logits = gemm(&pooled, &self.classifier);
+        let logits = self
+            .classifier
+            .as_ref()
+            .map_or_else(Vec::new, |head| gemm(&pooled, head));
         (pooled, logits)
     }
 }

@@ -55,8 +55,8 @@ pub struct ConvNextPlan {
     pub stages: Vec<ConvNextStage>,
     /// After the global mean.
     pub head_norm: LayerNorm,
-    /// The classifier.
-    pub classifier: Gemm,
+    /// The classifier; `None` for a checkpoint without its head.
+    pub classifier: Option<Gemm>,
 }
 
 /// The plan of a ConvNeXt checkpoint, read as the burn engine reads it.
@@ -131,13 +131,16 @@ fn pack(config: &ConvNextConfig, tensors: &Tensors<'_>) -> Result<ConvNextPlan, 
         stem_norm: layer_norm_of(&take, "features.0.1")?,
         stages,
         head_norm: layer_norm_of(&take, "classifier.0")?,
-        classifier: linear(&take, "classifier.2", true, None)?,
+        classifier: (config.classes > 0)
+            .then(|| linear(&take, "classifier.2", true, None))
+            .transpose()?,
         config: config.clone(),
     })
 }
 
 impl ConvNextPlan {
-    /// The pre-logits features and the logits of `images` (`u8` NCHW,
+    /// The pre-logits features and the logits (none without a head) of
+    /// `images` (`u8` NCHW,
     /// normalised as `(x − mean) / std` on 0..255) on the CPU in plain f32,
     /// channels last throughout.
     pub fn reference(
@@ -215,7 +218,10 @@ impl ConvNextPlan {
         }
         pooled.iter_mut().for_each(|v| *v /= (h * h) as f32);
         let features = layer_norm(&pooled, &self.head_norm, self.config.head_eps);
-        let logits = gemm(&features, &self.classifier);
+        let logits = self
+            .classifier
+            .as_ref()
+            .map_or_else(Vec::new, |head| gemm(&features, head));
         (features, logits)
     }
 }

@@ -153,6 +153,22 @@ pub(super) static HF_CONVNEXT: &[Rule] = &[
     rule!(r"^classifier\.2\.(.*)$", |c| key(format!("classifier.{c}"))),
 ];
 
+/// transformers' `ConvNextModel` (no head): the same names without the
+/// `convnext.` prefix.
+pub(super) static HF_CONVNEXT_BARE: &[Rule] = &[
+    rule!(r"^features\.(.*)$", |c| convnext_feature(
+        &HF_CONVNEXT_BARE_NAMES,
+        c
+    )),
+    rule!(r"^classifier\.0\.(.*)$", |c| key(format!("layernorm.{c}"))),
+];
+
+static HF_CONVNEXT_BARE_NAMES: ConvNextNames = ConvNextNames {
+    stem: ["embeddings.patch_embeddings", "embeddings.layernorm"],
+    stages: "encoder.stages",
+    ..HF_CONVNEXT_NAMES
+};
+
 static HF_CONVNEXT_NAMES: ConvNextNames = ConvNextNames {
     stem: [
         "convnext.embeddings.patch_embeddings",

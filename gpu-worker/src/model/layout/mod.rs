@@ -50,6 +50,9 @@ pub(crate) enum Layout {
     /// a `classifier`): torchvision's ConvNeXt under other names, the
     /// layer scales `[C]` where torchvision's are `[C, 1, 1]`.
     HfConvNext,
+    /// Hugging Face `ConvNextModel`: the same without the `convnext.`
+    /// prefix and the head (its `layernorm` is the pooled features').
+    HfConvNextBare,
     /// timm's `ConvNeXt` (`stem`, `stages.S.blocks.J`, `head`): the same
     /// network, its layer scales `gamma` flat.
     TimmConvNext,
@@ -71,7 +74,7 @@ impl fmt::Display for Layout {
             Self::HubDinov2 => "a torch-hub DINOv2",
             Self::HfVit | Self::HfVitBare => "a Hugging Face ViT",
             Self::HfDinov2Classifier => "a Hugging Face DINOv2 classifier",
-            Self::HfConvNext => "a Hugging Face ConvNeXt",
+            Self::HfConvNext | Self::HfConvNextBare => "a Hugging Face ConvNeXt",
             Self::TimmConvNext => "a timm ConvNeXt",
             Self::TimmVit => "a timm ViT",
         })
@@ -90,6 +93,10 @@ impl Layout {
             Some(Self::TorchvisionConvNext)
         } else if has("convnext.embeddings.patch_embeddings.weight") {
             Some(Self::HfConvNext)
+        } else if has("embeddings.patch_embeddings.weight")
+            && any("encoder.stages.0.layers.0.dwconv.")
+        {
+            Some(Self::HfConvNextBare)
         } else if has("stem.0.weight") && any("stages.0.blocks.0.conv_dw.") {
             Some(Self::TimmConvNext)
         } else if has("visual.conv1.weight") {
@@ -151,6 +158,7 @@ impl Layout {
             Self::HubDinov2 => HUB_DINOV2,
             Self::HfVit | Self::HfVitBare => HF_VIT,
             Self::HfConvNext => HF_CONVNEXT,
+            Self::HfConvNextBare => HF_CONVNEXT_BARE,
             Self::TimmConvNext => TIMM_CONVNEXT,
             Self::TimmVit => TIMM_VIT,
         }
@@ -174,7 +182,8 @@ impl Layout {
             | Self::HfVit
             | Self::HfVitBare
             | Self::HfDinov2Classifier
-            | Self::HfConvNext => CropRounding::Floor,
+            | Self::HfConvNext
+            | Self::HfConvNextBare => CropRounding::Floor,
         }
     }
 
@@ -184,6 +193,7 @@ impl Layout {
             Self::TorchvisionVit
             | Self::TorchvisionConvNext
             | Self::HfConvNext
+            | Self::HfConvNextBare
             | Self::TimmConvNext
             | Self::TimmVit => &[],
             Self::OpenClip => &[
@@ -211,7 +221,7 @@ impl Layout {
 mod hf;
 mod rules;
 
-use self::hf::{HF_CLIP, HF_CONVNEXT, HF_DINOV2, HF_SIGLIP, HF_VIT};
+use self::hf::{HF_CLIP, HF_CONVNEXT, HF_CONVNEXT_BARE, HF_DINOV2, HF_SIGLIP, HF_VIT};
 pub(crate) use self::rules::Place;
 use self::rules::{ConvNextNames, Rule, convnext_feature, key, renamed, rule};
 

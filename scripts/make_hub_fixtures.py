@@ -22,6 +22,9 @@ Repos (folder `ORG--NAME`):
   unit-length image features; its text tower (width 16, context 24, a
   head projecting to 32) over a 1000-piece SentencePiece, with its
   `spiece.model`;
+- `tiny-org--clip-classifier`: CLIPForImageClassification with 3 labels;
+- `tiny-org--siglip-classifier`: SiglipForImageClassification with 4
+  labels, multi-label (a sigmoid each);
 - `tiny-org--clip-vision`: CLIPVisionModelWithProjection (model_type
   `clip_vision_model`) at width 32, 32 px, a 20-wide projection;
 - `tiny-org--siglip-vision`: SiglipVisionModel (`siglip_vision_model`)
@@ -210,6 +213,28 @@ def main(out: pathlib.Path) -> None:
     shutil.copy(spiece, out / "tiny-org--siglip-small" / "spiece.model")
     text_reference("tiny-org--siglip-small", model, lambda t: sp_tokenizer(
         t, padding="max_length", truncation=True, max_length=24)["input_ids"], softmax=False)
+
+    # CLIP and SigLIP fine-tuned as classifiers: CLIPForImageClassification
+    # (its head over the patch tokens' mean before post_layernorm) with 3
+    # labels, SiglipForImageClassification (over the normed tokens' mean)
+    # with 4 labels scored multi-label.
+    names = ["anime", "photo", "sketch"]
+    config = transformers.CLIPConfig(
+        text_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=48, patch_size=16),
+        id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    model = randomise(transformers.CLIPForImageClassification(config), SEED + 15)
+    classify("tiny-org--clip-classifier", model, clip_processor)
+    names = ["indoor", "outdoor", "people", "text"]
+    config = transformers.SiglipConfig(
+        text_config=dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=32, patch_size=8),
+        problem_type="multi_label_classification",
+        id2label=dict(enumerate(names)), label2id={n: i for i, n in enumerate(names)})
+    model = randomise(transformers.SiglipForImageClassification(config), SEED + 16)
+    classify("tiny-org--siglip-classifier", model, siglip_processor, sigmoid=True)
 
     # Vision towers saved alone: CLIPVisionModelWithProjection (as
     # IP-Adapter's image encoders are), a GELU tower at 32 px with a

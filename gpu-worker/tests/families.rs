@@ -94,6 +94,7 @@ fn architecture(config: &Value) -> Architecture {
             other => panic!("activation {other:?}"),
         },
         layer_scale: b("layer_scale"),
+        final_norm: true,
         pooling: match c["pooling"].as_str() {
             Some("class") => Pooling::Class,
             Some("map") => Pooling::Map,

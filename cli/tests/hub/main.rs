@@ -218,13 +218,15 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 15] = [
+const REPOS: [&str; 17] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/dinov2-multilabel",
     "tiny-org/clip-small",
     "tiny-org/siglip-small",
     "tiny-org/clip-vision",
+    "tiny-org/clip-classifier",
+    "tiny-org/siglip-classifier",
     "tiny-org/siglip-vision",
     "tiny-org/convnext-5labels",
     "tiny-org/timm-convnext",
@@ -270,6 +272,10 @@ fn every_family_at_its_config_s_size_matches_transformers() {
         "{}",
         convnext[0]
     );
+    // CLIP's and SigLIP's classifiers name their labels.
+    let clip = common::records(&dir.path().join("tiny-org_clip-classifier.jsonl"));
+    let label = clip[0]["top_k"][0]["label"].as_str().unwrap_or("");
+    assert!(["anime", "photo", "sketch"].contains(&label), "{}", clip[0]);
     // transformers' ResNets: the id2label of one, the default names of
     // the other.
     let resnet = common::records(&dir.path().join("tiny-org_resnet-3labels.jsonl"));

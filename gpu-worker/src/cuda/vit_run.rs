@@ -24,7 +24,7 @@ pub struct CudaVit {
     patch_pos: cudarc::driver::CudaSlice<f32>,
     pre_norm: Option<DeviceNorm>,
     blocks: Vec<DeviceBlock>,
-    norm: DeviceNorm,
+    norm: Option<DeviceNorm>,
     proj: Option<DeviceGemm>,
     head: Option<DeviceGemm>,
     map: Option<DeviceMap>,
@@ -186,7 +186,11 @@ impl CudaVit {
                 .map(|n| gpu.norm_weights(n))
                 .transpose()?,
             blocks,
-            norm: gpu.norm_weights(&plan.norm)?,
+            norm: plan
+                .norm
+                .as_ref()
+                .map(|n| gpu.norm_weights(n))
+                .transpose()?,
             proj: plan
                 .proj
                 .as_ref()
@@ -239,13 +243,21 @@ impl Tower for CudaVit {
         }
         s.encoder
             .run(gpu, &self.blocks, &mut t, &mut h, n, tokens)?;
-        gpu.layer_norm(&t, &mut h, rows, &self.norm, s.eps)?;
+        // The pooling reads the normed tokens, or (no final norm) the
+        // encoder's output.
+        let tokens_out = match &self.norm {
+            Some(norm) => {
+                gpu.layer_norm(&t, &mut h, rows, norm, s.eps)?;
+                &h
+            }
+            None => &t,
+        };
         let width = if s.pool == 2 { 2 * d } else { d };
         let pooled = match &self.map {
-            Some(map) => map.pool(gpu, &h, n, tokens, &s)?,
+            Some(map) => map.pool(gpu, tokens_out, n, tokens, &s)?,
             None => {
                 let mut pooled = gpu.zeros(n * width)?;
-                gpu.pool(&h, &mut pooled, (n, tokens, s.prefix, d), s.pool)?;
+                gpu.pool(tokens_out, &mut pooled, (n, tokens, s.prefix, d), s.pool)?;
                 pooled
             }
         };

@@ -34,6 +34,7 @@ pub enum Architecture {
 /// torchvision's ViTs: class token, LayerNorm eps 1e-6, exact GELU.
 fn torchvision_vit(patch: usize, width: usize, depth: usize, heads: usize) -> VitConfig {
     VitConfig {
+        final_norm: true,
         patch,
         width,
         depth,
@@ -156,6 +157,21 @@ impl Architecture {
                 },
                 ..base
             },
+            // CLIPForImageClassification: the mean of the patch tokens as
+            // the encoder leaves them (post_layernorm is not on its path).
+            Family::Clip if shape.classes.is_some() => VitConfig {
+                patch_bias: false,
+                pre_norm: true,
+                pooling: Pooling::Mean,
+                final_norm: false,
+                ..base
+            },
+            // SiglipForImageClassification: the mean of the normed tokens.
+            Family::Siglip if shape.classes.is_some() => VitConfig {
+                class_token: false,
+                pooling: Pooling::Mean,
+                ..base
+            },
             Family::Clip => VitConfig {
                 patch_bias: false,
                 pre_norm: true,
@@ -187,6 +203,8 @@ impl Architecture {
             ],
             Self::Vit(c) if c.pooling == Pooling::Map => &[Layout::HfSiglip, Layout::HfSiglipBare],
             Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
+            Self::Vit(c) if !c.final_norm => &[Layout::HfClip],
+            Self::Vit(c) if c.hub && !c.class_token => &[Layout::HfSiglip],
             Self::Vit(c) if c.layer_scale && c.classes.is_some() => &[Layout::HfDinov2Classifier],
             Self::Vit(c) if c.layer_scale => &[Layout::HfDinov2, Layout::HubDinov2],
             Self::Vit(c) if c.hub && c.classes.is_some() => &[Layout::HfVit, Layout::TimmVit],

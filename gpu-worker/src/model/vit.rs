@@ -78,6 +78,10 @@ pub struct VitConfig {
     pub layer_scale: bool,
     /// How tokens become one vector.
     pub pooling: Pooling,
+    /// The final LayerNorm runs on the tokens before pooling; without it
+    /// the pooling reads the encoder's output (`CLIPForImageClassification`,
+    /// whose head averages the patch tokens before `post_layernorm`).
+    pub final_norm: bool,
     /// How position embeddings are resampled to the input grid.
     pub interpolation: PosInterpolation,
     /// Output width of the final projection (no bias), if any.
@@ -127,7 +131,9 @@ impl VitConfig {
             t.extend(norm_tensors("pre_norm", d));
         }
         t.extend(self.encoder().tensors());
-        t.extend(norm_tensors("norm", d));
+        if self.final_norm {
+            t.extend(norm_tensors("norm", d));
+        }
         if self.pooling == Pooling::Map {
             t.push(("map.probe".into(), vec![d]));
             t.extend(attention_tensors("map", d));
@@ -190,7 +196,8 @@ pub(crate) struct Vit {
     patch_pos: Tensor<3>,
     pre_norm: Option<Norm>,
     encoder: Encoder,
-    norm: Norm,
+    /// The final LayerNorm, where the config has it.
+    norm: Option<Norm>,
     map: Option<MapHead>,
     proj: Option<Dense>,
     head: Option<Dense>,
@@ -300,7 +307,7 @@ impl Vit {
             patch_pos: upload::<3>(HostTensor::new(vec![1, grid * grid, d], patch_pos), device),
             pre_norm: c.pre_norm.then(|| load.norm("pre_norm")).transpose()?,
             encoder: Encoder::new(c.encoder(), &load)?,
-            norm: load.norm("norm")?,
+            norm: c.final_norm.then(|| load.norm("norm")).transpose()?,
             map,
             proj: c
                 .projection
@@ -334,19 +341,22 @@ impl Vit {
         if let Some(pre) = &self.pre_norm {
             t = pre.run(t);
         }
-        if c.pooling == Pooling::Class && crate::model::cpu::on_flex_f32(&t) {
+        if let (Pooling::Class, Some(norm)) = (c.pooling, &self.norm)
+            && crate::model::cpu::on_flex_f32(&t)
+        {
             // Only the class token is kept: the last block runs for it alone
             // (on the CPU: see `Encoder::run_to_token`).
-            let mut pooled = self
-                .norm
-                .run(self.encoder.run_to_token(t, 0))
-                .reshape([n, d]);
+            let mut pooled = norm.run(self.encoder.run_to_token(t, 0)).reshape([n, d]);
             if let Some(proj) = &self.proj {
                 pooled = proj.run(pooled);
             }
             return self.normalised(pooled);
         }
-        let t = self.norm.run(self.encoder.run(t));
+        let t = self.encoder.run(t);
+        let t = match &self.norm {
+            Some(norm) => norm.run(t),
+            None => t,
+        };
         let tokens = t.dims()[1];
         let prefix = c.prefix();
         let class = || t.clone().narrow(1, 0, 1).reshape([n, d]);

@@ -11,9 +11,12 @@
 //!   reads the class token and the patch mean, concatenated);
 //! - `clip`: `CLIPModel`'s image tower and projection (embeds, unit length);
 //!   `clip_vision_model`: the same tower saved alone
-//!   (`CLIPVisionModelWithProjection`);
+//!   (`CLIPVisionModelWithProjection`); `CLIPForImageClassification`
+//!   (its head over the mean of the patch tokens before `post_layernorm`);
 //! - `siglip`: `SiglipModel`'s image tower and its attention-pooling head
 //!   (embeds, unit length); `siglip_vision_model`: `SiglipVisionModel`;
+//!   `SiglipForImageClassification` (its head over the mean of the normed
+//!   tokens, the attention-pooling head unused);
 //! - `convnext`: `ConvNextForImageClassification` at any stage widths and
 //!   depths, with any number of labels (torchvision's ConvNeXt network;
 //!   it takes any crop size);
@@ -202,6 +205,8 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         other => return Err(format!("config.json: hidden_act {other} is not built in")),
     };
     let projection = match family {
+        // CLIPForImageClassification's head reads the tower, unprojected.
+        Family::Clip if classifier => None,
         Family::Clip => Some(
             json.get("projection_dim")
                 .map_or(Some(512), Value::as_u64)
@@ -211,6 +216,7 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         _ => None,
     };
     if family == Family::Siglip
+        && !classifier
         && tower.get("vision_use_head").and_then(Value::as_bool) == Some(false)
     {
         return Err(
@@ -219,15 +225,10 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
                 .to_owned(),
         );
     }
-    let (labels, classes) = if classifier && matches!(family, Family::Vit | Family::Dinov2) {
+    let (labels, classes) = if classifier {
         let labels = head_labels(text, &json)?;
         let n = labels.len();
         (labels, Some(n))
-    } else if classifier {
-        return Err(format!(
-            "a {model_type} classifier head is not built in; its image embeddings are \
-             (a {model_type} checkpoint without the head)"
-        ));
     } else {
         (Vec::new(), None)
     };

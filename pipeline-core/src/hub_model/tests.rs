@@ -568,3 +568,34 @@ fn cnns_without_their_heads_embed() {
     assert_eq!((timm.shape.classes, timm.labels.len()), (None, 0));
     assert_eq!(timm.shape.depths, [3, 3, 27, 3]);
 }
+
+/// CLIP and SigLIP fine-tuned as classifiers: their labels and scoring,
+/// no projection for CLIP's (its head reads the tower), and SigLIP's
+/// whatever `vision_use_head` says (its pooling head is not on the path).
+#[test]
+fn clip_and_siglip_classifiers() {
+    let clip = hub_config(
+        r#"{"model_type": "clip", "architectures": ["CLIPForImageClassification"],
+            "projection_dim": 512, "vision_config": {"hidden_size": 64,
+            "num_attention_heads": 4, "image_size": 32, "patch_size": 16},
+            "id2label": {"0": "a", "1": "b", "2": "c"}}"#,
+    )
+    .expect("a CLIP classifier");
+    assert_eq!(clip.shape.family, Family::Clip);
+    assert_eq!((clip.shape.classes, clip.shape.projection), (Some(3), None));
+    assert_eq!(
+        clip.shape.feature_dim(),
+        64,
+        "the head reads the tower's width"
+    );
+    let siglip = hub_config(
+        r#"{"model_type": "siglip", "architectures": ["SiglipForImageClassification"],
+            "problem_type": "multi_label_classification",
+            "vision_config": {"vision_use_head": false}, "num_labels": 4}"#,
+    )
+    .expect("a SigLIP classifier");
+    assert_eq!(
+        (siglip.shape.classes, siglip.labels.len(), siglip.scores),
+        (Some(4), 4, Scores::Sigmoid)
+    );
+}

@@ -73,8 +73,9 @@ pub struct VitPlan {
     pub pre_norm: Option<LayerNorm>,
     /// The blocks.
     pub blocks: Vec<Block>,
-    /// The final LayerNorm.
-    pub norm: LayerNorm,
+    /// The final LayerNorm, where the config has one (see
+    /// `VitConfig::final_norm`).
+    pub norm: Option<LayerNorm>,
     /// SigLIP's pooling head.
     pub map: Option<MapHead>,
     /// The projection (no bias).
@@ -155,7 +156,7 @@ impl VitPlan {
             patch_pos,
             pre_norm: c.pre_norm.then(|| norm("pre_norm")).transpose()?,
             blocks,
-            norm: norm("norm")?,
+            norm: c.final_norm.then(|| norm("norm")).transpose()?,
             map,
             proj: c
                 .projection
@@ -210,7 +211,10 @@ impl VitPlan {
             causal: false,
         };
         run_blocks(&mut t, &self.blocks, &shape);
-        let t = layer_norm(&t, &self.norm, c.eps);
+        let t = match &self.norm {
+            Some(norm) => layer_norm(&t, norm, c.eps),
+            None => t,
+        };
         let width = match c.pooling {
             Pooling::ClassAndMean => 2 * d,
             _ => d,

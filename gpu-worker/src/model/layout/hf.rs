@@ -52,6 +52,8 @@ pub(super) static HF_CLIP: &[Rule] = &[
     rule!(r"^proj\.weight$", |_c| key(
         "visual_projection.weight".into()
     )),
+    // CLIPForImageClassification's head.
+    rule!(r"^head\.(.*)$", |c| key(format!("classifier.{c}"))),
 ];
 
 pub(super) static HF_SIGLIP: &[Rule] = &[
@@ -80,6 +82,8 @@ pub(super) static HF_SIGLIP: &[Rule] = &[
         ];
         key(format!("vision_model.head.{}", renamed(c, &table)))
     }),
+    // SiglipForImageClassification's head.
+    rule!(r"^head\.(.*)$", |c| key(format!("classifier.{c}"))),
 ];
 
 pub(super) static HF_DINOV2: &[Rule] = &[

@@ -208,6 +208,9 @@ impl Layout {
                 r"^text_model\.",
                 r"^(text_projection\.weight|logit_scale|logit_bias)$",
                 r"position_ids$",
+                // Off the classifiers' paths: CLIPForImageClassification's
+                // post_layernorm, SiglipForImageClassification's pooling head.
+                r"^vision_model\.(post_layernorm|head)\.",
             ],
             Self::HfDinov2 => &[r"^embeddings\.mask_token$"],
             Self::HubDinov2 => &[r"^mask_token$"],

@@ -10,6 +10,8 @@ sample photographs (`samples/*.jpg`) through that processor.
 Repos (folder `ORG--NAME`):
 - `tiny-org--vit-2labels`: ViTForImageClassification with 2 labels (the
   shape of Falconsai/nsfw_image_detection), 64 px, bilinear squash;
+- `tiny-org--vit-sharded`: a ViTForImageClassification with 3 labels
+  saved in shards of 100 KB (`model.safetensors.index.json`);
 - `tiny-org--vit-backbone`: ViTModel (no head): the class token after the
   final norm as the embedding;
 - `tiny-org--dinov2-multilabel`: Dinov2ForImageClassification with 3
@@ -153,6 +155,22 @@ def main(out: pathlib.Path) -> None:
                                     label2id={"normal": 0, "nsfw": 1})
     model = randomise(transformers.ViTForImageClassification(config), SEED)
     classify("tiny-org--vit-2labels", model, vit_processor)
+
+    # A checkpoint in shards (model.safetensors.index.json and the files it
+    # names), as transformers saves a model beyond its shard size.
+    config = transformers.ViTConfig(**vit, id2label={0: "a", 1: "b", 2: "c"},
+                                    label2id={"a": 0, "b": 1, "c": 2})
+    model = randomise(transformers.ViTForImageClassification(config), SEED + 17)
+    sharded = out / "tiny-org--vit-sharded"
+    sharded.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(sharded, safe_serialization=True, max_shard_size="100KB")
+    vit_processor.save_pretrained(sharded)
+    assert (sharded / "model.safetensors.index.json").is_file()
+    rows = []
+    with torch.no_grad():
+        for p in photos:
+            rows.append(torch.softmax(model(pixel_values=pixels(vit_processor, p)).logits[0].double(), 0).tolist())
+    reference["tiny-org--vit-sharded"] = {"images": images, "probs": rows}
 
     backbone = randomise(transformers.ViTModel(transformers.ViTConfig(**vit)), SEED + 1)
     embed("tiny-org--vit-backbone", backbone, vit_processor,

@@ -218,9 +218,10 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 17] = [
+const REPOS: [&str; 18] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
+    "tiny-org/vit-sharded",
     "tiny-org/dinov2-multilabel",
     "tiny-org/clip-small",
     "tiny-org/siglip-small",
@@ -312,11 +313,21 @@ fn every_family_at_its_config_s_size_matches_transformers() {
             "model.safetensors",
         ] {
             let has = fixtures.join(model.replace('/', "--")).join(file).is_file();
-            let asked = requests
-                .iter()
-                .any(|r| r.contains(&format!("{model}/resolve/")) && r.contains(file));
+            let asked = requests.iter().any(|r| {
+                r.contains(&format!("{model}/resolve/")) && r.contains(&format!("/{file} "))
+            });
             assert_eq!(asked, has, "{model}/{file} fetched: {requests:?}");
         }
+    }
+    // A sharded checkpoint: its index and every shard it names.
+    for shard in 1..=3 {
+        let file = format!("model-0000{shard}-of-00003.safetensors");
+        assert!(
+            requests
+                .iter()
+                .any(|r| r.contains("tiny-org/vit-sharded/resolve/") && r.contains(&file)),
+            "{file}: {requests:?}"
+        );
     }
     // Nor are the text towers' tokenizers, which only text needs.
     for file in ["tokenizer.json", "spiece.model"] {

@@ -44,6 +44,16 @@ impl Model {
         let arch = Architecture::of_hub(shape);
         let checkpoint = Checkpoint::open_shapes(path)?;
         if let Architecture::ResNet(config) = &arch {
+            if super::checkpoint::is_index(path) {
+                // burn's module stores read one file.
+                return Err(WeightsError::Mismatch {
+                    path: path.to_path_buf(),
+                    model: repo.to_owned(),
+                    problem: "a ResNet's sharded checkpoint is not read here (one \
+                              model.safetensors or pytorch_model.bin is)"
+                        .to_owned(),
+                });
+            }
             // A burn-module CNN has no layout: its file's names and shapes
             // against those transformers saves for its config.
             return hf_resnet(&config.hf_tensors(), repo, &checkpoint);

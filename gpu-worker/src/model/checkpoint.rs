@@ -77,6 +77,9 @@ impl Checkpoint {
     /// 0.3 s of a 344 MB ViT-B's start, BENCHMARKS.md), and the file must
     /// be as long as the header says; other formats open as `open` does.
     pub(crate) fn open_shapes(path: &Path) -> Result<Self, WeightsError> {
+        if is_index(path) {
+            return Self::open_sharded(path, Self::open_shapes);
+        }
         if path.extension().and_then(|e| e.to_str()) != Some("safetensors") || !path.is_file() {
             return Self::open(path);
         }
@@ -138,10 +141,14 @@ impl Checkpoint {
         })
     }
 
-    /// Opens `path`, reading only the names, shapes and types.
+    /// Opens `path`, reading only the names, shapes and types. A sharded
+    /// checkpoint is opened by its index ([`Checkpoint::open_sharded`]).
     pub(crate) fn open(path: &Path) -> Result<Self, WeightsError> {
         if !path.is_file() {
             return Err(WeightsError::NotFound(path.to_path_buf()));
+        }
+        if is_index(path) {
+            return Self::open_sharded(path, Self::open);
         }
         let unreadable = |message: String| WeightsError::Unreadable {
             path: path.to_path_buf(),
@@ -200,6 +207,56 @@ impl Checkpoint {
         };
         if entries.is_empty() {
             return Err(unreadable("the file holds no tensors".to_owned()));
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            entries,
+        })
+    }
+
+    /// A sharded checkpoint by its index (`model.safetensors.index.json`,
+    /// as transformers saves a model beyond its shard size): each tensor
+    /// of the index's `weight_map` from its shard beside the index, each
+    /// shard opened by `open_one`; as transformers loads them, a shard's
+    /// tensors the index does not name are not the model's.
+    fn open_sharded(
+        path: &Path,
+        open_one: fn(&Path) -> Result<Self, WeightsError>,
+    ) -> Result<Self, WeightsError> {
+        let unreadable = |message: String| WeightsError::Unreadable {
+            path: path.to_path_buf(),
+            message,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
+        let index: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| unreadable(format!("not a shard index ({e})")))?;
+        let map = index
+            .get("weight_map")
+            .and_then(serde_json::Value::as_object)
+            .ok_or_else(|| unreadable("a shard index without a weight_map".to_owned()))?;
+        let mut by_shard: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for (name, shard) in map {
+            // A shard is a file beside the index, never a path elsewhere.
+            let shard = shard
+                .as_str()
+                .filter(|s| !s.is_empty() && !s.contains(['/', '\\']) && *s != "..")
+                .ok_or_else(|| unreadable(format!("{name}'s shard is {shard}, not a file name")))?;
+            by_shard.entry(shard).or_default().push(name);
+        }
+        let folder = path.parent().unwrap_or(Path::new("."));
+        let mut entries = BTreeMap::new();
+        for (shard, names) in by_shard {
+            let mut opened = open_one(&folder.join(shard))?;
+            for name in names {
+                let entry = opened
+                    .entries
+                    .remove(name)
+                    .ok_or_else(|| unreadable(format!("{name} is not in its shard {shard}")))?;
+                entries.insert(name.to_owned(), entry);
+            }
+        }
+        if entries.is_empty() {
+            return Err(unreadable("the index names no tensors".to_owned()));
         }
         Ok(Self {
             path: path.to_path_buf(),
@@ -290,6 +347,13 @@ fn is_torchscript(path: &Path) -> bool {
     has(b"constants.pkl") || has(b"/code/__torch__")
 }
 
+/// Whether `path` is a sharded checkpoint's index (`*.index.json`).
+pub(crate) fn is_index(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.ends_with(".index.json"))
+}
+
 fn header_len(file: &[u8]) -> usize {
     let mut len = [0u8; 8];
     len.copy_from_slice(&file[..8]);
@@ -374,6 +438,79 @@ mod tests {
                 .to_string();
             assert!(error.contains("not a complete safetensors file"), "{error}");
             assert!(!error.contains('\n'), "{error}");
+        }
+    }
+
+    /// A checkpoint split into shards by its index reads as the whole
+    /// file, by data and by shapes alone; an index naming a file outside
+    /// its folder, a tensor its shard lacks, or no `weight_map` is one line.
+    #[test]
+    fn a_sharded_checkpoint_reads_as_the_whole_file() {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/vectors/families/hf_clip/model.safetensors");
+        let whole = Checkpoint::open(&file).expect("opens");
+        let names: Vec<String> = whole.names().map(str::to_owned).collect();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut map = serde_json::Map::new();
+        for (i, part) in names.chunks(names.len().div_ceil(3)).enumerate() {
+            let shard = format!("model-{i}.safetensors");
+            let tensors: Vec<(String, HostTensor)> = part
+                .iter()
+                .map(|n| (n.clone(), whole.read(n).expect("reads")))
+                .collect();
+            let bytes: Vec<Vec<u8>> = tensors
+                .iter()
+                .map(|(_, t)| t.values.iter().flat_map(|v| v.to_le_bytes()).collect())
+                .collect();
+            let views = tensors.iter().zip(&bytes).map(|((n, t), b)| {
+                let view = safetensors::tensor::TensorView::new(StDtype::F32, t.shape.clone(), b)
+                    .expect("a view");
+                (n.clone(), view)
+            });
+            safetensors::serialize_to_file(views, None, &dir.path().join(&shard))
+                .expect("writes a shard");
+            for n in part {
+                map.insert(n.clone(), serde_json::Value::String(shard.clone()));
+            }
+        }
+        let write_index = |name: &str, value: serde_json::Value| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, value.to_string()).expect("writes");
+            path
+        };
+        let index = write_index(
+            "model.safetensors.index.json",
+            serde_json::json!({ "weight_map": map }),
+        );
+        let sharded = Checkpoint::open(&index).expect("opens by its index");
+        let shapes = Checkpoint::open_shapes(&index).expect("its shards' headers");
+        assert!(whole.names().eq(sharded.names()) && whole.names().eq(shapes.names()));
+        for name in whole.names() {
+            let (a, b) = (whole.read(name), sharded.read(name));
+            assert_eq!(a.expect("reads").values, b.expect("reads").values, "{name}");
+            assert_eq!(whole.shape(name), shapes.shape(name), "{name}");
+        }
+        let mut outside = map.clone();
+        outside.insert(names[0].clone(), "../model-0.safetensors".into());
+        let mut missing = map.clone();
+        missing.insert("not.a.tensor".into(), "model-0.safetensors".into());
+        for (value, says) in [
+            (
+                serde_json::json!({ "weight_map": outside }),
+                "not a file name",
+            ),
+            (
+                serde_json::json!({ "weight_map": missing }),
+                "not.a.tensor is not in its shard",
+            ),
+            (
+                serde_json::json!({ "metadata": {} }),
+                "without a weight_map",
+            ),
+        ] {
+            let bad = write_index("bad.index.json", value);
+            let error = Checkpoint::open(&bad).expect_err(says).to_string();
+            assert!(error.contains(says) && !error.contains('\n'), "{error}");
         }
     }
 

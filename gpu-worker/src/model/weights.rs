@@ -31,7 +31,8 @@ pub(crate) fn load<M: ModuleSnapshot>(
     };
     let extension = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     let result = match extension {
-        "pth" | "pt" => {
+        // `.bin`: a hub repo's `pytorch_model.bin`, the same zip archive.
+        "pth" | "pt" | "bin" => {
             let mut store = PytorchStore::from_file(path)
                 .remap(remapper)
                 .allow_partial(true)

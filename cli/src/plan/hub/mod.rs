@@ -13,7 +13,8 @@
 //! Decisions where the issue is silent:
 //! - a repo with a classifier head classifies unless `--task embed`; its
 //!   embedding is then what the head reads;
-//! - the weights are `model.safetensors`, else `pytorch_model.bin`;
+//! - the weights are `model.safetensors`, else a sharded checkpoint's
+//!   index with its shards (`weights.rs`), else `pytorch_model.bin`;
 //! - a ViT, CLIP or SigLIP is fed the config's own image size (their
 //!   upstreams do not resample position embeddings unless asked), so a
 //!   crop of another size is refused; DINOv2 resamples as transformers
@@ -25,6 +26,7 @@
 
 mod cache;
 pub(crate) mod text;
+mod weights;
 
 use std::path::Path;
 
@@ -41,12 +43,6 @@ use crate::args::{EngineArg, RunArgs, TaskArg};
 const DESCRIPTION: Wanted<'static> = Wanted {
     required: &[&["config.json"]],
     optional: &["preprocessor_config.json"],
-};
-
-/// Its weights, fetched once everything else is known to run.
-const WEIGHTS: Wanted<'static> = Wanted {
-    required: &[&["model.safetensors", "pytorch_model.bin"]],
-    optional: &[],
 };
 
 pub(super) use self::text::hub_id;
@@ -198,12 +194,8 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
         repo: id.repo.clone(),
         revision: snapshot.commit.clone(),
     };
-    let weights_snapshot = cache::resolve(&env, &pinned, &WEIGHTS)?;
-    let weights = weights_snapshot
-        .file("model.safetensors")
-        .or_else(|| weights_snapshot.file("pytorch_model.bin"))
-        .ok_or("weights resolved")?
-        .to_path_buf();
+    // Its weights, fetched once everything else is known to run.
+    let (weights, weights_downloaded) = weights::resolve(&env, &pinned)?;
     gpu_worker::Model::check_hub_file(&shape, &id.to_string(), &weights)
         .map_err(|e| format!("--model {id}: {e}"))?;
     let (classes, class_dir) = match &args.classes {
@@ -232,7 +224,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             .classes
             .map(|k| format!(", {k} classes"))
             .unwrap_or_default(),
-        if snapshot.downloaded || weights_snapshot.downloaded {
+        if snapshot.downloaded || weights_downloaded {
             format!("downloaded into {}", env.cache.display())
         } else {
             format!("from the cache {}", env.cache.display())

@@ -16,18 +16,12 @@ use super::cache::{self, HubEnv, HubId, Wanted};
 
 /// The files a text tower needs beside its config.
 const CLIP_FILES: Wanted<'static> = Wanted {
-    required: &[
-        &["model.safetensors", "pytorch_model.bin"],
-        &["tokenizer.json"],
-    ],
+    required: &[&["tokenizer.json"]],
     optional: &[],
 };
 
 const SIGLIP_FILES: Wanted<'static> = Wanted {
-    required: &[
-        &["model.safetensors", "pytorch_model.bin"],
-        &["spiece.model", "tokenizer.json"],
-    ],
+    required: &[&["spiece.model", "tokenizer.json"]],
     optional: &[],
 };
 
@@ -83,9 +77,10 @@ pub(crate) fn tower(id: &HubId) -> Result<HubTextTower, String> {
             .map(Path::to_path_buf)
             .ok_or_else(|| format!("--model {id}: {} resolved", names[0]))
     };
+    let (weights, _) = super::weights::resolve(&env, &pinned)?;
     Ok(HubTextTower {
-        weights: first(wanted.required[0])?,
-        tokenizer: first(wanted.required[1])?,
+        weights,
+        tokenizer: first(wanted.required[0])?,
         text,
         pinned: format!("{}@{}", pinned.repo, pinned.revision),
     })

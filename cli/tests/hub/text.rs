@@ -111,6 +111,21 @@ fn hub_text_towers_match_transformers_in_embed_text_and_zero_shot() {
         );
     }
 
+    // A classifier repo with --classes (its own head, no zero-shot) is one
+    // line, exit 2.
+    let run = infer_with(
+        dir.path(),
+        &data,
+        ("tiny-org/clip-classifier", "no.jsonl"),
+        &env,
+        &["--classes", "cat,dog"],
+    );
+    let text = stderr(&run);
+    assert_eq!(run.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("--classes: tiny-org/clip-classifier classifies with its own head"),
+        "{text}"
+    );
     // A repo whose family has no text tower, and weights beside a repo,
     // are one line, exit 2.
     for (args, says) in [

@@ -125,6 +125,12 @@ impl Plan {
         config.weights.is_none() && !matches!(config.model, pipeline_core::ModelRef::Hub(_))
     }
 
+    /// Whether its embedding is L2-normalised (CLIP's and SigLIP's
+    /// towers): what a zero-shot head scores.
+    fn normalised(&self) -> bool {
+        matches!(self, Self::Vit(plan) if plan.config.normalize)
+    }
+
     fn has_classifier(&self) -> bool {
         match self {
             Self::Vit(plan) => plan.head.is_some(),
@@ -222,6 +228,13 @@ impl CudaEngine {
             ));
         };
         let plan = Plan::load(config)?;
+        if config.classes.is_some() && !plan.normalised() {
+            // As the burn engine refuses it (`Model::with_zero_shot`).
+            return Err(crate::zero_shot::ZeroShotError::NoEmbedding {
+                model: config.model.to_string(),
+            }
+            .into());
+        }
         let zero_shot = config
             .classes
             .as_ref()

@@ -239,7 +239,12 @@ impl Checkpoint {
             // A shard is a file beside the index, never a path elsewhere.
             let shard = shard
                 .as_str()
-                .filter(|s| !s.is_empty() && !s.contains(['/', '\\']) && *s != "..")
+                .filter(|s| {
+                    !s.is_empty()
+                        && !s.contains(['/', '\\'])
+                        && *s != ".."
+                        && !is_index(Path::new(s))
+                })
                 .ok_or_else(|| unreadable(format!("{name}'s shard is {shard}, not a file name")))?;
             by_shard.entry(shard).or_default().push(name);
         }
@@ -492,11 +497,17 @@ mod tests {
         }
         let mut outside = map.clone();
         outside.insert(names[0].clone(), "../model-0.safetensors".into());
+        let mut itself = map.clone();
+        itself.insert(names[0].clone(), "bad.index.json".into());
         let mut missing = map.clone();
         missing.insert("not.a.tensor".into(), "model-0.safetensors".into());
         for (value, says) in [
             (
                 serde_json::json!({ "weight_map": outside }),
+                "not a file name",
+            ),
+            (
+                serde_json::json!({ "weight_map": itself }),
                 "not a file name",
             ),
             (

@@ -143,6 +143,12 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             family_name(shape.family)
         ));
     }
+    if args.classes.is_some() && classifier {
+        return Err(format!(
+            "--classes: {id} classifies with its own head; zero-shot needs a CLIP or SigLIP \
+             repo without one"
+        ));
+    }
     let task = match args.task {
         Some(TaskArg::Embed) if args.classes.is_some() => {
             return Err("--classes goes with --task classify (zero-shot), not embed".to_owned());

@@ -40,10 +40,9 @@ pub(crate) fn resolve(env: &HubEnv, pinned: &HubId) -> Result<(PathBuf, bool), S
         .collect();
     shards.sort_unstable();
     shards.dedup();
-    if let Some(bad) = shards
-        .iter()
-        .find(|s| s.is_empty() || s.contains(['/', '\\']) || s.starts_with('.'))
-    {
+    if let Some(bad) = shards.iter().find(|s| {
+        s.is_empty() || s.contains(['/', '\\']) || s.starts_with('.') || s.ends_with(".index.json")
+    }) {
         return Err(format!(
             "--model {pinned}: {INDEX} names a shard {bad:?}, not a file of the repo"
         ));

@@ -17,6 +17,10 @@ Repos (folder `ORG--NAME`):
 - `tiny-org--dinov2-multilabel`: Dinov2ForImageClassification with 3
   labels and `problem_type: multi_label_classification` (a sigmoid per
   label), a BitImageProcessor's shorter side to 64 and a 56 px crop;
+- `tiny-org--dinov2-registers`, `tiny-org--dinov2-registers-3labels`:
+  Dinov2WithRegistersModel (its pooled class token) and its classifier
+  with 3 labels, 3 register tokens, a 4x4 position grid resampled
+  antialiased to 3x3 and 5x5 crops;
 - `tiny-org--clip-small`: CLIPModel at width 32, patch 16, 48 px, a 24-wide
   projection: the unit-length image features; its text tower (width 16,
   GELU, context 32) over a 2514-token CLIP BPE, with its `tokenizer.json`;
@@ -190,6 +194,24 @@ def main(out: pathlib.Path) -> None:
     # tokenizer.json and spiece.model of gpu-worker's text vectors
     # (scripts/make_tokenizer_vectors.py, make_siglip_text_vectors.py),
     # at contexts and widths no published model has.
+    # DINOv2 with registers: 3 register tokens, its 4x4 position grid
+    # resampled antialiased (as Dinov2WithRegisters does) to the crop's
+    # 3x3 (shrunk) for the backbone and 5x5 (grown) for the classifier.
+    registers = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=4,
+                     patch_size=14, image_size=56, num_register_tokens=3)
+    model = randomise(transformers.Dinov2WithRegistersModel(
+        transformers.Dinov2WithRegistersConfig(**registers)), SEED + 18)
+    embed("tiny-org--dinov2-registers", model, transformers.BitImageProcessorPil(
+        size={"shortest_edge": 48}, crop_size={"height": 42, "width": 42}, resample=3,
+        image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]),
+        lambda x: model(pixel_values=x).pooler_output)
+    config = transformers.Dinov2WithRegistersConfig(
+        **registers, id2label={0: "x", 1: "y", 2: "z"}, label2id={"x": 0, "y": 1, "z": 2})
+    model = randomise(transformers.Dinov2WithRegistersForImageClassification(config), SEED + 19)
+    classify("tiny-org--dinov2-registers-3labels", model, transformers.BitImageProcessorPil(
+        size={"shortest_edge": 80}, crop_size={"height": 70, "width": 70}, resample=3,
+        image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]))
+
     clip_tokenizer = TEXT / "hf_clip_tokenizer" / "tokenizer.json"
     vocab = len(json.loads(clip_tokenizer.read_text())["model"]["vocab"])
     clip = transformers.CLIPConfig(

@@ -158,12 +158,13 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
         }
         checked += 1;
     }
-    // vit-backbone, vit-2labels, vit-sharded, dinov2-multilabel, clip-small,
+    // vit-backbone, vit-2labels, vit-sharded, dinov2-multilabel,
+    // dinov2-registers, dinov2-registers-3labels, clip-small,
     // siglip-small, clip-vision, siglip-vision, clip-classifier,
     // siglip-classifier, convnext-5labels, convnext-bare, timm-convnext,
     // timm-convnext-bare, resnet-3labels, resnet-basic, resnet-bare,
     // timm-vit.
-    assert_eq!((checked, classifiers), (18, 10), "repos planned");
+    assert_eq!((checked, classifiers), (20, 11), "repos planned");
 }
 
 /// A hub ResNet is checked before any worker starts by its file's names

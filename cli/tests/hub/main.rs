@@ -218,11 +218,13 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 18] = [
+const REPOS: [&str; 20] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/vit-sharded",
     "tiny-org/dinov2-multilabel",
+    "tiny-org/dinov2-registers",
+    "tiny-org/dinov2-registers-3labels",
     "tiny-org/clip-small",
     "tiny-org/siglip-small",
     "tiny-org/clip-vision",

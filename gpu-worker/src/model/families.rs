@@ -149,6 +149,14 @@ impl Architecture {
         Self::Vit(match shape.family {
             Family::Dinov2 => VitConfig {
                 layer_scale: true,
+                // transformers' Dinov2WithRegisters resamples its position
+                // embeddings antialiased; Dinov2 does not.
+                registers: shape.registers.unwrap_or(0),
+                interpolation: if shape.registers.is_some() {
+                    PosInterpolation::SizeAntialias
+                } else {
+                    PosInterpolation::Size
+                },
                 // Dinov2ForImageClassification's head reads both.
                 pooling: if shape.classes.is_some() {
                     Pooling::ClassAndMean
@@ -205,6 +213,9 @@ impl Architecture {
             Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
             Self::Vit(c) if !c.final_norm => &[Layout::HfClip],
             Self::Vit(c) if c.hub && !c.class_token => &[Layout::HfSiglip],
+            Self::Vit(c) if c.layer_scale && c.classes.is_some() && c.registers > 0 => {
+                &[Layout::HfDinov2RegistersClassifier]
+            }
             Self::Vit(c) if c.layer_scale && c.classes.is_some() => &[Layout::HfDinov2Classifier],
             Self::Vit(c) if c.layer_scale => &[Layout::HfDinov2, Layout::HubDinov2],
             Self::Vit(c) if c.hub && c.classes.is_some() => &[Layout::HfVit, Layout::TimmVit],
@@ -265,6 +276,9 @@ pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
             Layout::HubDinov2 => "DINOv2 torch-hub state_dict (dinov2_vit*14_pretrain.pth)",
             Layout::HfVit => "Hugging Face ViTForImageClassification (model.safetensors)",
             Layout::HfVitBare => "Hugging Face ViTModel (model.safetensors)",
+            Layout::HfDinov2RegistersClassifier => {
+                "Hugging Face Dinov2WithRegistersForImageClassification (model.safetensors)"
+            }
             Layout::HfDinov2Classifier => {
                 "Hugging Face Dinov2ForImageClassification (model.safetensors)"
             }

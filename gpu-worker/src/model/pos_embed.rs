@@ -9,6 +9,11 @@ pub enum PosInterpolation {
     Size,
     /// `scale_factor=(g + 0.1) / G`: DINOv2's torch-hub code.
     HubOffset,
+    /// `size=(g, g), antialias=True`: transformers' DINOv2 with registers
+    /// (PyTorch's antialiased bicubic: Keys' `a = -0.5`, the kernel
+    /// widened by the scale when shrinking, cut at the border and
+    /// renormalised, as Pillow's resampling).
+    SizeAntialias,
 }
 
 /// Resamples a `[G, G, D]` grid (row-major, channels last) to `[g, g, D]`
@@ -29,6 +34,7 @@ pub(crate) fn resample_grid(
         PosInterpolation::Size => from as f64 / to as f64,
         // PyTorch uses 1 / scale_factor when a scale factor is given.
         PosInterpolation::HubOffset => from as f64 / (to as f64 + 0.1),
+        PosInterpolation::SizeAntialias => return resample_antialiased(src, from, to, dim),
     };
     let taps = |o: usize| -> ([usize; 4], [f64; 4]) {
         let real = scale * (o as f64 + 0.5) - 0.5;
@@ -54,6 +60,63 @@ pub(crate) fn resample_grid(
                         row += wx[i] * f64::from(src[(y * from + x) * dim + c]);
                     }
                     acc += wy[j] * row;
+                }
+                out[(oy * to + ox) * dim + c] = acc as f32;
+            }
+        }
+    }
+    out
+}
+
+/// PyTorch's `interpolate(size=(to, to), mode="bicubic",
+/// align_corners=False, antialias=True)` of a `[from, from, dim]` grid,
+/// separably, in `f64` (`_compute_indices_min_size_weights_aa`).
+fn resample_antialiased(src: &[f32], from: usize, to: usize, dim: usize) -> Vec<f32> {
+    let scale = from as f64 / to as f64;
+    let (support, invscale) = if scale >= 1.0 {
+        (2.0 * scale, 1.0 / scale)
+    } else {
+        (2.0, 1.0)
+    };
+    let filter = |x: f64| {
+        let (a, x) = (-0.5, x.abs());
+        if x < 1.0 {
+            ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+        } else if x < 2.0 {
+            (((x - 5.0) * x + 8.0) * x - 4.0) * a
+        } else {
+            0.0
+        }
+    };
+    // Each output position's first input and weights, normalised.
+    let taps: Vec<(usize, Vec<f64>)> = (0..to)
+        .map(|o| {
+            let center = scale * (o as f64 + 0.5);
+            // C's truncating casts, then the bounds.
+            let min = ((center - support + 0.5) as i64).max(0) as usize;
+            let max = ((center + support + 0.5) as i64).min(from as i64) as usize;
+            let mut w: Vec<f64> = (min..max)
+                .map(|j| filter((j as f64 - center + 0.5) * invscale))
+                .collect();
+            let total: f64 = w.iter().sum();
+            if total != 0.0 {
+                w.iter_mut().for_each(|v| *v /= total);
+            }
+            (min, w)
+        })
+        .collect();
+    let mut out = vec![0.0f32; to * to * dim];
+    for (oy, (y0, wy)) in taps.iter().enumerate() {
+        for (ox, (x0, wx)) in taps.iter().enumerate() {
+            for c in 0..dim {
+                let mut acc = 0.0f64;
+                for (j, w_y) in wy.iter().enumerate() {
+                    let row: f64 = wx
+                        .iter()
+                        .enumerate()
+                        .map(|(i, w_x)| w_x * f64::from(src[((y0 + j) * from + x0 + i) * dim + c]))
+                        .sum();
+                    acc += w_y * row;
                 }
                 out[(oy * to + ox) * dim + c] = acc as f32;
             }
@@ -105,6 +168,67 @@ mod tests {
         ];
         for (got, want) in by_scale[..5].iter().zip(torch_scale) {
             assert!((got - want).abs() < 1e-5, "{by_scale:?}");
+        }
+    }
+
+    /// Antialiased bicubic against torch's `interpolate(..., antialias=True)`
+    /// of a 6×6 grid, shrunk to 4×4 and grown to 9×9.
+    #[test]
+    fn antialiased_bicubic_is_torchs() {
+        let src: Vec<f32> = (0..36)
+            .map(|k| (((k / 6) * 7 + (k % 6) * 3) % 5) as f32 * 0.5 - 1.0)
+            .collect();
+        let down = resample_grid(&src, 6, 4, 1, PosInterpolation::SizeAntialias);
+        let torch_down = [
+            (
+                0,
+                [-0.482_226_83, -0.035_058_505, 0.450_950_802, -0.309_691_195],
+            ),
+            (
+                2,
+                [0.173_790_868, 0.299_688_796, -0.417_425_523, -0.035_058_505],
+            ),
+        ];
+        for (row, want) in torch_down {
+            for (got, want) in down[row * 4..row * 4 + 4].iter().zip(want) {
+                assert!((f64::from(*got) - want).abs() < 1e-6, "{down:?}");
+            }
+        }
+        let up = resample_grid(&src, 6, 9, 1, PosInterpolation::SizeAntialias);
+        let torch_up = [
+            (
+                0,
+                [
+                    -1.175_294_321,
+                    -0.214_009_288,
+                    0.535_575_049,
+                    -0.502_680_312,
+                    0.266_447_368,
+                    1.066_413_865,
+                    0.151_513_767,
+                    -0.663_699_69,
+                    -1.131_578_947,
+                ],
+            ),
+            (
+                4,
+                [
+                    0.223_273_026,
+                    0.518_382_353,
+                    0.517_071_759,
+                    -0.517_071_759,
+                    -0.550_781_25,
+                    -0.199_291_088,
+                    -0.039_858_218,
+                    0.147_058_824,
+                    0.266_447_368,
+                ],
+            ),
+        ];
+        for (row, want) in torch_up {
+            for (got, want) in up[row * 9..row * 9 + 9].iter().zip(want) {
+                assert!((f64::from(*got) - want).abs() < 1e-6, "{up:?}");
+            }
         }
     }
 }

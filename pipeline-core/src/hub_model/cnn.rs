@@ -56,6 +56,7 @@ pub(super) fn convnext_shape(
         dims,
         depths,
         resnet: None,
+        registers: None,
     }
 }
 
@@ -211,6 +212,7 @@ pub(super) fn resnet_config(
             dims,
             depths,
             resnet: Some(resnet),
+            registers: None,
         },
         labels,
         scores: scores(json, classes)?,

@@ -9,6 +9,7 @@
 //!   `ViTForImageClassification` (any number of labels);
 //! - `dinov2`: `Dinov2Model`, or `Dinov2ForImageClassification` (its head
 //!   reads the class token and the patch mean, concatenated);
+//!   `dinov2_with_registers`: the same with register tokens;
 //! - `clip`: `CLIPModel`'s image tower and projection (embeds, unit length);
 //!   `clip_vision_model`: the same tower saved alone
 //!   (`CLIPVisionModelWithProjection`); `CLIPForImageClassification`
@@ -96,7 +97,7 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
     }
     let (family, tower) = match model_type {
         "vit" => (Family::Vit, json.clone()),
-        "dinov2" => (Family::Dinov2, json.clone()),
+        "dinov2" | "dinov2_with_registers" => (Family::Dinov2, json.clone()),
         "clip" => (Family::Clip, vision()),
         "siglip" => (Family::Siglip, vision()),
         // A vision tower saved alone: its config is the vision config.
@@ -105,7 +106,7 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         other => {
             return Err(format!(
                 "model_type {other} is not built in (the built-in families read from a hub \
-                 config are vit, dinov2, clip, clip_vision_model, siglip, \
+                 config are vit, dinov2, dinov2_with_registers, clip, clip_vision_model, siglip, \
                  siglip_vision_model, convnext and resnet); export it to ONNX and run \
                  --model FILE.onnx"
             ));
@@ -143,6 +144,7 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
     // transformers' defaults where a config leaves a key out.
     let (image_default, patch_default, eps_default, act_default) = match family {
         Family::Vit => (224, 16, 1e-12, "gelu"),
+        Family::Dinov2 if model_type == "dinov2_with_registers" => (224, 16, 1e-6, "gelu"),
         Family::Dinov2 => (224, 14, 1e-6, "gelu"),
         Family::Clip => (224, 32, 1e-5, "quick_gelu"),
         _ => (224, 16, 1e-6, "gelu_pytorch_tanh"),
@@ -225,6 +227,17 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
                 .to_owned(),
         );
     }
+    let registers = if model_type == "dinov2_with_registers" {
+        Some(match tower.get("num_register_tokens") {
+            None => 4,
+            Some(v) => v
+                .as_u64()
+                .ok_or_else(|| format!("config.json: num_register_tokens is {v}, not a count"))?
+                as usize,
+        })
+    } else {
+        None
+    };
     let (labels, classes) = if classifier {
         let labels = head_labels(text, &json)?;
         let n = labels.len();
@@ -250,6 +263,7 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
             dims: Vec::new(),
             depths: Vec::new(),
             resnet: None,
+            registers,
         },
         labels,
         scores,

@@ -62,6 +62,12 @@ pub struct HubShape {
     /// depths.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resnet: Option<HubResNet>,
+    /// A DINOv2 with registers (`dinov2_with_registers`): its register
+    /// tokens, after the class token, without position embeddings; its
+    /// position embeddings are resampled antialiased, as its transformers
+    /// class does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registers: Option<usize>,
 }
 
 /// A transformers `ResNetConfig`'s blocks: the network is torchvision's

@@ -599,3 +599,25 @@ fn clip_and_siglip_classifiers() {
         (Some(4), 4, Scores::Sigmoid)
     );
 }
+
+/// DINOv2 with registers: its register tokens (4 unless said) and
+/// `Dinov2WithRegistersConfig`'s own defaults (patch 16); plain DINOv2
+/// has none.
+#[test]
+fn dinov2_with_registers() {
+    let base = hub_config(
+        r#"{"model_type": "dinov2_with_registers", "hidden_size": 768,
+            "image_size": 518, "patch_size": 14}"#,
+    )
+    .expect("facebook/dinov2-with-registers-base");
+    assert_eq!((base.shape.registers, base.shape.pos_grid), (Some(4), 37));
+    let defaults =
+        hub_config(r#"{"model_type": "dinov2_with_registers", "num_register_tokens": 2}"#)
+            .expect("its defaults");
+    assert_eq!(
+        (defaults.shape.registers, defaults.shape.patch),
+        (Some(2), 16)
+    );
+    let plain = hub_config(r#"{"model_type": "dinov2"}"#).expect("DINOv2");
+    assert_eq!(plain.shape.registers, None);
+}

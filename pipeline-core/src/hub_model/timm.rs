@@ -240,6 +240,7 @@ fn vit(architecture: &str, json: &Value, args: &Value) -> Result<HubConfig, Stri
             dims: Vec::new(),
             depths: Vec::new(),
             resnet: None,
+            registers: None,
         },
         labels: if classes > 0 {
             labels(json, classes)?

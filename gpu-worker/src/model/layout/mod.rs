@@ -46,6 +46,9 @@ pub(crate) enum Layout {
     /// Hugging Face `Dinov2ForImageClassification` (`dinov2.` prefix, a
     /// `classifier` over the class token and the patch mean).
     HfDinov2Classifier,
+    /// Hugging Face `Dinov2WithRegistersForImageClassification`
+    /// (`dinov2_with_registers.` prefix, a `classifier`).
+    HfDinov2RegistersClassifier,
     /// Hugging Face `ConvNextForImageClassification` (`convnext.` prefix,
     /// a `classifier`): torchvision's ConvNeXt under other names, the
     /// layer scales `[C]` where torchvision's are `[C, 1, 1]`.
@@ -73,7 +76,9 @@ impl fmt::Display for Layout {
             Self::HfDinov2 => "a Hugging Face DINOv2",
             Self::HubDinov2 => "a torch-hub DINOv2",
             Self::HfVit | Self::HfVitBare => "a Hugging Face ViT",
-            Self::HfDinov2Classifier => "a Hugging Face DINOv2 classifier",
+            Self::HfDinov2Classifier | Self::HfDinov2RegistersClassifier => {
+                "a Hugging Face DINOv2 classifier"
+            }
             Self::HfConvNext | Self::HfConvNextBare => "a Hugging Face ConvNeXt",
             Self::TimmConvNext => "a timm ConvNeXt",
             Self::TimmVit => "a timm ViT",
@@ -111,6 +116,8 @@ impl Layout {
             Some(Self::HfVit)
         } else if has("dinov2.embeddings.cls_token") {
             Some(Self::HfDinov2Classifier)
+        } else if has("dinov2_with_registers.embeddings.cls_token") {
+            Some(Self::HfDinov2RegistersClassifier)
         } else if has("embeddings.cls_token") && has("encoder.layer.0.layernorm_before.weight") {
             Some(Self::HfVitBare)
         } else if has("embeddings.cls_token") && any("encoder.layer.0.attention.") {
@@ -154,7 +161,9 @@ impl Layout {
             Self::OpenClip => OPEN_CLIP,
             Self::HfClip => HF_CLIP,
             Self::HfSiglip | Self::HfSiglipBare => HF_SIGLIP,
-            Self::HfDinov2 | Self::HfDinov2Classifier => HF_DINOV2,
+            Self::HfDinov2 | Self::HfDinov2Classifier | Self::HfDinov2RegistersClassifier => {
+                HF_DINOV2
+            }
             Self::HubDinov2 => HUB_DINOV2,
             Self::HfVit | Self::HfVitBare => HF_VIT,
             Self::HfConvNext => HF_CONVNEXT,
@@ -182,6 +191,7 @@ impl Layout {
             | Self::HfVit
             | Self::HfVitBare
             | Self::HfDinov2Classifier
+            | Self::HfDinov2RegistersClassifier
             | Self::HfConvNext
             | Self::HfConvNextBare => CropRounding::Floor,
         }
@@ -215,6 +225,9 @@ impl Layout {
             Self::HfDinov2 => &[r"^embeddings\.mask_token$"],
             Self::HubDinov2 => &[r"^mask_token$"],
             Self::HfDinov2Classifier => &[r"^dinov2\.embeddings\.mask_token$"],
+            Self::HfDinov2RegistersClassifier => {
+                &[r"^dinov2_with_registers\.embeddings\.mask_token$"]
+            }
             Self::HfVit => &[r"^vit\.embeddings\.mask_token$"],
             Self::HfVitBare => &[r"^embeddings\.mask_token$", r"^pooler\.dense\."],
         }
@@ -367,6 +380,7 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
     let prefix = match layout {
         Layout::HfVit => Some("vit."),
         Layout::HfDinov2Classifier => Some("dinov2."),
+        Layout::HfDinov2RegistersClassifier => Some("dinov2_with_registers."),
         _ => None,
     };
     if let Some(prefix) = prefix {

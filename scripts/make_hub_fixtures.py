@@ -49,6 +49,9 @@ Repos (folder `ORG--NAME`):
   ResNetModel (no heads) at small widths: their `pooler_output`;
 - `tiny-org--timm-convnext-bare`: timm's `convnext_tiny` at widths 8..32
   with `num_classes` 0: its pre-logits features;
+- `tiny-org--timm-resnet18`, `tiny-org--timm-resnet50-bare`: timm's
+  `resnet18` (channels 8..32, 3 named classes) and `resnet50` (channels
+  4..16, no head) saved by `save_for_hf`, through timm's transform;
 - `tiny-org--timm-convnext`: timm's `convnext_tiny` at stage widths 16,
   24, 32, 40 and depths 1, 1, 2, 1 with 7 classes, saved by timm's own
   `save_for_hf` (config.json with `architecture`, `model_args`,
@@ -365,6 +368,29 @@ def main(out: pathlib.Path) -> None:
         for p in photos:
             rows.append(model(transform(Image.open(p).convert("RGB"))[None])[0].double().tolist())
     reference["tiny-org--timm-convnext-bare"] = {"images": images, "embed": rows}
+
+    # timm's plain ResNets: torchvision's network and names, at other
+    # widths (model_args' channels and stem_width); a basic-block one with
+    # 3 named classes, and a bottleneck one without its head.
+    for repo, arch, args, names, seed in [
+        ("tiny-org--timm-resnet18", "resnet18",
+         dict(channels=(8, 16, 24, 32), stem_width=8, num_classes=3), ["red", "green", "blue"], SEED + 20),
+        ("tiny-org--timm-resnet50-bare", "resnet50",
+         dict(channels=(4, 8, 12, 16), stem_width=8, num_classes=0), None, SEED + 21),
+    ]:
+        model = batch_norms(randomise(timm.create_model(arch, pretrained=False, **args), seed), seed)
+        folder = out / repo
+        folder.mkdir(parents=True, exist_ok=True)
+        save_for_hf(model, str(folder), model_config={"label_names": names} if names else None,
+                    model_args=args, safe_serialization=True)
+        saved = json.loads((folder / "config.json").read_text())["pretrained_cfg"]
+        transform = timm.data.create_transform(**timm.data.resolve_data_config(pretrained_cfg=saved))
+        rows = []
+        with torch.no_grad():
+            for p in photos:
+                y = model(transform(Image.open(p).convert("RGB"))[None])[0].double()
+                rows.append((torch.softmax(y, 0) if names else y).tolist())
+        reference[repo] = {"images": images, ("probs" if names else "embed"): rows}
 
     # timm's plain ViT (vit_base_patch16_224's augreg preprocessing: bicubic,
     # crop_pct 0.9, mean and std 0.5) at 64 px with 5 named classes.

@@ -162,9 +162,10 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
     // dinov2-registers, dinov2-registers-3labels, clip-small,
     // siglip-small, clip-vision, siglip-vision, clip-classifier,
     // siglip-classifier, convnext-5labels, convnext-bare, timm-convnext,
-    // timm-convnext-bare, resnet-3labels, resnet-basic, resnet-bare,
+    // timm-convnext-bare, timm-resnet18, timm-resnet50-bare,
+    // resnet-3labels, resnet-basic, resnet-bare,
     // timm-vit.
-    assert_eq!((checked, classifiers), (20, 11), "repos planned");
+    assert_eq!((checked, classifiers), (22, 12), "repos planned");
 }
 
 /// A hub ResNet is checked before any worker starts by its file's names

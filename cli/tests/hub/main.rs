@@ -218,7 +218,7 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 20] = [
+const REPOS: [&str; 22] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/vit-sharded",
@@ -236,6 +236,8 @@ const REPOS: [&str; 20] = [
     "tiny-org/convnext-bare",
     "tiny-org/resnet-bare",
     "tiny-org/timm-convnext-bare",
+    "tiny-org/timm-resnet18",
+    "tiny-org/timm-resnet50-bare",
     "tiny-org/resnet-3labels",
     "tiny-org/resnet-basic",
     "tiny-org/timm-vit",
@@ -294,6 +296,14 @@ fn every_family_at_its_config_s_size_matches_transformers() {
         ["ant", "bee", "fly", "moth", "wasp"].contains(&label),
         "{}",
         timm_vit[0]
+    );
+    // timm's ResNet names its classes by its label_names.
+    let timm_resnet = common::records(&dir.path().join("tiny-org_timm-resnet18.jsonl"));
+    let label = timm_resnet[0]["top_k"][0]["label"].as_str().unwrap_or("");
+    assert!(
+        ["red", "green", "blue"].contains(&label),
+        "{}",
+        timm_resnet[0]
     );
     // timm's ConvNeXt names its 7 classes by number (no label_names).
     let timm = common::records(&dir.path().join("tiny-org_timm-convnext.jsonl"));

@@ -55,18 +55,18 @@ impl Model {
                 });
             }
             // A burn-module CNN has no layout: its file's names and shapes
-            // against those transformers saves for its config.
-            return hf_resnet(&config.hf_tensors(), repo, &checkpoint);
+            // against those transformers (or timm) saves for its config.
+            return resnet_file(&config.file_tensors(), repo, &checkpoint);
         }
         families::check(&arch, repo, &checkpoint)?;
         Ok(())
     }
 }
 
-/// `checkpoint` against the tensors a transformers ResNet of its config
-/// saves: each there with its shape, nothing else but BatchNorms'
+/// `checkpoint` against the tensors a transformers (or timm) ResNet of its
+/// config saves: each there with its shape, nothing else but BatchNorms'
 /// `num_batches_tracked`; the problems in one line, as a load reports them.
-fn hf_resnet(
+fn resnet_file(
     want: &[(String, Vec<usize>)],
     repo: &str,
     checkpoint: &Checkpoint,

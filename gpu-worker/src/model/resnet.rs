@@ -96,7 +96,12 @@ impl ResNetConfig {
             },
             stride_in_1x1: blocks.downsample_in_bottleneck,
             classes: shape.classes.unwrap_or(0),
-            names: ResNetNames::HuggingFace,
+            // timm's ResNets are torchvision's, by its names.
+            names: if blocks.timm {
+                ResNetNames::Torchvision
+            } else {
+                ResNetNames::HuggingFace
+            },
         }
     }
 
@@ -115,51 +120,85 @@ impl ResNetConfig {
         }
     }
 
-    /// Every tensor transformers' `ResNetForImageClassification` of this
-    /// shape saves (`num_batches_tracked` aside), with its shape, block by
-    /// block as [`ResNet::new`] builds them: for a check by names and
-    /// shapes before any worker starts, without loading the weights.
-    pub(crate) fn hf_tensors(&self) -> Vec<(String, Vec<usize>)> {
+    /// Every tensor its checkpoint saves (`num_batches_tracked` aside),
+    /// with its shape, in the names of its `names` (transformers'
+    /// `ResNetForImageClassification`, or torchvision's, as timm's repos
+    /// save them), block by block as [`ResNet::new`] builds them: for a
+    /// check by names and shapes before any worker starts, without
+    /// loading the weights.
+    pub(crate) fn file_tensors(&self) -> Vec<(String, Vec<usize>)> {
+        let hf = self.names == ResNetNames::HuggingFace;
         let mut tensors = Vec::new();
-        let mut conv = |name: String, cout: usize, cin: usize, kernel: usize| {
-            tensors.push((
-                format!("{name}.convolution.weight"),
-                vec![cout, cin, kernel, kernel],
-            ));
+        // A convolution (no bias) and its BatchNorm, by their names.
+        let mut conv = |(conv, bn): (String, String), cout: usize, cin: usize, kernel: usize| {
+            tensors.push((format!("{conv}.weight"), vec![cout, cin, kernel, kernel]));
             for p in ["weight", "bias", "running_mean", "running_var"] {
-                tensors.push((format!("{name}.normalization.{p}"), vec![cout]));
+                tensors.push((format!("{bn}.{p}"), vec![cout]));
+            }
+        };
+        let pair = |base: String, hf_leaf: &str, conv: &str, bn: &str| {
+            if hf {
+                (
+                    format!("{base}{hf_leaf}.convolution"),
+                    format!("{base}{hf_leaf}.normalization"),
+                )
+            } else {
+                (format!("{base}{conv}"), format!("{base}{bn}"))
             }
         };
         // A `ResNetModel` (no head) saves its tensors without the prefix.
-        let prefix = if self.classes > 0 { "resnet." } else { "" };
-        conv(format!("{prefix}embedder.embedder"), self.stem, 3, 7);
+        let prefix = if hf && self.classes > 0 {
+            "resnet."
+        } else {
+            ""
+        };
+        conv(
+            pair(prefix.to_owned(), "embedder.embedder", "conv1", "bn1"),
+            self.stem,
+            3,
+            7,
+        );
         let mut cin = self.stem;
         for (s, (&cout, &blocks)) in self.widths.iter().zip(&self.blocks).enumerate() {
             for j in 0..blocks {
-                let base = format!("{prefix}encoder.stages.{s}.layers.{j}");
+                let base = if hf {
+                    format!("{prefix}encoder.stages.{s}.layers.{j}.")
+                } else {
+                    format!("layer{}.{j}.", s + 1)
+                };
                 let stride = match (s, j) {
                     (_, 1..) => 1,
                     (0, 0) => self.first_stride,
                     _ => 2,
                 };
                 if stride != 1 || cin != cout {
-                    conv(format!("{base}.shortcut"), cout, cin, 1);
+                    let shortcut = pair(base.clone(), "shortcut", "downsample.0", "downsample.1");
+                    conv(shortcut, cout, cin, 1);
                 }
+                let layer = |k: usize| {
+                    pair(
+                        base.clone(),
+                        &format!("layer.{k}"),
+                        &format!("conv{}", k + 1),
+                        &format!("bn{}", k + 1),
+                    )
+                };
                 if self.bottleneck {
                     let planes = cout / 4;
-                    conv(format!("{base}.layer.0"), planes, cin, 1);
-                    conv(format!("{base}.layer.1"), planes, planes, 3);
-                    conv(format!("{base}.layer.2"), cout, planes, 1);
+                    conv(layer(0), planes, cin, 1);
+                    conv(layer(1), planes, planes, 3);
+                    conv(layer(2), cout, planes, 1);
                 } else {
-                    conv(format!("{base}.layer.0"), cout, cin, 3);
-                    conv(format!("{base}.layer.1"), cout, cout, 3);
+                    conv(layer(0), cout, cin, 3);
+                    conv(layer(1), cout, cout, 3);
                 }
                 cin = cout;
             }
         }
         if self.classes > 0 {
-            tensors.push(("classifier.1.weight".into(), vec![self.classes, cin]));
-            tensors.push(("classifier.1.bias".into(), vec![self.classes]));
+            let head = if hf { "classifier.1" } else { "fc" };
+            tensors.push((format!("{head}.weight"), vec![self.classes, cin]));
+            tensors.push((format!("{head}.bias"), vec![self.classes]));
         }
         tensors
     }

@@ -185,6 +185,7 @@ pub(super) fn resnet_config(
         bottleneck,
         downsample_in_first_stage: flag("downsample_in_first_stage")?,
         downsample_in_bottleneck: flag("downsample_in_bottleneck")?,
+        timm: false,
     };
     let labels = if classifier {
         head_labels(text, json)?

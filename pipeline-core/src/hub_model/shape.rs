@@ -83,6 +83,10 @@ pub struct HubResNet {
     /// A bottleneck strides in its first 1×1 convolution
     /// (`downsample_in_bottleneck`), not in its 3×3.
     pub downsample_in_bottleneck: bool,
+    /// A timm repo's ResNet (torchvision's network, by torchvision's
+    /// tensor names), not transformers'.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timm: bool,
 }
 
 // eps is never NaN: it is read from a config and checked positive.

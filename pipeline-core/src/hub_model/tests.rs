@@ -191,8 +191,8 @@ fn a_timm_convnext_from_its_architecture_and_model_args() {
     assert_eq!(numbered.labels, ["0", "1"]);
     for (config, says) in [
         (
-            r#"{"architecture": "resnet50"}"#,
-            "timm's resnet50 is not built in",
+            r#"{"architecture": "efficientnet_b0"}"#,
+            "timm's efficientnet_b0 is not built in",
         ),
         (
             r#"{"architecture": "convnext_atto", "model_args": {}}"#,
@@ -236,6 +236,7 @@ fn a_resnet_classifier_from_its_config() {
             bottleneck: true,
             downsample_in_first_stage: false,
             downsample_in_bottleneck: false,
+            timm: false,
         })
     );
     assert_eq!(
@@ -620,4 +621,49 @@ fn dinov2_with_registers() {
     );
     let plain = hub_config(r#"{"model_type": "dinov2"}"#).expect("DINOv2");
     assert_eq!(plain.shape.registers, None);
+}
+
+/// timm's plain ResNets: torchvision's network at `model_args`' widths
+/// (a bottleneck's output four times its `channels`), with or without a
+/// head; timm's variants of other stems, shortcuts or groups are refused.
+#[test]
+fn timm_resnets_are_torchvisions() {
+    let r50 = hub_config(
+        r#"{"architecture": "resnet50", "num_classes": 1000,
+            "pretrained_cfg": {"input_size": [3, 224, 224], "crop_pct": 0.95}}"#,
+    )
+    .expect("timm/resnet50.a1_in1k");
+    assert_eq!(r50.shape.family, Family::Resnet);
+    assert_eq!(
+        (r50.shape.dims.as_slice(), r50.shape.depths.as_slice()),
+        (&[256, 512, 1024, 2048][..], &[3, 4, 6, 3][..])
+    );
+    assert_eq!(r50.labels.len(), 1000, "ImageNet's names");
+    let blocks = r50.shape.resnet.expect("its blocks");
+    assert!(blocks.timm && blocks.bottleneck && blocks.stem == 64);
+    let small = hub_config(
+        r#"{"architecture": "resnet18", "num_classes": 0,
+            "model_args": {"channels": [8, 16, 24, 32], "stem_width": 8, "global_pool": "avg"}}"#,
+    )
+    .expect("a small resnet18 without a head");
+    assert_eq!((small.shape.dims[3], small.shape.classes), (32, None));
+    let stem = small.shape.resnet.expect("its blocks").stem;
+    assert_eq!(stem, 64, "a plain stem is 64 wide whatever stem_width says");
+    for (config, says) in [
+        (
+            r#"{"architecture": "resnet50d"}"#,
+            "timm's resnet50d is not built in",
+        ),
+        (
+            r#"{"architecture": "resnet50", "model_args": {"avg_down": true}}"#,
+            "model_args.avg_down true is not built in",
+        ),
+        (
+            r#"{"architecture": "resnet50", "model_args": {"cardinality": 32}}"#,
+            "model_args.cardinality 32",
+        ),
+    ] {
+        let error = hub_config(config).expect_err(config);
+        assert!(error.contains(says), "{config}: {error}");
+    }
 }

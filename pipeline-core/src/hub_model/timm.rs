@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::cnn::{convnext_shape, stage_counts};
-use super::shape::{HubActivation, HubConfig, HubShape};
+use super::shape::{HubActivation, HubConfig, HubResNet, HubShape};
 use crate::model::{Family, Scores};
 
 /// The model of a timm repo whose `config.json` names `architecture`.
@@ -16,6 +16,9 @@ pub(super) fn timm_config(architecture: &str, json: &Value) -> Result<HubConfig,
     let args = json.get("model_args").cloned().unwrap_or(Value::Null);
     if architecture.starts_with("vit_") {
         return vit(architecture, json, &args);
+    }
+    if architecture.starts_with("resnet") {
+        return resnet(architecture, json, &args);
     }
     // timm's `convnext.py`: depths and dims of each named size.
     let (depths, dims): (&[usize], &[usize]) = match architecture {
@@ -73,10 +76,94 @@ pub(super) fn timm_config(architecture: &str, json: &Value) -> Result<HubConfig,
 fn not_built_in(architecture: &str) -> String {
     format!(
         "timm's {architecture} is not built in (of timm's architectures, convnext_tiny, \
-         _small, _base, _large and _xlarge are, and the plain ViTs \
-         vit_{{tiny,small,base,large,huge}}_patchP_SIZE); export it to ONNX and run \
-         --model FILE.onnx"
+         _small, _base, _large and _xlarge are, the plain ResNets resnet18, 34, 50, 101 \
+         and 152, and the plain ViTs vit_{{tiny,small,base,large,huge}}_patchP_SIZE); \
+         export it to ONNX and run --model FILE.onnx"
     )
+}
+
+/// timm's plain ResNets (`resnet50.a1_in1k`, `resnet18.tv_in1k`):
+/// torchvision's network and names, at `model_args`' `channels` (each
+/// stage's base width; a bottleneck's output is four times it), with its `num_classes` head or (0) embedding its pooled
+/// features. The variants timm builds from other arguments (`resnet50d`'s
+/// deep stem and average-pool shortcuts, ResNeXt's groups, other
+/// activations or norms) are refused in one line.
+fn resnet(architecture: &str, json: &Value, args: &Value) -> Result<HubConfig, String> {
+    let (bottleneck, depths): (bool, &[usize]) = match architecture {
+        "resnet18" => (false, &[2, 2, 2, 2]),
+        "resnet34" => (false, &[3, 4, 6, 3]),
+        "resnet50" => (true, &[3, 4, 6, 3]),
+        "resnet101" => (true, &[3, 4, 23, 3]),
+        "resnet152" => (true, &[3, 8, 36, 3]),
+        other => return Err(not_built_in(other)),
+    };
+    if let Some(map) = args.as_object() {
+        for (key, v) in map {
+            let plain = match key.as_str() {
+                "channels" | "stem_width" | "num_classes" | "drop_rate" | "drop_path_rate"
+                | "zero_init_last" => true,
+                "in_chans" => v.as_u64() == Some(3),
+                "global_pool" => v.as_str() == Some("avg"),
+                "output_stride" => v.as_u64() == Some(32),
+                "cardinality" => v.as_u64() == Some(1),
+                "base_width" => v.as_u64() == Some(64),
+                "stem_type" => v.as_str() == Some(""),
+                "avg_down" | "replace_stem_pool" => v.as_bool() == Some(false),
+                _ => false,
+            };
+            if !plain {
+                return Err(format!(
+                    "config.json: model_args.{key} {v} is not built in (torchvision's ResNet)"
+                ));
+            }
+        }
+    }
+    let channels = stage_counts(
+        args.get("channels"),
+        "model_args.channels",
+        &[64, 128, 256, 512],
+    )?;
+    // timm's plain stem is 64 wide whatever `stem_width` says (it sizes
+    // the deep stems only).
+    let stem = 64;
+    let expansion = if bottleneck { 4 } else { 1 };
+    let dims: Vec<usize> = channels.iter().map(|c| c * expansion).collect();
+    let classes = num_classes(json, args)?;
+    let image_size = input_size(json)?;
+    let width = dims[3];
+    Ok(HubConfig {
+        shape: HubShape {
+            family: Family::Resnet,
+            patch: 1,
+            width,
+            depth: depths.iter().sum(),
+            heads: 1,
+            mlp: width,
+            pos_grid: 0,
+            image: image_size,
+            eps: 1e-5,
+            activation: HubActivation::Gelu,
+            projection: None,
+            classes: (classes > 0).then_some(classes),
+            dims,
+            depths: depths.to_vec(),
+            resnet: Some(HubResNet {
+                stem,
+                bottleneck,
+                downsample_in_first_stage: false,
+                downsample_in_bottleneck: false,
+                timm: true,
+            }),
+            registers: None,
+        },
+        labels: if classes > 0 {
+            labels(json, classes)?
+        } else {
+            Vec::new()
+        },
+        scores: Scores::Softmax,
+        image_size,
+    })
 }
 
 /// `num_classes`, at the root or in `model_args` (1000 unless given).

@@ -24,7 +24,7 @@ pub use batch::{Batch, WorkGroup, WorkItem};
 pub use decode::{RgbImage, decode_rgb};
 pub use jpeg_simd::{JpegDecoder, jpeg_decoder};
 pub use preprocess::Preprocessor;
-pub use resample::{ResamplePath, force_resample_path, resample_path};
+pub use resample::{ResamplePath, force_resample_path, keys_cubic, resample_path};
 pub use stream::{
     BATCH_QUEUE_CAPACITY, BatchStream, DecoderPriority, FETCH_QUEUE_MIN, Loader, LoaderConfig,
     LoaderError, Ready, load_bytes,

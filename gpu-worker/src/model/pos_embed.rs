@@ -78,16 +78,6 @@ fn resample_antialiased(src: &[f32], from: usize, to: usize, dim: usize) -> Vec<
     } else {
         (2.0, 1.0)
     };
-    let filter = |x: f64| {
-        let (a, x) = (-0.5, x.abs());
-        if x < 1.0 {
-            ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-        } else if x < 2.0 {
-            (((x - 5.0) * x + 8.0) * x - 4.0) * a
-        } else {
-            0.0
-        }
-    };
     // Each output position's first input and weights, normalised.
     let taps: Vec<(usize, Vec<f64>)> = (0..to)
         .map(|o| {
@@ -96,7 +86,7 @@ fn resample_antialiased(src: &[f32], from: usize, to: usize, dim: usize) -> Vec<
             let min = ((center - support + 0.5) as i64).max(0) as usize;
             let max = ((center + support + 0.5) as i64).min(from as i64) as usize;
             let mut w: Vec<f64> = (min..max)
-                .map(|j| filter((j as f64 - center + 0.5) * invscale))
+                .map(|j| loader::keys_cubic((j as f64 - center + 0.5) * invscale))
                 .collect();
             let total: f64 = w.iter().sum();
             if total != 0.0 {

@@ -17,6 +17,21 @@ pub(crate) enum Filter {
     Lanczos,
 }
 
+/// Keys' cubic convolution kernel with `a = -0.5`: Pillow's `BICUBIC`
+/// filter, and PyTorch's antialiased bicubic's (the model's position
+/// embeddings resampled as transformers' DINOv2 with registers does).
+pub fn keys_cubic(x: f64) -> f64 {
+    let a = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * a
+    } else {
+        0.0
+    }
+}
+
 /// Fixed-point bits of a weight: `32 - 8 - 2`, room for 8-bit pixels and
 /// two bits of overshoot (negative lobes).
 pub(super) const PRECISION_BITS: u32 = 32 - 8 - 2;
@@ -52,17 +67,7 @@ impl Filter {
                 let x = x.abs();
                 if x < 1.0 { 1.0 - x } else { 0.0 }
             }
-            Self::Bicubic => {
-                let a = -0.5;
-                let x = x.abs();
-                if x < 1.0 {
-                    ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-                } else if x < 2.0 {
-                    (((x - 5.0) * x + 8.0) * x - 4.0) * a
-                } else {
-                    0.0
-                }
-            }
+            Self::Bicubic => keys_cubic(x),
             Self::Lanczos => {
                 let sinc = |x: f64| {
                     if x == 0.0 {

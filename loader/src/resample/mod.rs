@@ -30,6 +30,7 @@ mod x86;
 use coefficients::{Coefficients, PRECISION_BITS};
 
 pub(crate) use coefficients::Filter;
+pub use coefficients::keys_cubic;
 pub(crate) use nearest::resize_nearest_rgb;
 pub use path::{ResamplePath, force_resample_path, resample_path};
 

@@ -60,6 +60,36 @@ pub(super) fn convnext_shape(
     }
 }
 
+/// A ResNet's shape: its stage widths and depths, the crop it is fed, its
+/// blocks and its classes, if it has a classifier (the transformer fields
+/// at what they mean for it: the last stage's width, every block).
+pub(super) fn resnet_shape(
+    (dims, depths): (Vec<usize>, Vec<usize>),
+    image: usize,
+    classes: Option<usize>,
+    resnet: HubResNet,
+) -> HubShape {
+    let width = *dims.last().expect("four stages");
+    HubShape {
+        family: Family::Resnet,
+        patch: 1,
+        width,
+        depth: depths.iter().sum(),
+        heads: 1,
+        mlp: width,
+        pos_grid: 0,
+        image,
+        eps: 1e-5,
+        activation: HubActivation::Gelu,
+        projection: None,
+        classes,
+        dims,
+        depths,
+        resnet: Some(resnet),
+        registers: None,
+    }
+}
+
 /// transformers' `ConvNextConfig` (each key it leaves out at its
 /// default): a `ConvNextForImageClassification`, torchvision's network at
 /// these stage widths and depths, or a `ConvNextModel` (no head), which
@@ -193,28 +223,9 @@ pub(super) fn resnet_config(
         Vec::new()
     };
     let classes = classifier.then_some(labels.len());
-    let width = *dims.last().expect("four stages");
     Ok(HubConfig {
-        shape: HubShape {
-            family: Family::Resnet,
-            patch: 1,
-            width,
-            depth: depths.iter().sum(),
-            heads: 1,
-            mlp: width,
-            pos_grid: 0,
-            // The crop its processor gives; 224 until the coordinator
-            // reads it.
-            image: 224,
-            eps: 1e-5,
-            activation: HubActivation::Gelu,
-            projection: None,
-            classes,
-            dims,
-            depths,
-            resnet: Some(resnet),
-            registers: None,
-        },
+        // The crop its processor gives; 224 until the coordinator reads it.
+        shape: resnet_shape((dims, depths), 224, classes, resnet),
         labels,
         scores: scores(json, classes)?,
         image_size: 224,

@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::cnn::{convnext_shape, stage_counts};
+use super::cnn::{convnext_shape, resnet_shape, stage_counts};
 use super::shape::{HubActivation, HubConfig, HubResNet, HubShape};
 use crate::model::{Family, Scores};
 
@@ -63,11 +63,7 @@ pub(super) fn timm_config(architecture: &str, json: &Value) -> Result<HubConfig,
             1e-6,
             (classes > 0).then_some(classes),
         ),
-        labels: if classes > 0 {
-            labels(json, classes)?
-        } else {
-            Vec::new()
-        },
+        labels: labels(json, classes)?,
         scores: Scores::Softmax,
         image_size,
     })
@@ -130,37 +126,20 @@ fn resnet(architecture: &str, json: &Value, args: &Value) -> Result<HubConfig, S
     let dims: Vec<usize> = channels.iter().map(|c| c * expansion).collect();
     let classes = num_classes(json, args)?;
     let image_size = input_size(json)?;
-    let width = dims[3];
     Ok(HubConfig {
-        shape: HubShape {
-            family: Family::Resnet,
-            patch: 1,
-            width,
-            depth: depths.iter().sum(),
-            heads: 1,
-            mlp: width,
-            pos_grid: 0,
-            image: image_size,
-            eps: 1e-5,
-            activation: HubActivation::Gelu,
-            projection: None,
-            classes: (classes > 0).then_some(classes),
-            dims,
-            depths: depths.to_vec(),
-            resnet: Some(HubResNet {
+        shape: resnet_shape(
+            (dims, depths.to_vec()),
+            image_size,
+            (classes > 0).then_some(classes),
+            HubResNet {
                 stem,
                 bottleneck,
                 downsample_in_first_stage: false,
                 downsample_in_bottleneck: false,
                 timm: true,
-            }),
-            registers: None,
-        },
-        labels: if classes > 0 {
-            labels(json, classes)?
-        } else {
-            Vec::new()
-        },
+            },
+        ),
+        labels: labels(json, classes)?,
         scores: Scores::Softmax,
         image_size,
     })
@@ -178,6 +157,10 @@ fn num_classes(json: &Value, args: &Value) -> Result<usize, String> {
 /// The class names: `label_names`, else ImageNet's for 1000 classes
 /// (timm's in1k heads), else the class numbers.
 fn labels(json: &Value, classes: usize) -> Result<Vec<String>, String> {
+    if classes == 0 {
+        // No head: nothing to name.
+        return Ok(Vec::new());
+    }
     Ok(match json.get("label_names").and_then(Value::as_array) {
         Some(names) if names.len() == classes => names
             .iter()
@@ -329,11 +312,7 @@ fn vit(architecture: &str, json: &Value, args: &Value) -> Result<HubConfig, Stri
             resnet: None,
             registers: None,
         },
-        labels: if classes > 0 {
-            labels(json, classes)?
-        } else {
-            Vec::new()
-        },
+        labels: labels(json, classes)?,
         scores: Scores::Softmax,
         // The size its position embeddings are for: a `pretrained_cfg`
         // crop of another size is refused by the coordinator.

@@ -356,7 +356,8 @@ pub fn check(model: &ZeroShotModel<'_>, classes: &ClassMatrix) -> Result<(), Zer
         });
     }
     if let Some(weights) = model.weights {
-        let checkpoint = Checkpoint::open(weights)?;
+        // Its header, and the two scalars' bytes.
+        let checkpoint = Checkpoint::open_shapes(weights)?;
         let params = logit_params(&checkpoint)?;
         resolve(model.name, params, &rule, weights)?;
     }

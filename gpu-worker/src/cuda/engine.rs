@@ -424,7 +424,8 @@ impl ZeroShot {
         let (rule, matrix) = crate::engine::open_classes((family, name), classes)?;
         let params = match weights {
             Some(path) => {
-                let checkpoint = crate::model::checkpoint::Checkpoint::open(path)?;
+                // Its header, and the two scalars' bytes.
+                let checkpoint = crate::model::checkpoint::Checkpoint::open_shapes(path)?;
                 let found = crate::zero_shot::logit_params(&checkpoint)?;
                 crate::zero_shot::resolve(name, found, &rule, path)?
             }

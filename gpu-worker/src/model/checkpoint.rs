@@ -38,9 +38,20 @@ impl HostTensor {
 }
 
 enum Source {
-    /// Names and shapes only: a check before any worker starts
-    /// ([`Checkpoint::open_shapes`]), tests of layouts at full size.
+    /// Names and shapes only: tests of layouts at full size.
+    #[cfg(test)]
     ShapeOnly,
+    /// A tensor of a safetensors file opened by its header
+    /// ([`Checkpoint::open_shapes`]): read from the file when asked for,
+    /// so that a check before any worker starts, or two scalars
+    /// (`logit_scale`), do not read gigabytes. `dtype` is `None` for a
+    /// type that is not a float.
+    OnDisk {
+        path: Arc<PathBuf>,
+        dtype: Option<StDtype>,
+        offset: u64,
+        len: usize,
+    },
     Pytorch(PtTensor),
     Safetensors {
         file: Arc<Vec<u8>>,
@@ -73,9 +84,10 @@ impl std::fmt::Debug for Checkpoint {
 impl Checkpoint {
     /// The names and shapes of `path`'s tensors, for a check before any
     /// worker starts: of a `.safetensors` file only its header is read
-    /// (its data is not, where [`Checkpoint::open`] reads the whole file:
-    /// 0.3 s of a 344 MB ViT-B's start, BENCHMARKS.md), and the file must
-    /// be as long as the header says; other formats open as `open` does.
+    /// (a tensor's data is read when asked for, where [`Checkpoint::open`]
+    /// reads the whole file: 0.3 s of a 344 MB ViT-B's start,
+    /// BENCHMARKS.md), and the file must be as long as the header says;
+    /// other formats open as `open` does.
     pub(crate) fn open_shapes(path: &Path) -> Result<Self, WeightsError> {
         if is_index(path) {
             return Self::open_sharded(path, Self::open_shapes);
@@ -103,8 +115,10 @@ impl Checkpoint {
         #[derive(serde::Deserialize)]
         struct Info {
             shape: Vec<usize>,
+            dtype: String,
             data_offsets: (u64, u64),
         }
+        let shared = Arc::new(path.to_path_buf());
         let mut tensors: BTreeMap<String, serde_json::Value> =
             serde_json::from_slice(&header).map_err(|e| unreadable(e.to_string()))?;
         tensors.remove("__metadata__");
@@ -114,7 +128,22 @@ impl Checkpoint {
             let info: Info =
                 serde_json::from_value(info).map_err(|e| unreadable(format!("{name}: {e}")))?;
             end = end.max(info.data_offsets.1);
-            let source = Source::ShapeOnly;
+            let (start, stop) = info.data_offsets;
+            if stop < start {
+                return Err(unreadable(format!("{name}: data offsets {start}..{stop}")));
+            }
+            let source = Source::OnDisk {
+                path: Arc::clone(&shared),
+                dtype: match info.dtype.as_str() {
+                    "F32" => Some(StDtype::F32),
+                    "F64" => Some(StDtype::F64),
+                    "F16" => Some(StDtype::F16),
+                    "BF16" => Some(StDtype::BF16),
+                    _ => None,
+                },
+                offset: 8 + n + start,
+                len: usize::try_from(stop - start).map_err(|e| unreadable(e.to_string()))?,
+            };
             entries.insert(
                 name,
                 Entry {
@@ -317,12 +346,6 @@ impl Checkpoint {
         let values = match &entry.source {
             #[cfg(test)]
             Source::ShapeOnly => vec![0.0; entry.shape.iter().product()],
-            #[cfg(not(test))]
-            Source::ShapeOnly => {
-                return Err(unreadable(format!(
-                    "tensor {name}: the file was opened for its names and shapes only"
-                )));
-            }
             Source::Pytorch(tensor) => {
                 let bytes = tensor.read().map_err(|e| unreadable(one_line(&e)))?;
                 pytorch_to_f32(tensor.dtype(), &bytes)
@@ -331,6 +354,23 @@ impl Checkpoint {
             Source::Safetensors { file, dtype, range } => {
                 let bytes = &file[range.0..range.1];
                 safetensors_to_f32(*dtype, bytes)
+                    .ok_or_else(|| unreadable(format!("tensor {name} is not a float tensor")))?
+            }
+            Source::OnDisk {
+                path,
+                dtype,
+                offset,
+                len,
+            } => {
+                use std::io::{Read, Seek};
+                let mut bytes = vec![0u8; *len];
+                let mut file = std::fs::File::open(path.as_path())
+                    .map_err(|e| unreadable(format!("{}: {e}", path.display())))?;
+                file.seek(std::io::SeekFrom::Start(*offset))
+                    .and_then(|_| file.read_exact(&mut bytes))
+                    .map_err(|e| unreadable(format!("tensor {name}: {e}")))?;
+                dtype
+                    .and_then(|d| safetensors_to_f32(d, &bytes))
                     .ok_or_else(|| unreadable(format!("tensor {name} is not a float tensor")))?
             }
         };
@@ -430,6 +470,9 @@ mod tests {
         assert!(whole.names().eq(shapes.names()));
         for name in whole.names() {
             assert_eq!(whole.shape(name), shapes.shape(name), "{name}");
+            // A tensor asked for is read from the file, the same values.
+            let (a, b) = (whole.read(name), shapes.read(name));
+            assert_eq!(a.expect("reads").values, b.expect("reads").values, "{name}");
         }
         let bytes = std::fs::read(&file).expect("reads");
         let dir = tempfile::tempdir().expect("tempdir");

@@ -1,4 +1,4 @@
-"""Hugging Face repos for `cli/tests/hub.rs` (#42): small seeded models of
+"""Hugging Face repos for `cli/tests/hub/` (#42): small seeded models of
 the transformers families the tool builds from a hub config, each saved by
 transformers' own `save_pretrained` (config.json, model.safetensors) with
 its PIL image processor's `preprocessor_config.json`, at sizes none of the
@@ -33,6 +33,8 @@ Repos (folder `ORG--NAME`):
   labels, multi-label (a sigmoid each);
 - `tiny-org--clip-vision`: CLIPVisionModelWithProjection (model_type
   `clip_vision_model`) at width 32, 32 px, a 20-wide projection;
+- `tiny-org--clip-vision-bare`: CLIPVisionModel (no projection), its
+  pooled class token;
 - `tiny-org--siglip-vision`: SiglipVisionModel (`siglip_vision_model`)
   at width 24, 40 px in 12 px patches (a 3x3 grid, as So400m's 384 px
   in 14 px patches is 27x27 with pixels to spare);
@@ -290,6 +292,13 @@ def main(out: pathlib.Path) -> None:
     embed("tiny-org--clip-vision", model, transformers.CLIPImageProcessorPil(
         size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
         lambda x: torch.nn.functional.normalize(model(pixel_values=x).image_embeds, dim=-1))
+    # CLIPVisionModel (no projection): its pooled class token after
+    # post_layernorm, as transformers gives it (not unit length); saved by
+    # transformers 5 without the vision_model. prefix.
+    model = randomise(transformers.CLIPVisionModel(clip_vision), SEED + 22)
+    embed("tiny-org--clip-vision-bare", model, transformers.CLIPImageProcessorPil(
+        size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32}),
+        lambda x: model(pixel_values=x).pooler_output)
     siglip_vision = transformers.SiglipVisionConfig(
         hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=2,
         image_size=40, patch_size=12)
@@ -343,45 +352,13 @@ def main(out: pathlib.Path) -> None:
     import timm
     from timm.models._hub import save_for_hf
 
-    args = dict(depths=(1, 1, 2, 1), dims=(16, 24, 32, 40), num_classes=7)
-    model = randomise(timm.create_model("convnext_tiny", pretrained=False, **args), SEED + 6).eval()
-    repo = out / "tiny-org--timm-convnext"
-    repo.mkdir(parents=True, exist_ok=True)
-    save_for_hf(model, str(repo), model_args=args, safe_serialization=True)
-    transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))
-    rows = []
-    with torch.no_grad():
-        for p in photos:
-            x = transform(Image.open(p).convert("RGB"))[None]
-            rows.append(torch.softmax(model(x)[0].double(), 0).tolist())
-    reference["tiny-org--timm-convnext"] = {"images": images, "probs": rows}
-
-    # timm's ConvNeXt without its head (num_classes 0): the head's norm alone.
-    args = dict(depths=(1, 1, 1, 1), dims=(8, 16, 24, 32), num_classes=0)
-    model = randomise(timm.create_model("convnext_tiny", pretrained=False, **args), SEED + 14).eval()
-    repo = out / "tiny-org--timm-convnext-bare"
-    repo.mkdir(parents=True, exist_ok=True)
-    save_for_hf(model, str(repo), model_args=args, safe_serialization=True)
-    transform = timm.data.create_transform(**timm.data.resolve_model_data_config(model))
-    rows = []
-    with torch.no_grad():
-        for p in photos:
-            rows.append(model(transform(Image.open(p).convert("RGB"))[None])[0].double().tolist())
-    reference["tiny-org--timm-convnext-bare"] = {"images": images, "embed": rows}
-
-    # timm's plain ResNets: torchvision's network and names, at other
-    # widths (model_args' channels and stem_width); a basic-block one with
-    # 3 named classes, and a bottleneck one without its head.
-    for repo, arch, args, names, seed in [
-        ("tiny-org--timm-resnet18", "resnet18",
-         dict(channels=(8, 16, 24, 32), stem_width=8, num_classes=3), ["red", "green", "blue"], SEED + 20),
-        ("tiny-org--timm-resnet50-bare", "resnet50",
-         dict(channels=(4, 8, 12, 16), stem_width=8, num_classes=0), None, SEED + 21),
-    ]:
-        model = batch_norms(randomise(timm.create_model(arch, pretrained=False, **args), seed), seed)
+    def timm_repo(repo, model, args, label_names=None):
+        """`model` saved by timm's own `save_for_hf`, and its outputs through
+        the transform timm builds from the saved `pretrained_cfg`: softmax
+        with a head, else its pre-logits features."""
         folder = out / repo
         folder.mkdir(parents=True, exist_ok=True)
-        save_for_hf(model, str(folder), model_config={"label_names": names} if names else None,
+        save_for_hf(model, str(folder), model_config={"label_names": label_names} if label_names else None,
                     model_args=args, safe_serialization=True)
         saved = json.loads((folder / "config.json").read_text())["pretrained_cfg"]
         transform = timm.data.create_transform(**timm.data.resolve_data_config(pretrained_cfg=saved))
@@ -389,26 +366,33 @@ def main(out: pathlib.Path) -> None:
         with torch.no_grad():
             for p in photos:
                 y = model(transform(Image.open(p).convert("RGB"))[None])[0].double()
-                rows.append((torch.softmax(y, 0) if names else y).tolist())
-        reference[repo] = {"images": images, ("probs" if names else "embed"): rows}
+                rows.append((torch.softmax(y, 0) if args["num_classes"] else y).tolist())
+        reference[repo] = {"images": images, ("probs" if args["num_classes"] else "embed"): rows}
+
+    args = dict(depths=(1, 1, 2, 1), dims=(16, 24, 32, 40), num_classes=7)
+    model = randomise(timm.create_model("convnext_tiny", pretrained=False, **args), SEED + 6).eval()
+    timm_repo("tiny-org--timm-convnext", model, args)
+
+    # timm's ConvNeXt without its head (num_classes 0): the head's norm alone.
+    args = dict(depths=(1, 1, 1, 1), dims=(8, 16, 24, 32), num_classes=0)
+    model = randomise(timm.create_model("convnext_tiny", pretrained=False, **args), SEED + 14).eval()
+    timm_repo("tiny-org--timm-convnext-bare", model, args)
+
+    # timm's plain ResNets: torchvision's network and names, at other
+    # widths (model_args' channels); a basic-block one with 3 named
+    # classes, and a bottleneck one without its head.
+    args = dict(channels=(8, 16, 24, 32), stem_width=8, num_classes=3)
+    model = batch_norms(randomise(timm.create_model("resnet18", pretrained=False, **args), SEED + 20), SEED + 20)
+    timm_repo("tiny-org--timm-resnet18", model, args, ["red", "green", "blue"])
+    args = dict(channels=(4, 8, 12, 16), stem_width=8, num_classes=0)
+    model = batch_norms(randomise(timm.create_model("resnet50", pretrained=False, **args), SEED + 21), SEED + 21)
+    timm_repo("tiny-org--timm-resnet50-bare", model, args)
 
     # timm's plain ViT (vit_base_patch16_224's augreg preprocessing: bicubic,
     # crop_pct 0.9, mean and std 0.5) at 64 px with 5 named classes.
     args = dict(embed_dim=48, depth=2, num_heads=3, img_size=64, patch_size=16, num_classes=5)
     model = randomise(timm.create_model("vit_base_patch16_224", pretrained=False, **args), SEED + 9).eval()
-    repo = out / "tiny-org--timm-vit"
-    repo.mkdir(parents=True, exist_ok=True)
-    save_for_hf(model, str(repo), model_config={"label_names": ["ant", "bee", "fly", "moth", "wasp"]},
-                model_args=args, safe_serialization=True)
-    # The transform timm builds for the repo: from its saved pretrained_cfg.
-    saved = json.loads((repo / "config.json").read_text())["pretrained_cfg"]
-    transform = timm.data.create_transform(**timm.data.resolve_data_config(pretrained_cfg=saved))
-    rows = []
-    with torch.no_grad():
-        for p in photos:
-            x = transform(Image.open(p).convert("RGB"))[None]
-            rows.append(torch.softmax(model(x)[0].double(), 0).tolist())
-    reference["tiny-org--timm-vit"] = {"images": images, "probs": rows}
+    timm_repo("tiny-org--timm-vit", model, args, ["ant", "bee", "fly", "moth", "wasp"])
 
     beit = out / "tiny-org--beit-small"
     beit.mkdir(parents=True, exist_ok=True)

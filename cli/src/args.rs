@@ -201,9 +201,9 @@ pub(crate) struct RunArgs {
     #[arg(long = "prompt", value_name = "TEMPLATE")]
     pub(crate) prompts: Vec<String>,
     /// With --classes labels: the tokenizer file, a Hugging Face
-    /// tokenizer.json or SigLIP's spiece.model (by default the one beside a
-    /// Hugging Face checkpoint; OpenCLIP and OpenAI checkpoints use
-    /// open_clip's built-in tokenizer).
+    /// tokenizer.json or SigLIP's spiece.model (by default a hub repo's
+    /// own, or the one beside a Hugging Face checkpoint; OpenCLIP and
+    /// OpenAI checkpoints use open_clip's built-in tokenizer).
     #[arg(long, value_name = "FILE")]
     pub(crate) tokenizer: Option<PathBuf>,
     /// Classes kept per image (classify).
@@ -520,8 +520,9 @@ pub(crate) struct MergeArgs {
 #[derive(Debug, Args)]
 pub(crate) struct EmbedTextArgs {
     /// A CLIP or SigLIP model (`pipeline models` says which have a text
-    /// tower).
-    #[arg(long, value_name = "NAME")]
+    /// tower), or a hub CLIP or SigLIP repo (`ORG/NAME[@REVISION]`: its
+    /// weights and tokenizer from the repo).
+    #[arg(long, value_name = "NAME|ORG/NAME")]
     pub(crate) model: String,
     /// The checkpoint (OpenCLIP/OpenAI; Hugging Face CLIPModel with its
     /// tokenizer.json beside it, or SiglipModel with its spiece.model).
@@ -542,9 +543,9 @@ pub(crate) struct EmbedTextArgs {
     /// by default from --out's extension, a folder meaning npy.
     #[arg(long, value_name = "jsonl|parquet|npy")]
     pub(crate) format: Option<String>,
-    /// A Hugging Face tokenizer.json or SigLIP's spiece.model (default: the
-    /// one beside a Hugging Face checkpoint; open_clip's built-in one for
-    /// OpenCLIP/OpenAI).
+    /// A Hugging Face tokenizer.json or SigLIP's spiece.model (default: a
+    /// hub repo's own, or the one beside a Hugging Face checkpoint;
+    /// open_clip's built-in one for OpenCLIP/OpenAI).
     #[arg(long, value_name = "FILE")]
     pub(crate) tokenizer: Option<PathBuf>,
     /// The device: `all` takes the first GPU (else the CPU), `cpu`,

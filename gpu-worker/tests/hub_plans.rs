@@ -5,7 +5,7 @@
 //! `config.json` as the worker builds it and run by its f32 reference on
 //! the CPU, gives the burn engine's embeddings and scores for the same
 //! pixels; the burn engine's are held to transformers' own outputs by
-//! `cli/tests/hub.rs`. So the lowering of transformers' layouts (the bare
+//! `cli/tests/hub/`. So the lowering of transformers' layouts (the bare
 //! `ViTModel`, `ViTForImageClassification`, `Dinov2ForImageClassification`
 //! with its class-token and patch-mean head, CLIP's and SigLIP's vision
 //! towers, `ConvNextForImageClassification`, `ResNetForImageClassification`
@@ -159,13 +159,13 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
         checked += 1;
     }
     // vit-backbone, vit-2labels, vit-sharded, dinov2-multilabel,
-    // dinov2-registers, dinov2-registers-3labels, clip-small,
+    // dinov2-registers, dinov2-registers-3labels, clip-small, clip-vision-bare,
     // siglip-small, clip-vision, siglip-vision, clip-classifier,
     // siglip-classifier, convnext-5labels, convnext-bare, timm-convnext,
     // timm-convnext-bare, timm-resnet18, timm-resnet50-bare,
     // resnet-3labels, resnet-basic, resnet-bare,
     // timm-vit.
-    assert_eq!((checked, classifiers), (22, 12), "repos planned");
+    assert_eq!((checked, classifiers), (23, 12), "repos planned");
 }
 
 /// A hub ResNet is checked before any worker starts by its file's names

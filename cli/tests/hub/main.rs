@@ -114,6 +114,19 @@ fn layout(dir: &Path) -> (PathBuf, PathBuf) {
     (root, data)
 }
 
+/// The fixtures served by a hub on 127.0.0.1, with an empty cache, under
+/// `dir`: the photos' folder, the hub, and the environment that points the
+/// tool at both.
+fn serve(dir: &Path) -> (PathBuf, Hub, Vec<(&'static str, String)>) {
+    let (root, data) = layout(dir);
+    let hub = Hub::start(&root, &dir.join("log"), &[]);
+    let env = vec![
+        ("HF_ENDPOINT", hub.endpoint()),
+        ("HF_HUB_CACHE", dir.join("cache").display().to_string()),
+    ];
+    (data, hub, env)
+}
+
 fn reference() -> Value {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hub_repos/reference.json");
     serde_json::from_str(&std::fs::read_to_string(path).expect("reference.json")).expect("json")
@@ -218,7 +231,7 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 22] = [
+const REPOS: [&str; 23] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/vit-sharded",
@@ -228,6 +241,7 @@ const REPOS: [&str; 22] = [
     "tiny-org/clip-small",
     "tiny-org/siglip-small",
     "tiny-org/clip-vision",
+    "tiny-org/clip-vision-bare",
     "tiny-org/clip-classifier",
     "tiny-org/siglip-classifier",
     "tiny-org/siglip-vision",
@@ -246,13 +260,7 @@ const REPOS: [&str; 22] = [
 #[test]
 fn every_family_at_its_config_s_size_matches_transformers() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (root, data) = layout(dir.path());
-    let hub = Hub::start(&root, &dir.path().join("log"), &[]);
-    let cache = dir.path().join("cache");
-    let env = [
-        ("HF_ENDPOINT", hub.endpoint()),
-        ("HF_HUB_CACHE", cache.display().to_string()),
-    ];
+    let (data, hub, env) = serve(dir.path());
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     for model in REPOS {
         let out = format!("{}.jsonl", model.replace('/', "_"));

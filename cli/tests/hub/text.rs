@@ -13,7 +13,7 @@
 use std::path::Path;
 
 use super::common::{self, data::stderr};
-use super::{Hub, infer_with, layout, matches_embedding, matches_probs, records, reference};
+use super::{infer_with, matches_embedding, matches_probs, records, reference, serve};
 
 /// `embed-text` of `texts` with `repo`'s text tower, on the CPU.
 fn embed_text(cwd: &Path, repo: &str, text: &str, env: &[(&str, &str)]) -> std::process::Output {
@@ -30,13 +30,7 @@ fn embed_text(cwd: &Path, repo: &str, text: &str, env: &[(&str, &str)]) -> std::
 #[test]
 fn hub_text_towers_match_transformers_in_embed_text_and_zero_shot() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (root, data) = layout(dir.path());
-    let hub = Hub::start(&root, &dir.path().join("log"), &[]);
-    let cache = dir.path().join("cache");
-    let env = [
-        ("HF_ENDPOINT", hub.endpoint()),
-        ("HF_HUB_CACHE", cache.display().to_string()),
-    ];
+    let (data, hub, env) = serve(dir.path());
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     for (repo, tokenizer) in [
         ("tiny-org/clip-small", "tokenizer.json"),
@@ -111,21 +105,29 @@ fn hub_text_towers_match_transformers_in_embed_text_and_zero_shot() {
         );
     }
 
-    // A classifier repo with --classes (its own head, no zero-shot) is one
-    // line, exit 2.
-    let run = infer_with(
-        dir.path(),
-        &data,
-        ("tiny-org/clip-classifier", "no.jsonl"),
-        &env,
-        &["--classes", "cat,dog"],
-    );
-    let text = stderr(&run);
-    assert_eq!(run.status.code(), Some(2), "{text}");
-    assert!(
-        text.contains("--classes: tiny-org/clip-classifier classifies with its own head"),
-        "{text}"
-    );
+    // A classifier repo with --classes (its own head, no zero-shot), and a
+    // CLIPVisionModel (no projection to score in), are one line, exit 2.
+    for (repo, says) in [
+        (
+            "tiny-org/clip-classifier",
+            "--classes: tiny-org/clip-classifier classifies with its own head",
+        ),
+        (
+            "tiny-org/clip-vision-bare",
+            "--classes: tiny-org/clip-vision-bare is a CLIPVisionModel without its projection",
+        ),
+    ] {
+        let run = infer_with(
+            dir.path(),
+            &data,
+            (repo, "no.jsonl"),
+            &env,
+            &["--classes", "cat,dog"],
+        );
+        let text = stderr(&run);
+        assert_eq!(run.status.code(), Some(2), "{repo}: {text}");
+        assert!(text.contains(says), "{repo}: {text}");
+    }
     // A repo whose family has no text tower, and weights beside a repo,
     // are one line, exit 2.
     for (args, says) in [

@@ -47,7 +47,7 @@ pub(crate) fn activation(
     let folder = weights.parent().unwrap_or(Path::new("."));
     let file = match layout {
         Layout::OpenClip => folder.join("open_clip_config.json"),
-        Layout::HfClip => folder.join("config.json"),
+        Layout::HfClip | Layout::HfClipBare => folder.join("config.json"),
         _ => return Ok(None),
     };
     if !file.is_file() {

@@ -180,11 +180,14 @@ impl Architecture {
                 pooling: Pooling::Mean,
                 ..base
             },
+            // A CLIPVisionModel (no projection) embeds its pooled class
+            // token as transformers' pooler_output: not CLIP's unit-length
+            // embedding space.
             Family::Clip => VitConfig {
                 patch_bias: false,
                 pre_norm: true,
                 projection: shape.projection,
-                normalize: true,
+                normalize: shape.projection.is_some(),
                 ..base
             },
             Family::Siglip => VitConfig {
@@ -212,6 +215,8 @@ impl Architecture {
             Self::Vit(c) if c.pooling == Pooling::Map => &[Layout::HfSiglip, Layout::HfSiglipBare],
             Self::Vit(c) if c.projection.is_some() => &[Layout::OpenClip, Layout::HfClip],
             Self::Vit(c) if !c.final_norm => &[Layout::HfClip],
+            // A CLIPVisionModel (no projection): CLIP's pre-norm tower.
+            Self::Vit(c) if c.pre_norm => &[Layout::HfClip, Layout::HfClipBare],
             Self::Vit(c) if c.hub && !c.class_token => &[Layout::HfSiglip],
             Self::Vit(c) if c.layer_scale && c.classes.is_some() && c.registers > 0 => {
                 &[Layout::HfDinov2RegistersClassifier]
@@ -268,6 +273,7 @@ pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
             Layout::HfClip => {
                 "Hugging Face CLIPModel or CLIPVisionModel(WithProjection) (model.safetensors, pytorch_model.bin)"
             }
+            Layout::HfClipBare => "CLIPVisionModel saved by transformers 5 (no vision_model. prefix)",
             Layout::HfSiglip => {
                 "Hugging Face SiglipModel or SiglipVisionModel (model.safetensors, pytorch_model.bin)"
             }

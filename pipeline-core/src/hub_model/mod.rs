@@ -12,7 +12,8 @@
 //!   `dinov2_with_registers`: the same with register tokens;
 //! - `clip`: `CLIPModel`'s image tower and projection (embeds, unit length);
 //!   `clip_vision_model`: the same tower saved alone
-//!   (`CLIPVisionModelWithProjection`); `CLIPForImageClassification`
+//!   (`CLIPVisionModelWithProjection`, or `CLIPVisionModel`, whose pooled
+//!   class token embeds, not unit length); `CLIPForImageClassification`
 //!   (its head over the mean of the patch tokens before `post_layernorm`);
 //! - `siglip`: `SiglipModel`'s image tower and its attention-pooling head
 //!   (embeds, unit length); `siglip_vision_model`: `SiglipVisionModel`;
@@ -119,16 +120,6 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
             .flatten()
             .filter_map(Value::as_str)
     };
-    if model_type == "clip_vision_model"
-        && !architectures().any(|a| a == "CLIPVisionModelWithProjection")
-    {
-        return Err(
-            "a CLIPVisionModel without its projection is not built in (its repo's config \
-             names no CLIPVisionModelWithProjection); a CLIPModel or \
-             CLIPVisionModelWithProjection repo runs"
-                .to_owned(),
-        );
-    }
     let count = |key: &str, default: Option<u64>| -> Result<usize, String> {
         match tower.get(key) {
             Some(v) => v
@@ -207,8 +198,15 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         other => return Err(format!("config.json: hidden_act {other} is not built in")),
     };
     let projection = match family {
-        // CLIPForImageClassification's head reads the tower, unprojected.
+        // CLIPForImageClassification's head reads the tower, unprojected;
+        // a CLIPVisionModel has no projection (its pooler_output embeds).
         Family::Clip if classifier => None,
+        Family::Clip
+            if model_type == "clip_vision_model"
+                && !architectures().any(|a| a == "CLIPVisionModelWithProjection") =>
+        {
+            None
+        }
         Family::Clip => Some(
             json.get("projection_dim")
                 .map_or(Some(512), Value::as_u64)

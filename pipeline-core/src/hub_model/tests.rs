@@ -505,8 +505,8 @@ fn text_towers_that_do_not_fit_are_refused_in_one_line() {
 
 /// Vision towers saved alone: a `CLIPVisionModelWithProjection` (its
 /// config the vision config, its projection `projection_dim`) and a
-/// `SiglipVisionModel`; a `CLIPVisionModel` (no projection) is refused in
-/// one line.
+/// `SiglipVisionModel`; a `CLIPVisionModel` (no projection) embeds its
+/// pooled class token.
 #[test]
 fn vision_towers_saved_alone() {
     let clip = hub_config(
@@ -540,12 +540,15 @@ fn vision_towers_saved_alone() {
         ),
         (1152, 27, None)
     );
-    let bare =
-        hub_config(r#"{"model_type": "clip_vision_model", "architectures": ["CLIPVisionModel"]}"#)
-            .expect_err("no projection");
-    assert!(
-        bare.contains("CLIPVisionModel without its projection"),
-        "{bare}"
+    let bare = hub_config(
+        r#"{"model_type": "clip_vision_model", "architectures": ["CLIPVisionModel"],
+            "hidden_size": 1024, "num_attention_heads": 16}"#,
+    )
+    .expect("a CLIPVisionModel");
+    assert_eq!(
+        (bare.shape.projection, bare.shape.feature_dim()),
+        (None, 1024),
+        "its pooled class token embeds"
     );
 }
 

@@ -149,6 +149,12 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
              repo without one"
         ));
     }
+    if args.classes.is_some() && shape.family == Family::Clip && shape.projection.is_none() {
+        return Err(format!(
+            "--classes: {id} is a CLIPVisionModel without its projection, which zero-shot \
+             scores in; its CLIPModel repo classifies zero-shot"
+        ));
+    }
     let task = match args.task {
         Some(TaskArg::Embed) if args.classes.is_some() => {
             return Err("--classes goes with --task classify (zero-shot), not embed".to_owned());

@@ -28,6 +28,9 @@ pub(crate) enum Layout {
     OpenClip,
     /// Hugging Face `CLIPModel` or `CLIPVisionModel(WithProjection)`.
     HfClip,
+    /// Hugging Face `CLIPVisionModel` as transformers 5 saves it (no
+    /// `vision_model.` prefix).
+    HfClipBare,
     /// Hugging Face `SiglipModel`, or `SiglipVisionModel` as transformers 4
     /// saved it (`vision_model.` prefix).
     HfSiglip,
@@ -71,7 +74,7 @@ impl fmt::Display for Layout {
             Self::TorchvisionVit => "a torchvision ViT",
             Self::TorchvisionConvNext => "a torchvision ConvNeXt",
             Self::OpenClip => "an OpenCLIP/OpenAI CLIP",
-            Self::HfClip => "a Hugging Face CLIP",
+            Self::HfClip | Self::HfClipBare => "a Hugging Face CLIP",
             Self::HfSiglip | Self::HfSiglipBare => "a Hugging Face SigLIP",
             Self::HfDinov2 => "a Hugging Face DINOv2",
             Self::HubDinov2 => "a torch-hub DINOv2",
@@ -108,6 +111,8 @@ impl Layout {
             Some(Self::OpenClip)
         } else if has("vision_model.embeddings.class_embedding") {
             Some(Self::HfClip)
+        } else if has("embeddings.class_embedding") && has("pre_layrnorm.weight") {
+            Some(Self::HfClipBare)
         } else if has("vision_model.embeddings.patch_embedding.weight") {
             Some(Self::HfSiglip)
         } else if has("embeddings.patch_embedding.weight") && has("head.probe") {
@@ -159,7 +164,7 @@ impl Layout {
             Self::TorchvisionVit => TORCHVISION_VIT,
             Self::TorchvisionConvNext => IDENTITY,
             Self::OpenClip => OPEN_CLIP,
-            Self::HfClip => HF_CLIP,
+            Self::HfClip | Self::HfClipBare => HF_CLIP,
             Self::HfSiglip | Self::HfSiglipBare => HF_SIGLIP,
             Self::HfDinov2 | Self::HfDinov2Classifier | Self::HfDinov2RegistersClassifier => {
                 HF_DINOV2
@@ -185,6 +190,7 @@ impl Layout {
             | Self::TimmConvNext
             | Self::TimmVit => CropRounding::HalfEven,
             Self::HfClip
+            | Self::HfClipBare
             | Self::HfSiglip
             | Self::HfSiglipBare
             | Self::HfDinov2
@@ -214,7 +220,7 @@ impl Layout {
                 r"^(input_resolution|context_length|vocab_size)$",
                 r"^text\.",
             ],
-            Self::HfClip | Self::HfSiglip | Self::HfSiglipBare => &[
+            Self::HfClip | Self::HfClipBare | Self::HfSiglip | Self::HfSiglipBare => &[
                 r"^text_model\.",
                 r"^(text_projection\.weight|logit_scale|logit_bias)$",
                 r"position_ids$",
@@ -362,12 +368,19 @@ static TIMM_CONVNEXT_NAMES: ConvNextNames = ConvNextNames {
 
 /// A canonical tensor's place in a layout.
 pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
-    if layout == Layout::HfSiglipBare {
+    // transformers 5's vision models: their towers' names without the
+    // `vision_model.` prefix.
+    let prefixed = match layout {
+        Layout::HfSiglipBare => Some(Layout::HfSiglip),
+        Layout::HfClipBare => Some(Layout::HfClip),
+        _ => None,
+    };
+    if let Some(prefixed) = prefixed {
         let bare = |k: String| {
             k.strip_prefix("vision_model.")
                 .map_or(k.clone(), str::to_owned)
         };
-        return match place(Layout::HfSiglip, canonical) {
+        return match place(prefixed, canonical) {
             Place::Key(k) => Place::Key(bare(k)),
             Place::Flat(k) => Place::Flat(bare(k)),
             Place::Unsqueezed(k, n) => Place::Unsqueezed(bare(k), n),

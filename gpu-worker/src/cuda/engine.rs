@@ -15,22 +15,20 @@
 
 use std::time::Instant;
 
-use pipeline_core::{
-    DeviceSpec, EmbedPooling, Prediction, SpanTimes, Task, WorkerConfig, ZeroShotClasses,
-};
+use pipeline_core::{DeviceSpec, EmbedPooling, Prediction, SpanTimes, Task, WorkerConfig};
 
 use super::cnn_run::CudaCnn;
 use super::convnext_run::CudaConvNext;
 use super::gpu::{DeviceOutputs, Gpu, GpuError, Images, Norm3, Tower};
 use super::plan::{
-    CnnPlan, ConvNextPlan, Gemm, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan,
-    convnext_plan_seeded, vit_plan, vit_plan_seeded,
+    CnnPlan, ConvNextPlan, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan, convnext_plan_seeded,
+    vit_plan, vit_plan_seeded,
 };
 use super::vit_run::CudaVit;
+use super::zero_shot_head::ZeroShotHead;
 use crate::engine::{DeviceError, Engine, EngineError, InFlight, OpenError, PendingPass};
 use crate::model::Architecture;
 use crate::model::vit::Pooling;
-use crate::zero_shot::Probabilities;
 
 /// The lowest cosine between the GPU's and the reference's embedding of
 /// the start-up check image.
@@ -44,7 +42,7 @@ const SEEDED_FLOOR: f32 = 1e-3;
 pub struct CudaEngine {
     gpu: Gpu,
     model: OnGpu,
-    zero_shot: Option<ZeroShot>,
+    zero_shot: Option<ZeroShotHead>,
     task: Task,
     spec: DeviceSpec,
     feature_dim: usize,
@@ -238,7 +236,7 @@ impl CudaEngine {
         let zero_shot = config
             .classes
             .as_ref()
-            .map(|classes| ZeroShot::open(config, classes, plan.feature_dim()))
+            .map(|classes| ZeroShotHead::open(config, classes, plan.feature_dim()))
             .transpose()?;
         if matches!(config.task, Task::Classify { .. })
             && !plan.has_classifier()
@@ -355,7 +353,7 @@ impl CudaEngine {
             (Task::Classify { .. }, _) if self.zero_shot.is_some() => {
                 let zero_shot = self.zero_shot.as_ref().expect("checked");
                 let probs = zero_shot.probabilities(&features);
-                crate::predictions(self.task, &probs, rows, zero_shot.head.n)
+                crate::predictions(self.task, &probs, rows, zero_shot.classes())
             }
             (Task::Classify { .. }, Some(logits)) => {
                 let classes = logits.len() / padded;
@@ -400,61 +398,6 @@ impl PendingPass for Queued<'_> {
         times.readback_s += arrived.elapsed().as_secs_f64();
         times.batch_s.push(self.started.elapsed().as_secs_f64());
         Ok(predictions)
-    }
-}
-
-/// CLIP's or SigLIP's zero-shot head, on the host: the class rows
-/// normalised and scaled by `exp(logit_scale)` as a `[dim, classes]` GEMM
-/// with `logit_bias`, over the GPU's L2-normalised image embeddings, then
-/// softmax (CLIP) or each class's sigmoid (SigLIP), as the burn engine's
-/// `Model::with_zero_shot` scores them.
-struct ZeroShot {
-    head: Gemm,
-    activation: Probabilities,
-}
-
-impl ZeroShot {
-    fn open(
-        config: &WorkerConfig,
-        classes: &ZeroShotClasses,
-        dim: usize,
-    ) -> Result<Self, OpenError> {
-        let (family, name, weights) = crate::engine::zero_shot_model(config)?;
-        let name = name.as_str();
-        let (rule, matrix) = crate::engine::open_classes((family, name), classes)?;
-        let params = match weights {
-            Some(path) => {
-                // Its header, and the two scalars' bytes.
-                let checkpoint = crate::model::checkpoint::Checkpoint::open_shapes(path)?;
-                let found = crate::zero_shot::logit_params(&checkpoint)?;
-                crate::zero_shot::resolve(name, found, &rule, path)?
-            }
-            None => rule.initial,
-        };
-        let (weight, bias) = crate::zero_shot::scaled_head(&matrix, params, name, dim)?;
-        Ok(Self {
-            head: Gemm {
-                k: dim,
-                n: matrix.rows(),
-                weight,
-                bias,
-            },
-            activation: rule.activation,
-        })
-    }
-
-    /// Each row's class probabilities from its normalised embedding.
-    fn probabilities(&self, embeddings: &[f32]) -> Vec<f32> {
-        let mut scores = super::plan::gemm(embeddings, &self.head);
-        match self.activation {
-            Probabilities::Softmax => scores
-                .chunks_exact_mut(self.head.n)
-                .for_each(super::plan::softmax),
-            Probabilities::Sigmoid => scores
-                .iter_mut()
-                .for_each(|v| *v = 1.0 / (1.0 + (-*v).exp())),
-        }
-        scores
     }
 }
 
@@ -513,7 +456,9 @@ impl Engine for CudaEngine {
 
 #[cfg(test)]
 mod tests {
-    use pipeline_core::{ClassScore, DecodeLimits, EngineKind, ModelKind, Precision};
+    use pipeline_core::{
+        ClassScore, DecodeLimits, EngineKind, ModelKind, Precision, ZeroShotClasses,
+    };
 
     use super::*;
     use crate::PixelBatch;
@@ -585,12 +530,12 @@ mod tests {
                 .collect();
             let classify = config(model, Task::Classify { top_k: 5 }, Some(classes.clone()));
             let want = run(&classify);
-            let head = ZeroShot::open(&classify, &classes, dim).expect("the head opens");
+            let head = ZeroShotHead::open(&classify, &classes, dim).expect("the head opens");
             let got = crate::predictions(
                 classify.task,
                 &head.probabilities(&embeddings),
                 2,
-                head.head.n,
+                head.classes(),
             );
             for (row, (g, w)) in got.iter().zip(&want).enumerate() {
                 let (Prediction::TopK(g), Prediction::TopK(w)) = (g, w) else {

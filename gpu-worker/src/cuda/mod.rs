@@ -29,3 +29,4 @@ pub mod libs;
 pub mod plan;
 pub mod text_run;
 pub mod vit_run;
+mod zero_shot_head;

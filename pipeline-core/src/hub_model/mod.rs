@@ -73,23 +73,8 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
                 .filter_map(Value::as_str)
                 .any(|n| n.ends_with("ForImageClassification"))
         });
-    // CLIP's and SigLIP's image tower: `vision_config`, with the older
-    // `vision_config_dict` laid over it as transformers does; each key
-    // missing is transformers' default.
-    let vision = || {
-        let mut tower = json
-            .get("vision_config")
-            .filter(|v| v.is_object())
-            .cloned()
-            .unwrap_or_else(|| Value::Object(Default::default()));
-        if let (Some(over), Some(map)) = (
-            json.get("vision_config_dict").and_then(Value::as_object),
-            tower.as_object_mut(),
-        ) {
-            map.extend(over.clone());
-        }
-        tower
-    };
+    // CLIP's and SigLIP's image tower.
+    let vision = || text::tower_config(&json, "vision_config");
     if model_type == "convnext" {
         return convnext_config(text, &json, classifier);
     }

@@ -26,17 +26,7 @@ pub fn hub_text(text: &str) -> Result<HubText, String> {
             );
         }
     };
-    let mut tower = json
-        .get("text_config")
-        .filter(|v| v.is_object())
-        .cloned()
-        .unwrap_or_else(|| Value::Object(Default::default()));
-    if let (Some(over), Some(map)) = (
-        json.get("text_config_dict").and_then(Value::as_object),
-        tower.as_object_mut(),
-    ) {
-        map.extend(over.clone());
-    }
+    let tower = tower_config(&json, "text_config");
     let count = |key: &str, default: u64| -> Result<usize, String> {
         match tower.get(key) {
             None | Some(Value::Null) => Ok(default as usize),
@@ -150,4 +140,22 @@ pub fn hub_text(text: &str) -> Result<HubText, String> {
         activation,
         projection,
     })
+}
+
+/// A CLIP's or SigLIP's tower config: `json[key]`, with the older
+/// `{key}_dict` laid over it as transformers does; each key missing is
+/// transformers' default (an empty object where there is none).
+pub(super) fn tower_config(json: &Value, key: &str) -> Value {
+    let mut tower = json
+        .get(key)
+        .filter(|v| v.is_object())
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let (Some(over), Some(map)) = (
+        json.get(format!("{key}_dict")).and_then(Value::as_object),
+        tower.as_object_mut(),
+    ) {
+        map.extend(over.clone());
+    }
+    tower
 }

@@ -58,7 +58,13 @@
 # "resnet50 clip_vit_b_32"), KIT_VENV (the Python environment with torch and
 # NVIDIA's wheels, default /opt/torch/.venv), KIT_SANITIZE=1 (reruns a
 # family that failed under compute-sanitizer's memcheck after part 2),
-# KIT_LD_LIBRARY_PATH=1 (also puts NVIDIA's folders on LD_LIBRARY_PATH from
+# PIPELINE_CUDA_PINNED=1 (passed through to the engine: pixels and results
+# through page-locked buffers, gpu-worker/src/cuda/gpu/host.rs, written
+# after the last device call of 2026-11-27 and not yet run on a GPU; the
+# next GPU session's first extra call:
+# `PIPELINE_CUDA_PINNED=1 KIT_PACK=1 PARTS=2,3 MODELS=resnet50,vit_b_16,clip_vit_b_32
+# KIT_ROUNDS=1 bash scripts/cuda-kit.sh verify OUT`, parity and speed against
+# the rows without it), KIT_LD_LIBRARY_PATH=1 (also puts NVIDIA's folders on LD_LIBRARY_PATH from
 # the start; else that happens only after a family fails loading one of
 # cuDNN's or NVRTC's own sub-libraries, which the engine does not load
 # itself: that family is rerun and the summary says so).

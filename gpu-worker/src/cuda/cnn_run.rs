@@ -106,7 +106,7 @@ impl Tower for CudaCnn {
     fn launch(&self, gpu: &Gpu, images: Images<'_>) -> Result<DeviceOutputs, GpuError> {
         let (real, n, side) = (images.real(), images.padded, images.side);
         let norm = images.norm;
-        let pixels = gpu.upload_u8(images.pixels)?;
+        let pixels = gpu.upload_pixels(images.pixels)?;
         let mut input = gpu.zeros(n * side * side * 3)?;
         gpu.normalize_nhwc(&pixels, &mut input, (real, n, side), norm)?;
         drop(pixels);

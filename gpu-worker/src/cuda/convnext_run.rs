@@ -91,7 +91,7 @@ impl Tower for CudaConvNext {
     fn launch(&self, gpu: &Gpu, images: Images<'_>) -> Result<DeviceOutputs, GpuError> {
         let (real, n, side) = (images.real(), images.padded, images.side);
         let norm = images.norm;
-        let pixels = gpu.upload_u8(images.pixels)?;
+        let pixels = gpu.upload_pixels(images.pixels)?;
         let mut h = side / 4;
         let mut cols = gpu.zeros(n * side * side * 3)?;
         gpu.patches(&pixels, &mut cols, (real, n, side, 4), norm)?;

@@ -19,7 +19,7 @@ use pipeline_core::{DeviceSpec, EmbedPooling, Prediction, SpanTimes, Task, Worke
 
 use super::cnn_run::CudaCnn;
 use super::convnext_run::CudaConvNext;
-use super::gpu::{DeviceOutputs, Gpu, GpuError, Images, Norm3, Tower};
+use super::gpu::{Gpu, GpuError, Images, Norm3, PendingRead, Tower};
 use super::plan::{
     CnnPlan, ConvNextPlan, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan, convnext_plan_seeded,
     vit_plan, vit_plan_seeded,
@@ -331,6 +331,7 @@ impl CudaEngine {
             .model
             .tower()
             .launch(&self.gpu, images)
+            .and_then(|outputs| outputs.queue_read(&self.gpu))
             .map_err(|e| engine_error(e, batch.padded_rows))?;
         times.compute_s += started.elapsed().as_secs_f64();
         Ok(Queued {
@@ -379,7 +380,7 @@ impl CudaEngine {
 /// reads it back.
 struct Queued<'a> {
     engine: &'a CudaEngine,
-    outputs: DeviceOutputs,
+    outputs: PendingRead,
     rows: usize,
     started: Instant,
 }
@@ -390,7 +391,7 @@ impl PendingPass for Queued<'_> {
         let padded = self.outputs.rows;
         let outputs = self
             .outputs
-            .read(&self.engine.gpu)
+            .wait(&self.engine.gpu)
             .map_err(|e| engine_error(e, padded))?;
         let arrived = Instant::now();
         times.compute_s += (arrived - started).as_secs_f64();

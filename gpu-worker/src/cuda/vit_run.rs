@@ -221,7 +221,7 @@ impl Tower for CudaVit {
         let patches = grid * grid;
         let tokens = s.prefix + patches;
         let rows = n * tokens;
-        let pixels = gpu.upload_u8(images.pixels)?;
+        let pixels = gpu.upload_pixels(images.pixels)?;
         let mut cols = gpu.zeros(n * patches * 3 * p * p)?;
         gpu.patches(&pixels, &mut cols, (real, n, side, p), norm)?;
         let mut embedded = gpu.zeros(n * patches * d)?;

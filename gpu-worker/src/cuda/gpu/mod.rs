@@ -34,10 +34,12 @@ use super::libs::cuda_libraries;
 
 mod blas;
 mod cnn;
+mod host;
 mod tower;
 mod transformer;
 
-pub use tower::{DeviceOutputs, Images, Tower};
+pub use host::Download;
+pub use tower::{DeviceOutputs, Images, PendingRead, Tower};
 
 /// What went wrong on the GPU, in one line.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +119,7 @@ pub struct Gpu {
     stream: Arc<CudaStream>,
     blas: blas::Blas,
     kernels: HashMap<&'static str, CudaFunction>,
+    host: host::HostBuffers,
 }
 
 const THREADS: u32 = 256;
@@ -202,6 +205,7 @@ impl Gpu {
             stream,
             blas,
             kernels,
+            host: host::HostBuffers::default(),
         })
     }
 
@@ -227,13 +231,6 @@ impl Gpu {
         self.stream
             .clone_htod(values)
             .map_err(driver("uploading weights"))
-    }
-
-    /// `bytes` on the device.
-    pub fn upload_u8(&self, bytes: &[u8]) -> Result<CudaSlice<u8>, GpuError> {
-        self.stream
-            .clone_htod(bytes)
-            .map_err(driver("uploading pixels"))
     }
 
     /// `n` f16 zeros.

@@ -2,7 +2,7 @@
 //! [`DeviceOutputs`] queued on the GPU out, read back once the GPU has
 //! them ([`Tower`]).
 
-use super::{Buf, Gpu, GpuError, Norm3};
+use super::{Buf, Download, Gpu, GpuError, Norm3};
 
 /// A batch as a model's forward pass takes it: `u8` NCHW images of
 /// `side × side`, padded with zero images to `padded` rows (a fixed batch
@@ -66,11 +66,42 @@ pub struct DeviceOutputs {
 impl DeviceOutputs {
     /// The features and logits on the host, once the GPU has them.
     pub fn read(self, gpu: &Gpu) -> Result<(Vec<f32>, Option<Vec<f32>>), GpuError> {
-        let logits = match &self.logits {
-            Some((buf, classes)) => Some(gpu.download(buf, self.rows * classes)?),
+        self.queue_read(gpu)?.wait(gpu)
+    }
+
+    /// Their copies to the host queued right behind the pass, so that
+    /// [`PendingRead::wait`] waits for this pass only, not for one queued
+    /// after it.
+    pub fn queue_read(self, gpu: &Gpu) -> Result<PendingRead, GpuError> {
+        let logits = match self.logits {
+            Some((buf, classes)) => Some(gpu.queue_download(buf, self.rows * classes)?),
             None => None,
         };
-        let mut features = gpu.download(&self.features, self.rows * self.width)?;
+        Ok(PendingRead {
+            features: gpu.queue_download(self.features, self.rows * self.width)?,
+            logits,
+            rows: self.rows,
+            width: self.width,
+            normalize: self.normalize,
+        })
+    }
+}
+
+/// A pass's results on their way to the host ([`DeviceOutputs::queue_read`]).
+pub struct PendingRead {
+    features: Download,
+    logits: Option<Download>,
+    /// Rows (the padded batch).
+    pub rows: usize,
+    width: usize,
+    normalize: bool,
+}
+
+impl PendingRead {
+    /// The features and logits, f32 on the host, once copied.
+    pub fn wait(self, gpu: &Gpu) -> Result<(Vec<f32>, Option<Vec<f32>>), GpuError> {
+        let logits = self.logits.map(|l| gpu.wait_download(l)).transpose()?;
+        let mut features = gpu.wait_download(self.features)?;
         if self.normalize {
             crate::cuda::plan::l2_normalize_rows(&mut features, self.width);
         }

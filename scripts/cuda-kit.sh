@@ -518,8 +518,12 @@ part_e2e() {
         bench "$model-cuda-f16-end-to-end" 150 --synthetic 2048 --engine cuda --gpus 0 \
             --model "$model" --precision f16 --loader-threads 14 --repeat 2 --sweep batch=128
     done
-    bench "loader-only-threads" 150 --loader-only --synthetic 1024 --gpus cpu \
-        --model resnet50 --repeat 2 --sweep loader-threads=1,2,4,8,14
+    # 2048 images and 3 repeats: with 1024 and 2 the 14-thread rounds were
+    # 0.3 s each and the ratio drifted from 9.4x to 7.3x between sessions
+    # (10.5x in 2048 x 3 right after the 7.3x one); 16 threads show whether
+    # the last cores still add (no stage is serial if they do).
+    bench "loader-only-threads" 150 --loader-only --synthetic 2048 --gpus cpu \
+        --model resnet50 --repeat 3 --sweep loader-threads=1,2,4,8,14,16
 }
 
 # Where the GPU's time goes (#40 part 3's next step): ncu's kernel

@@ -3,7 +3,7 @@ download protocol both `huggingface_hub` (Python) and the `hf-hub` crate
 speak, over repos in a folder (`ROOT/ORG--NAME/...`, one commit each).
 
     python3 scripts/hub_server.py ROOT LOG [--gated ORG/NAME] [--token T]
-                                  [--cut-once FILE]
+                                  [--cut-once FILE] [--stall api|FILE]
 
 Prints its port on the first line of stdout, then serves until killed.
 - `GET|HEAD /ORG/NAME/resolve/REV/FILE`: REV is `main` or the commit.
@@ -19,6 +19,9 @@ Prints its port on the first line of stdout, then serves until killed.
 - `--cut-once FILE`: the first full download of FILE's bytes stops halfway
   (the connection closes), as a network fault does; a resumed request
   (`Range: bytes=N-`) then gets the rest.
+- `--stall api`: the API's requests get no answer, ever; `--stall FILE`:
+  every GET of FILE's bytes sends its headers and half its body, then
+  nothing more (a hub gone quiet; the connection stays open).
 - Every request is appended to LOG as `METHOD PATH RANGE`.
 """
 
@@ -45,6 +48,7 @@ def main() -> None:
     parser.add_argument("--gated", action="append", default=[])
     parser.add_argument("--token", default="hf_good")
     parser.add_argument("--cut-once", default=None)
+    parser.add_argument("--stall", default=None)
     args = parser.parse_args()
 
     repos: dict[str, dict[str, bytes]] = {}
@@ -91,6 +95,15 @@ def main() -> None:
             code = 206 if m else 200
             if m:
                 headers = {**headers, "Content-Range": f"bytes {start}-{end}/{n}"}
+            if self.command == "GET" and args.stall == name and len(body) > 1:
+                self.send_response(code)
+                for k, v in {**headers, "Accept-Ranges": "bytes"}.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body[: len(body) // 2])
+                self.wfile.flush()
+                threading.Event().wait()
             cut = False
             with lock:
                 if (self.command == "GET" and state["cut"] == name and start == 0
@@ -123,6 +136,8 @@ def main() -> None:
                                   if n.endswith(LFS) and hashlib.sha256(d).hexdigest() == sha)
                 return self.ranged(blobs[sha], {"ETag": f'"{sha}"',
                                                 "X-Repo-Commit": commits[repo]}, name)
+            if api and args.stall == "api":
+                threading.Event().wait()
             repo = (api or resolve)[1] if (api or resolve) else None
             authorized = self.headers.get("Authorization") == f"Bearer {args.token}"
             if repo not in repos:

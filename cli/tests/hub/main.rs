@@ -13,6 +13,8 @@
 //!   mid-download, leave the cache whole;
 //! - a missing repo or revision, a gated repo without a token, an
 //!   uncached file offline and a family not built in are one line, exit 2;
+//! - a hub gone quiet is one line, exit 2, after `HF_HUB_DOWNLOAD_TIMEOUT`
+//!   (`stall.rs`);
 //! - CLIP's and SigLIP's text towers (`text.rs`): `embed-text` and
 //!   zero-shot `--classes` from the repo's own tokenizer match
 //!   transformers'.
@@ -25,6 +27,7 @@ use serde_json::Value;
 
 #[path = "../common/mod.rs"]
 mod common;
+mod stall;
 mod text;
 
 use common::data::{repo, stderr};

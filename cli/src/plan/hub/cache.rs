@@ -25,6 +25,9 @@
 //! - What was downloaded is checked against its ETag, the hub's checksum
 //!   (git's blob SHA-1 for small files, SHA-256 for LFS files); a file
 //!   that does not match is removed and is an error.
+//! - A request that gets no byte for `HF_HUB_DOWNLOAD_TIMEOUT` seconds
+//!   (Python's name and default, 10) ends the run in one line, exit 2
+//!   (`stall.rs`: the client sets no timeouts of its own).
 
 use std::io::{IsTerminal, Read};
 use std::path::{Path, PathBuf};
@@ -32,6 +35,10 @@ use std::time::Duration;
 
 use hf_hub::api::sync::{ApiBuilder, ApiError};
 use hf_hub::{Cache, Repo, RepoType};
+
+mod stall;
+
+use stall::Beat;
 
 /// A repo id and revision (`org/name[@revision]`; `main` by default).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,6 +100,9 @@ pub(crate) struct HubEnv {
     pub(crate) endpoint: Option<String>,
     pub(crate) token: Option<String>,
     pub(crate) offline: bool,
+    /// How long a request may go without a byte
+    /// (`HF_HUB_DOWNLOAD_TIMEOUT`), or why the variable is no such time.
+    pub(crate) limit: Result<Duration, String>,
 }
 
 impl HubEnv {
@@ -136,6 +146,7 @@ impl HubEnv {
                 .filter(|e| !e.is_empty()),
             token,
             offline,
+            limit: stall::limit_from(std::env::var("HF_HUB_DOWNLOAD_TIMEOUT").ok().as_deref()),
         }
     }
 }
@@ -289,14 +300,19 @@ fn missing_names(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> String {
 /// tried again after 0.5, 1, 2 s; a 4xx is not).
 const TRIES: u32 = 4;
 
-/// `call`, tried again on errors that may pass.
-fn with_retries<T>(mut call: impl FnMut() -> Result<T, ApiError>) -> Result<T, ApiError> {
+/// `call`, tried again on errors that may pass, each try and each pause
+/// a heartbeat.
+fn with_retries<T>(
+    beat: &Beat,
+    mut call: impl FnMut() -> Result<T, ApiError>,
+) -> Result<T, ApiError> {
     let mut wait = Duration::from_millis(500);
     let mut tries = 1;
     loop {
+        beat.tick();
         match call() {
             Err(e) if tries < TRIES && transient(&e) => {
-                std::thread::sleep(wait);
+                beat.pause(wait);
                 wait *= 2;
                 tries += 1;
             }
@@ -358,9 +374,25 @@ fn request_error(env: &HubEnv, id: &HubId, what: &str, e: &ApiError) -> String {
 
 /// Downloads what `wanted` names at the revision's commit.
 fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, String> {
+    let limit = env
+        .limit
+        .clone()
+        .map_err(|e| format!("--model {id}: {e}"))?;
+    let stalled = |what: &str| {
+        format!(
+            "--model {id}: the hub{} sent nothing for {} s while fetching {what}; \
+             HF_HUB_DOWNLOAD_TIMEOUT sets how long to wait (a download resumes where it stopped)",
+            env.endpoint
+                .as_deref()
+                .map(|e| format!(" at {e}"))
+                .unwrap_or_default(),
+            limit.as_secs_f64()
+        )
+    };
     let mut builder = ApiBuilder::from_cache(Cache::new(env.cache.clone()))
         .with_token(env.token.clone())
-        .with_progress(std::io::stderr().is_terminal())
+        // The progress bar is the watcher's (`Beat`).
+        .with_progress(false)
         // Retries of a body cut short, each resuming where it stopped.
         .with_retries(5);
     if let Some(endpoint) = &env.endpoint {
@@ -369,14 +401,16 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
     let api = builder
         .build()
         .map_err(|e| format!("--model {id}: the hub client: {e}"))?;
-    let info = with_retries(|| {
-        api.repo(Repo::with_revision(
-            id.repo.clone(),
-            RepoType::Model,
-            id.revision.clone(),
-        ))
-        .info()
-    })
+    let info = {
+        let (api, repo) = (
+            api.clone(),
+            Repo::with_revision(id.repo.clone(), RepoType::Model, id.revision.clone()),
+        );
+        stall::watched(limit, false, move |beat| {
+            with_retries(&beat, || api.repo(repo.clone()).info())
+        })
+    }
+    .map_err(|_| stalled("the repo's file list"))?
     .map_err(|e| request_error(env, id, "the repo", &e))?;
     let commit = info.sha.to_ascii_lowercase();
     if !is_commit(&commit) {
@@ -408,22 +442,29 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
             let _ = std::fs::write(marker, b"");
         }
     }
-    let api_repo = api.repo(Repo::with_revision(
-        id.repo.clone(),
-        RepoType::Model,
-        commit.clone(),
-    ));
+    let at_commit = Repo::with_revision(id.repo.clone(), RepoType::Model, commit.clone());
+    let bar = std::io::stderr().is_terminal();
+    let fetch = |name: &str| {
+        let (api, repo, file) = (api.clone(), at_commit.clone(), name.to_owned());
+        stall::watched(limit, bar, move |beat| {
+            with_retries(&beat, || {
+                api.repo(repo.clone())
+                    .download_with_progress(&file, beat.clone())
+            })
+        })
+        .map_err(|_| stalled(name))
+    };
     let dir = repo.join("snapshots").join(&commit);
     let mut files = Vec::new();
     for name in names {
         let path = dir.join(name);
         if !path.is_file() {
-            let mut fetched = with_retries(|| api_repo.download(name));
+            let mut fetched = fetch(name)?;
             if fetched.as_ref().err().and_then(status) == Some(416) {
                 // A `.part` left whole by a process that stopped before its
                 // rename asks for bytes past the end: start it afresh.
                 remove_parts(&repo.join("blobs"));
-                fetched = with_retries(|| api_repo.download(name));
+                fetched = fetch(name)?;
             }
             fetched.map_err(|e| request_error(env, id, name, &e))?;
             verify(&path).map_err(|why| format!("--model {id}: {name}: {why}"))?;

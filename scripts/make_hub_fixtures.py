@@ -21,6 +21,11 @@ Repos (folder `ORG--NAME`):
   Dinov2WithRegistersModel (its pooled class token) and its classifier
   with 3 labels, 3 register tokens, a 4x4 position grid resampled
   antialiased to 3x3 and 5x5 crops;
+- `tiny-org--dinov2-swiglu`, `tiny-org--dinov2-swiglu-2labels`: DINOv2
+  with the giant's SwiGLU MLPs at width 40 (gated width 112): the
+  backbone's pooled class token and a 2-label classifier, under the
+  names save_pretrained writes (transformers 4's `weights_in` and
+  `weights_out`, as the hub's giant checkpoints hold them);
 - `tiny-org--clip-small`: CLIPModel at width 32, patch 16, 48 px, a 24-wide
   projection: the unit-length image features; its text tower (width 16,
   GELU, context 32) over a 2514-token CLIP BPE, with its `tokenizer.json`;
@@ -216,6 +221,23 @@ def main(out: pathlib.Path) -> None:
     classify("tiny-org--dinov2-registers-3labels", model, transformers.BitImageProcessorPil(
         size={"shortest_edge": 80}, crop_size={"height": 70, "width": 70}, resample=3,
         image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]))
+
+    # DINOv2 with SwiGLU MLPs (the giant's): 40 wide, mlp_ratio 4, so the
+    # gated width is two thirds of 160 rounded up to a multiple of 8 (112).
+    # Saved as save_pretrained writes them: under transformers 4's names,
+    # as the hub's giant checkpoints are (`weights_in`: the gate's rows,
+    # then the up projection's; `weights_out`), which transformers 5 keeps
+    # on disk (its `gate_proj`, `up_proj` and `down_proj` are in memory
+    # only).
+    swiglu = dict(hidden_size=40, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=4,
+                  patch_size=14, image_size=56, use_swiglu_ffn=True)
+    model = randomise(transformers.Dinov2Model(transformers.Dinov2Config(**swiglu)), SEED + 30)
+    embed("tiny-org--dinov2-swiglu", model, dino_processor,
+          lambda x: model(pixel_values=x).pooler_output)
+    config = transformers.Dinov2Config(
+        **swiglu, id2label={0: "p", 1: "q"}, label2id={"p": 0, "q": 1})
+    model = randomise(transformers.Dinov2ForImageClassification(config), SEED + 31)
+    classify("tiny-org--dinov2-swiglu-2labels", model, dino_processor)
 
     clip_tokenizer = TEXT / "hf_clip_tokenizer" / "tokenizer.json"
     vocab = len(json.loads(clip_tokenizer.read_text())["model"]["vocab"])

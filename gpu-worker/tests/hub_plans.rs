@@ -159,13 +159,14 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
         checked += 1;
     }
     // vit-backbone, vit-2labels, vit-sharded, dinov2-multilabel,
-    // dinov2-registers, dinov2-registers-3labels, clip-small, clip-vision-bare,
+    // dinov2-registers, dinov2-registers-3labels, dinov2-swiglu,
+    // dinov2-swiglu-2labels, clip-small, clip-vision-bare,
     // siglip-small, clip-vision, siglip-vision, clip-classifier,
     // siglip-classifier, convnext-5labels, convnext-bare, timm-convnext,
     // timm-convnext-bare, timm-resnet18, timm-resnet50-bare,
     // resnet-3labels, resnet-basic, resnet-bare,
     // timm-vit.
-    assert_eq!((checked, classifiers), (23, 12), "repos planned");
+    assert_eq!((checked, classifiers), (25, 13), "repos planned");
 }
 
 /// A hub ResNet is checked before any worker starts by its file's names

@@ -234,13 +234,15 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 23] = [
+const REPOS: [&str; 25] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-backbone",
     "tiny-org/vit-sharded",
     "tiny-org/dinov2-multilabel",
     "tiny-org/dinov2-registers",
     "tiny-org/dinov2-registers-3labels",
+    "tiny-org/dinov2-swiglu",
+    "tiny-org/dinov2-swiglu-2labels",
     "tiny-org/clip-small",
     "tiny-org/siglip-small",
     "tiny-org/clip-vision",

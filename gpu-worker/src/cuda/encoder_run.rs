@@ -40,14 +40,19 @@ pub(crate) fn upload_blocks(gpu: &Gpu, blocks: &[Block]) -> Result<Vec<DeviceBlo
         .collect()
 }
 
-/// The activation's number in `activation_f16`.
+/// The activation's number in `activation_f16`; [`SWIGLU`] for the gated
+/// MLP, which its own kernel runs.
 pub(crate) fn activation_kind(activation: Activation) -> i32 {
     match activation {
         Activation::Gelu => 0,
         Activation::GeluTanh => 1,
         Activation::QuickGelu => 2,
+        Activation::SwiGlu => SWIGLU,
     }
 }
+
+/// [`activation_kind`]'s number for DINOv2 giant's gated MLP.
+pub(crate) const SWIGLU: i32 = 3;
 
 /// What the blocks run over.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +92,11 @@ impl Encoder {
         };
         let mut attended = gpu.zeros(rows * d)?;
         let mut hidden = gpu.zeros(rows * mlp)?;
+        // A gated MLP's `silu(gate) · up`, half of fc1's width.
+        let mut gated = match blocks.first() {
+            Some(b) if self.activation == SWIGLU => Some((gpu.zeros(rows * b.fc2.k)?, b.fc2.k)),
+            _ => None,
+        };
         for block in blocks {
             gpu.layer_norm(t, h, rows, &block.norm1, self.eps)?;
             gpu.gemm(h, rows, &block.qkv, &mut qkv, false)?;
@@ -94,8 +104,16 @@ impl Encoder {
             gpu.gemm(&attended, rows, &block.out, t, true)?;
             gpu.layer_norm(t, h, rows, &block.norm2, self.eps)?;
             gpu.gemm(h, rows, &block.fc1, &mut hidden, false)?;
-            gpu.activation(&mut hidden, rows * mlp, self.activation)?;
-            gpu.gemm(&hidden, rows, &block.fc2, t, true)?;
+            match gated.as_mut() {
+                Some((g, f)) => {
+                    gpu.swiglu(&hidden, g, rows, *f)?;
+                    gpu.gemm(g, rows, &block.fc2, t, true)?;
+                }
+                None => {
+                    gpu.activation(&mut hidden, rows * mlp, self.activation)?;
+                    gpu.gemm(&hidden, rows, &block.fc2, t, true)?;
+                }
+            }
         }
         Ok(())
     }

@@ -36,6 +36,7 @@ pub const SOURCES: [KernelSource; 5] = [
             "layer_norm_f16",
             "softmax_rows_f16",
             "activation_f16",
+            "swiglu_f16",
             "gather_rows_f16",
             "split_heads_f16",
             "merge_heads_f16",

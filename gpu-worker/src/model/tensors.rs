@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use regex::Regex;
 
 use crate::model::checkpoint::{Checkpoint, HostTensor};
-use crate::model::layout::{Layout, Place, file_shapes, place, text_place};
+use crate::model::layout::{Layout, Place, chosen, file_shapes, place, text_place};
 use crate::weights_error::WeightsError;
 use crate::weights_error::summarise;
 
@@ -117,6 +117,7 @@ impl<'a> Tensors<'a> {
             Origin::Text(checkpoint, layout) => (checkpoint, text_place(layout, name)),
             Origin::Seeded(seed) => return Ok(seeded_tensor(seed, name, shape)),
         };
+        let place = chosen(place, &|k| checkpoint.shape(k).is_some());
         let tensor = match place {
             Place::Key(k) | Place::Unsqueezed(k, _) | Place::Flat(k) => checkpoint.read(&k)?,
             Place::Transposed(k) => checkpoint.read(&k)?.transposed(),
@@ -127,6 +128,7 @@ impl<'a> Tensors<'a> {
                 }
                 HostTensor::new(shape.clone(), values)
             }
+            Place::First(_) => unreachable!("chosen() narrowed it"),
         };
         Ok(HostTensor::new(shape, tensor.values))
     }
@@ -143,7 +145,8 @@ fn shape_problems(
     let mut problems = Vec::new();
     let mut used = BTreeSet::new();
     for (name, shape) in wanted {
-        for (file_key, file_shape) in file_shapes(&place(name), shape) {
+        let chosen = chosen(place(name), &|k| checkpoint.shape(k).is_some());
+        for (file_key, file_shape) in file_shapes(&chosen, shape) {
             match checkpoint.shape(&file_key) {
                 None => problems.push(format!("{file_key} is missing")),
                 Some(got) if got != file_shape.as_slice() => {

@@ -21,6 +21,20 @@ pub enum Activation {
     GeluTanh,
     /// OpenAI CLIP's `x·σ(1.702x)`.
     QuickGelu,
+    /// DINOv2 giant's gated MLP: `fc1` twice as wide as the hidden width,
+    /// `silu(gate) · up` of its two halves (gate first) into `fc2`.
+    SwiGlu,
+}
+
+impl Activation {
+    /// `fc1`'s outputs for an MLP `hidden` wide.
+    pub(crate) fn fc1_width(self, hidden: usize) -> usize {
+        if self == Self::SwiGlu {
+            2 * hidden
+        } else {
+            hidden
+        }
+    }
 }
 
 impl From<pipeline_core::HubActivation> for Activation {
@@ -30,6 +44,7 @@ impl From<pipeline_core::HubActivation> for Activation {
             pipeline_core::HubActivation::Gelu => Self::Gelu,
             pipeline_core::HubActivation::GeluTanh => Self::GeluTanh,
             pipeline_core::HubActivation::QuickGelu => Self::QuickGelu,
+            pipeline_core::HubActivation::SwiGlu => Self::SwiGlu,
         }
     }
 }
@@ -66,11 +81,16 @@ pub(crate) fn attention_tensors(prefix: &str, d: usize) -> Vec<(String, Vec<usiz
     ]
 }
 
-/// `prefix.fc1` and `prefix.fc2`, canonical names and shapes.
-pub(crate) fn mlp_tensors(prefix: &str, d: usize, f: usize) -> Vec<(String, Vec<usize>)> {
+/// `prefix.fc1` and `prefix.fc2` of an MLP `f` wide, canonical names and
+/// shapes (`fc1` is `f1` wide: `f`, or `2f` gated).
+pub(crate) fn mlp_tensors(
+    prefix: &str,
+    d: usize,
+    (f1, f): (usize, usize),
+) -> Vec<(String, Vec<usize>)> {
     vec![
-        (format!("{prefix}.fc1.weight"), vec![f, d]),
-        (format!("{prefix}.fc1.bias"), vec![f]),
+        (format!("{prefix}.fc1.weight"), vec![f1, d]),
+        (format!("{prefix}.fc1.bias"), vec![f1]),
         (format!("{prefix}.fc2.weight"), vec![d, f]),
         (format!("{prefix}.fc2.bias"), vec![d]),
     ]
@@ -97,7 +117,7 @@ impl EncoderShape {
                 t.push((format!("{b}.ls1"), vec![d]));
             }
             t.extend(norm_tensors(&format!("{b}.norm2"), d));
-            t.extend(mlp_tensors(&b, d, f));
+            t.extend(mlp_tensors(&b, d, (self.activation.fc1_width(f), f)));
             if self.layer_scale {
                 t.push((format!("{b}.ls2"), vec![d]));
             }
@@ -283,6 +303,11 @@ impl Encoder {
             Activation::Gelu => gelu(h),
             Activation::GeluTanh => gelu_tanh(h),
             Activation::QuickGelu => quick_gelu(h),
+            Activation::SwiGlu => {
+                let f = self.shape.mlp;
+                let gate = h.clone().narrow(2, 0, f);
+                burn::tensor::activation::silu(gate) * h.narrow(2, f, f)
+            }
         };
         mlp.fc2.run(h)
     }

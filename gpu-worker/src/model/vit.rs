@@ -138,7 +138,7 @@ impl VitConfig {
             t.push(("map.probe".into(), vec![d]));
             t.extend(attention_tensors("map", d));
             t.extend(norm_tensors("map.norm", d));
-            t.extend(mlp_tensors("map", d, self.mlp));
+            t.extend(mlp_tensors("map", d, (self.mlp, self.mlp)));
         }
         if let Some(e) = self.projection {
             t.push(("proj.weight".into(), vec![e, d]));

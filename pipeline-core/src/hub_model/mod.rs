@@ -33,8 +33,7 @@
 //! plain ViTs (`timm.rs`).
 //!
 //! Everything the built-in network cannot do as upstream does is refused
-//! in one line, never approximated: DINOv2's SwiGLU MLPs (giant), ViT
-//! without q/k/v biases, an activation it lacks, a non-square or
+//! in one line, never approximated: ViT without q/k/v biases, an activation it lacks, a non-square or
 //! non-RGB input.
 
 mod cnn;
@@ -146,15 +145,17 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
     if count("num_channels", Some(3))? != 3 {
         return Err("config.json: num_channels is not 3 (RGB)".to_owned());
     }
+    let swiglu = family == Family::Dinov2
+        && tower.get("use_swiglu_ffn").and_then(Value::as_bool) == Some(true);
     let mlp = if family == Family::Dinov2 {
-        if tower.get("use_swiglu_ffn").and_then(Value::as_bool) == Some(true) {
-            return Err(
-                "a DINOv2 with SwiGLU MLPs (use_swiglu_ffn: giant) is not built in; export it \
-                 to ONNX and run --model FILE.onnx"
-                    .to_owned(),
-            );
+        let hidden = width * count("mlp_ratio", Some(4))?;
+        if swiglu {
+            // transformers' Dinov2SwiGLUFFN: two thirds of the MLP's
+            // width, rounded up to a multiple of 8.
+            (hidden * 2 / 3).div_ceil(8) * 8
+        } else {
+            hidden
         }
-        width * count("mlp_ratio", Some(4))?
     } else {
         // ViTConfig's, CLIPVisionConfig's and SiglipVisionConfig's default,
         // whatever the width.
@@ -177,6 +178,8 @@ pub fn hub_config(text: &str) -> Result<HubConfig, String> {
         .map_or(Some(act_default), Value::as_str)
         .ok_or("config.json: hidden_act is not a name")?;
     let activation = match act {
+        // The gated MLP applies SiLU whatever hidden_act says.
+        _ if swiglu => HubActivation::SwiGlu,
         "gelu" => HubActivation::Gelu,
         "gelu_pytorch_tanh" | "gelu_new" => HubActivation::GeluTanh,
         "quick_gelu" => HubActivation::QuickGelu,

@@ -17,6 +17,9 @@ pub enum HubActivation {
     GeluTanh,
     /// OpenAI's `x·σ(1.702x)` (`quick_gelu`).
     QuickGelu,
+    /// DINOv2's gated MLP (`use_swiglu_ffn`, the giant): the first layer
+    /// twice as wide, `silu(gate) · up` of its two halves into the second.
+    SwiGlu,
 }
 
 /// A transformer image tower's family and sizes, from its config.

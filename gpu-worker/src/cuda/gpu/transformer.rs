@@ -70,6 +70,20 @@ impl Gpu {
         Ok(())
     }
 
+    /// A gated MLP's `silu(gate) · up` (DINOv2 giant): `x` (`[rows,
+    /// 2f]`, gate then up) into `y` (`[rows, f]`).
+    pub fn swiglu(&self, x: &Buf, y: &mut Buf, rows: usize, f: usize) -> Result<(), GpuError> {
+        check_len(x, rows * 2 * f, "SwiGLU input");
+        check_len(y, rows * f, "SwiGLU output");
+        let (r, w) = (rows as i64, int(f));
+        let mut launch = self.stream.launch_builder(self.kernel("swiglu_f16"));
+        launch.arg(x).arg(y).arg(&r).arg(&w);
+        // SAFETY: `swiglu_f16(x, y, rows, f)`, a grid-stride loop over
+        // `rows × f`; sizes checked above.
+        unsafe { launch.launch(elementwise(rows * f)) }.map_err(driver("swiglu_f16"))?;
+        Ok(())
+    }
+
     /// The patch GEMM's input from `rows` u8 NCHW images (`padded` rows
     /// written, the rest the normalised zero pixel).
     pub fn patches(

@@ -113,6 +113,22 @@ extern "C" __global__ void activation_f16(half_bits* __restrict__ x, long long n
     }
 }
 
+// A gated MLP's hidden values (DINOv2 giant's SwiGLU): row r of `x`
+// ([rows, 2f], the gate's f values, then the up projection's) into row r
+// of `y` ([rows, f]): silu(gate) · up, in f32.
+extern "C" __global__ void swiglu_f16(const half_bits* __restrict__ x,
+                                      half_bits* __restrict__ y, long long rows, int f) {
+    const long long total = rows * f;
+    for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<long long>(gridDim.x) * blockDim.x) {
+        const long long row = i / f;
+        const long long j = i % f;
+        const float gate = h2f(x[row * 2 * f + j]);
+        const float up = h2f(x[row * 2 * f + f + j]);
+        y[i] = f2h(gate / (1.0f + __expf(-gate)) * up);
+    }
+}
+
 // Row `index[i]` of `src` (`width` wide) into row `i` of `dst`, for
 // `rows` rows: a text tower's pooled token.
 extern "C" __global__ void gather_rows_f16(const half_bits* __restrict__ src,

@@ -67,7 +67,7 @@ pub struct Block {
     pub out: Gemm,
     /// Before the MLP.
     pub norm2: LayerNorm,
-    /// `D → F`, then the activation.
+    /// `D → F` (`D → 2F` gated), then the activation.
     pub fc1: Gemm,
     /// `F → D` (the layer scale folded in).
     pub fc2: Gemm,
@@ -228,8 +228,7 @@ pub(super) fn run_blocks(t: &mut [f32], blocks: &[Block], s: &Shape) {
         let o = attention(&qkv, s);
         add(t, &gemm(&o, &block.out));
         let h = layer_norm(t, &block.norm2, s.eps);
-        let mut h = gemm(&h, &block.fc1);
-        activate(&mut h, s.activation);
+        let h = activated(gemm(&h, &block.fc1), block.fc1.n, s.activation);
         add(t, &gemm(&h, &block.fc2));
     }
 }
@@ -271,7 +270,30 @@ pub(super) fn add(t: &mut [f32], h: &[f32]) {
     t.iter_mut().zip(h).for_each(|(a, b)| *a += b);
 }
 
+/// An MLP's hidden values from its first layer's `h` (`[rows, width]`):
+/// the activation in place, or a gated MLP's `silu(gate) · up` of each
+/// row's two halves (`[rows, width / 2]`).
+pub(super) fn activated(mut h: Vec<f32>, width: usize, act: Activation) -> Vec<f32> {
+    if act != Activation::SwiGlu {
+        activate(&mut h, act);
+        return h;
+    }
+    let f = width / 2;
+    h.chunks_exact(width)
+        .flat_map(|row| {
+            let (gate, up) = row.split_at(f);
+            gate.iter().zip(up).map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+        })
+        .collect()
+}
+
+/// An element-wise activation in place (a gated MLP's is [`activated`]).
 pub(super) fn activate(x: &mut [f32], act: Activation) {
+    assert_ne!(
+        act,
+        Activation::SwiGlu,
+        "a gated MLP halves its width: activated()"
+    );
     for v in x {
         *v = match act {
             Activation::Gelu => 0.5 * *v * (1.0 + libm::erff(*v * std::f32::consts::FRAC_1_SQRT_2)),
@@ -280,6 +302,7 @@ pub(super) fn activate(x: &mut [f32], act: Activation) {
                 0.5 * *v * (1.0 + u.tanh())
             }
             Activation::QuickGelu => *v / (1.0 + (-1.702 * *v).exp()),
+            Activation::SwiGlu => unreachable!("asserted above"),
         };
     }
 }

@@ -102,18 +102,41 @@ pub(super) static HF_DINOV2: &[Rule] = &[
         "embeddings.position_embeddings".into(),
         1
     )),
-    rule!(r"^blocks\.(.*)$", |c| hf_layer(
+    rule!(r"^blocks\.(.*)$", |c| hf_dinov2_layer(c)),
+    rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
+];
+
+/// A DINOv2 layer: its MLP as `mlp.fc1` and `mlp.fc2`, or gated (the
+/// giant's SwiGLU) as `mlp.weights_in` (the gate's rows, then the up
+/// projection's) and `mlp.weights_out`: the names of the hub's
+/// checkpoints, which transformers 5's `save_pretrained` still writes
+/// (its `gate_proj`, `up_proj` and `down_proj` live in memory only).
+fn hf_dinov2_layer(c: &str) -> Place {
+    let (i, rest) = c.split_once('.').unwrap_or((c, ""));
+    let mlp = format!("encoder.layer.{i}.mlp");
+    if let Some(leaf) = rest.strip_prefix("fc1.") {
+        return Place::First(vec![
+            key(format!("{mlp}.fc1.{leaf}")),
+            key(format!("{mlp}.weights_in.{leaf}")),
+        ]);
+    }
+    if let Some(leaf) = rest.strip_prefix("fc2.") {
+        return Place::First(
+            ["fc2", "weights_out"]
+                .iter()
+                .map(|m| key(format!("{mlp}.{m}.{leaf}")))
+                .collect(),
+        );
+    }
+    hf_layer(
         c,
         &[
             ("out", "attention.output.dense"),
             ("ls1", "layer_scale1.lambda1"),
             ("ls2", "layer_scale2.lambda1"),
-            ("fc1", "mlp.fc1"),
-            ("fc2", "mlp.fc2"),
-        ]
-    )),
-    rule!(r"^norm\.(.*)$", |c| key(format!("layernorm.{c}"))),
-];
+        ],
+    )
+}
 
 /// transformers' encoder layer (`encoder.layer.N`, ViT's and DINOv2's):
 /// q/k/v stacked from `attention.attention.{query,key,value}`, the rest

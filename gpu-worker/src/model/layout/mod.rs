@@ -380,13 +380,7 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
             k.strip_prefix("vision_model.")
                 .map_or(k.clone(), str::to_owned)
         };
-        return match place(prefixed, canonical) {
-            Place::Key(k) => Place::Key(bare(k)),
-            Place::Flat(k) => Place::Flat(bare(k)),
-            Place::Unsqueezed(k, n) => Place::Unsqueezed(bare(k), n),
-            Place::Transposed(k) => Place::Transposed(bare(k)),
-            Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(bare).collect()),
-        };
+        return place(prefixed, canonical).renamed(&bare);
     }
     // The classifiers' backbones are their bare models' under a prefix,
     // their heads a `classifier` beside it.
@@ -406,13 +400,7 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
             Layout::HfDinov2
         };
         let prefixed = |k: String| format!("{prefix}{k}");
-        return match place(base, canonical) {
-            Place::Key(k) => Place::Key(prefixed(k)),
-            Place::Flat(k) => Place::Flat(prefixed(k)),
-            Place::Unsqueezed(k, n) => Place::Unsqueezed(prefixed(k), n),
-            Place::Transposed(k) => Place::Transposed(prefixed(k)),
-            Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(prefixed).collect()),
-        };
+        return place(base, canonical).renamed(&prefixed);
     }
     if layout == Layout::HfVitBare && !canonical.starts_with("blocks.") {
         return place(Layout::HfDinov2, canonical);
@@ -439,16 +427,8 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
 /// image tower of the same layout, under the text tower's prefix.
 pub(crate) fn text_place(layout: Layout, canonical: &str) -> Place {
     let hf = |rest: &str| key(format!("text_model.{rest}"));
-    let retitled = |place: Place, from: &str, to: &str| {
-        let swap = |k: String| k.replacen(from, to, 1);
-        match place {
-            Place::Key(k) => Place::Key(swap(k)),
-            Place::Flat(k) => Place::Flat(swap(k)),
-            Place::Unsqueezed(k, n) => Place::Unsqueezed(swap(k), n),
-            Place::Transposed(k) => Place::Transposed(swap(k)),
-            Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(swap).collect()),
-        }
-    };
+    let retitled =
+        |place: Place, from: &str, to: &str| place.renamed(&|k: String| k.replacen(from, to, 1));
     let block = canonical.starts_with("blocks.");
     match layout {
         Layout::OpenClip => match canonical {
@@ -489,6 +469,28 @@ pub(crate) fn file_shapes(place: &Place, shape: &[usize]) -> Vec<(String, Vec<us
             s[0] /= keys.len();
             keys.iter().map(|k| (k.clone(), s.clone())).collect()
         }
+        Place::First(places) => places
+            .first()
+            .map_or_else(Vec::new, |p| file_shapes(p, shape)),
+    }
+}
+
+/// `place` with a [`Place::First`] narrowed to the first alternative whose
+/// every key `has` (else its first), recursively.
+pub(crate) fn chosen(place: Place, has: &dyn Fn(&str) -> bool) -> Place {
+    match place {
+        Place::First(places) => {
+            let whole = |p: &Place| {
+                let p = chosen(p.clone(), has);
+                file_shapes(&p, &[1]).iter().all(|(k, _)| has(k))
+            };
+            let pick = places.iter().position(whole).unwrap_or(0);
+            places
+                .into_iter()
+                .nth(pick)
+                .map_or(Place::Stacked(Vec::new()), |p| chosen(p, has))
+        }
+        other => other,
     }
 }
 

@@ -15,6 +15,26 @@ pub(crate) enum Place {
     Transposed(String),
     /// Keys stacked along the first axis.
     Stacked(Vec<String>),
+    /// The first of these whose every key the checkpoint has (a tensor
+    /// upstream renamed or split between versions); the first, to name
+    /// in an error, when none is whole.
+    First(Vec<Place>),
+}
+
+impl Place {
+    /// The same place under keys renamed by `f`.
+    pub(crate) fn renamed(self, f: &dyn Fn(String) -> String) -> Place {
+        match self {
+            Place::Key(k) => Place::Key(f(k)),
+            Place::Flat(k) => Place::Flat(f(k)),
+            Place::Unsqueezed(k, n) => Place::Unsqueezed(f(k), n),
+            Place::Transposed(k) => Place::Transposed(f(k)),
+            Place::Stacked(keys) => Place::Stacked(keys.into_iter().map(f).collect()),
+            Place::First(places) => {
+                Place::First(places.into_iter().map(|p| p.renamed(f)).collect())
+            }
+        }
+    }
 }
 
 /// A rule: canonical names matching `pattern` come from `place`, with

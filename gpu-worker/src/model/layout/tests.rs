@@ -190,3 +190,25 @@ fn timm_vit_names() {
         Place::Unsqueezed("pos_embed".into(), 1)
     );
 }
+
+#[test]
+fn a_dinov2_mlp_is_read_plain_or_gated_whichever_the_file_holds() {
+    let fc1 = place(Layout::HfDinov2Classifier, "blocks.1.fc1.weight");
+    let plain = "dinov2.encoder.layer.1.mlp.fc1.weight";
+    let gated = "dinov2.encoder.layer.1.mlp.weights_in.weight";
+    for (held, want) in [(plain, plain), (gated, gated)] {
+        assert_eq!(
+            chosen(fc1.clone(), &|k| k == held),
+            Place::Key(want.into()),
+            "{held}"
+        );
+    }
+    // Neither: the first, so that the error names the plain MLP's key.
+    assert_eq!(chosen(fc1.clone(), &|_| false), Place::Key(plain.into()));
+    assert_eq!(
+        chosen(place(Layout::HfDinov2, "blocks.0.fc2.bias"), &|k| k
+            .contains("weights_out")),
+        Place::Key("encoder.layer.0.mlp.weights_out.bias".into())
+    );
+    assert_eq!(file_shapes(&fc1, &[224, 40])[0].0, plain);
+}

@@ -74,10 +74,6 @@ fn defaults_and_refusals() {
             "model_type beit is not built in",
         ),
         (
-            r#"{"model_type": "dinov2", "use_swiglu_ffn": true}"#,
-            "SwiGLU",
-        ),
-        (
             r#"{"model_type": "vit", "hidden_act": "relu"}"#,
             "hidden_act relu",
         ),
@@ -408,3 +404,34 @@ fn a_timm_vit_from_its_architecture_and_model_args() {
 }
 
 mod towers;
+
+#[test]
+fn dinov2_giant_s_gated_mlp_is_two_thirds_wide_rounded_to_8() {
+    // facebook/dinov2-giant's config: 1536 wide, mlp_ratio 4, SwiGLU.
+    let giant = hub_config(
+        r#"{"model_type": "dinov2", "hidden_size": 1536, "num_hidden_layers": 40,
+            "num_attention_heads": 24, "mlp_ratio": 4, "use_swiglu_ffn": true,
+            "hidden_act": "gelu", "image_size": 518, "patch_size": 14}"#,
+    )
+    .expect("the giant");
+    assert_eq!(giant.shape.family, Family::Dinov2);
+    assert_eq!(giant.shape.activation, HubActivation::SwiGlu);
+    assert_eq!((giant.shape.width, giant.shape.mlp), (1536, 4096));
+    // Widths whose two thirds are no multiple of 8 round up, as
+    // transformers' `(int(h * 2 / 3) + 7) // 8 * 8`.
+    for (width, ratio, mlp) in [(40, 4, 112), (48, 2, 64), (36, 3, 72), (20, 4, 56)] {
+        let config = hub_config(&format!(
+            r#"{{"model_type": "dinov2", "hidden_size": {width}, "num_attention_heads": 4,
+                "mlp_ratio": {ratio}, "use_swiglu_ffn": true}}"#
+        ))
+        .expect("a small gated DINOv2");
+        assert_eq!(config.shape.mlp, mlp, "{width} x {ratio}");
+    }
+    // Without the flag, the plain MLP and hidden_act.
+    let plain =
+        hub_config(r#"{"model_type": "dinov2", "use_swiglu_ffn": false}"#).expect("a plain DINOv2");
+    assert_eq!(
+        (plain.shape.mlp, plain.shape.activation),
+        (3072, HubActivation::Gelu)
+    );
+}

@@ -61,6 +61,8 @@ impl Gpu {
     /// The MLP activation `kind` (0 GELU, 1 tanh GELU, 2 QuickGELU) in
     /// place over the first `n` values.
     pub fn activation(&self, x: &mut Buf, n: usize, kind: i32) -> Result<(), GpuError> {
+        // A gated MLP halves its width: `swiglu`, not this.
+        assert!((0..=2).contains(&kind), "activation_f16 has no kind {kind}");
         check_len(x, n, "activation");
         let count = n as i64;
         let mut launch = self.stream.launch_builder(self.kernel("activation_f16"));

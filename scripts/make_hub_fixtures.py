@@ -26,6 +26,9 @@ Repos (folder `ORG--NAME`):
   backbone's pooled class token and a 2-label classifier, under the
   names save_pretrained writes (transformers 4's `weights_in` and
   `weights_out`, as the hub's giant checkpoints hold them);
+- `tiny-org--vit-2labels-bin`, `tiny-org--resnet-basic-bin`: those two
+  models with `pytorch_model.bin` (torch.save of the saved tensors, as
+  transformers 4 wrote it) instead of model.safetensors;
 - `tiny-org--clip-small`: CLIPModel at width 32, patch 16, 48 px, a 24-wide
   projection: the unit-length image features; its text tower (width 16,
   GELU, context 32) over a 2514-token CLIP BPE, with its `tokenizer.json`;
@@ -359,6 +362,17 @@ def main(out: pathlib.Path) -> None:
         layer_type="basic", num_labels=4)
     model = batch_norms(randomise(transformers.ResNetForImageClassification(basic), SEED + 8), SEED + 8)
     classify("tiny-org--resnet-basic", model, resnet_processor)
+    # Older repos hold only `pytorch_model.bin` (transformers 4's
+    # torch.save of the state dict under the names it saves; 5 writes
+    # safetensors only, and its in-memory names differ): the same two
+    # models that way, their saved tensors as they are.
+    from safetensors.torch import load_file
+    for repo in ["tiny-org--vit-2labels", "tiny-org--resnet-basic"]:
+        copy = out / (repo + "-bin")
+        shutil.copytree(out / repo, copy)
+        torch.save(load_file(copy / "model.safetensors"), copy / "pytorch_model.bin")
+        (copy / "model.safetensors").unlink()
+        reference[repo + "-bin"] = reference[repo]
 
     # Checkpoints without their heads embed what a head would read:
     # ConvNextModel's and ResNetModel's pooler_output.

@@ -230,10 +230,15 @@ fn the_hub_repos_on_the_gpu_are_their_reference() {
         let what = format!("{repo} on {}", gpu.name());
         let arch = Architecture::of_hub(&config.shape);
         // One file, or a sharded checkpoint's index.
-        let weights = match dir.join("model.safetensors") {
-            one if one.is_file() => one,
-            _ => dir.join("model.safetensors.index.json"),
-        };
+        let weights = [
+            "model.safetensors",
+            "model.safetensors.index.json",
+            "pytorch_model.bin",
+        ]
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("{}: no weights", dir.display()));
         let normalize = Normalize {
             mean: [0.5; 3],
             std: [0.5; 3],

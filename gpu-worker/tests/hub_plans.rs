@@ -90,10 +90,15 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
             continue;
         };
         let arch = Architecture::of_hub(&config.shape);
-        let weights = match dir.join("model.safetensors") {
-            one if one.is_file() => one,
-            _ => dir.join("model.safetensors.index.json"),
-        };
+        let weights = [
+            "model.safetensors",
+            "model.safetensors.index.json",
+            "pytorch_model.bin",
+        ]
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("{}: no weights", dir.display()));
         let side = config.shape.image;
         let pixels = images(side);
         let plan_error =
@@ -160,13 +165,14 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
     }
     // vit-backbone, vit-2labels, vit-sharded, dinov2-multilabel,
     // dinov2-registers, dinov2-registers-3labels, dinov2-swiglu,
-    // dinov2-swiglu-2labels, clip-small, clip-vision-bare,
+    // dinov2-swiglu-2labels, vit-2labels-bin, resnet-basic-bin, clip-small,
+    // clip-vision-bare,
     // siglip-small, clip-vision, siglip-vision, clip-classifier,
     // siglip-classifier, convnext-5labels, convnext-bare, timm-convnext,
     // timm-convnext-bare, timm-resnet18, timm-resnet50-bare,
     // resnet-3labels, resnet-basic, resnet-bare,
     // timm-vit.
-    assert_eq!((checked, classifiers), (25, 13), "repos planned");
+    assert_eq!((checked, classifiers), (27, 15), "repos planned");
 }
 
 /// A hub ResNet is checked before any worker starts by its file's names

@@ -234,8 +234,9 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 25] = [
+const REPOS: [&str; 27] = [
     "tiny-org/vit-2labels",
+    "tiny-org/vit-2labels-bin",
     "tiny-org/vit-backbone",
     "tiny-org/vit-sharded",
     "tiny-org/dinov2-multilabel",
@@ -259,6 +260,7 @@ const REPOS: [&str; 25] = [
     "tiny-org/timm-resnet50-bare",
     "tiny-org/resnet-3labels",
     "tiny-org/resnet-basic",
+    "tiny-org/resnet-basic-bin",
     "tiny-org/timm-vit",
 ];
 

@@ -101,6 +101,7 @@ TEXTS = ["a photo of a cat.", "A DOG running on the Beach!", "", "café au lait"
          " ".join(["word"] * 60)]
 LABELS = ["cat", "dog", "red car", "oak tree"]
 TEMPLATE = "a photo of a {}."
+PROMPTS = ["a blurry photo of the {}.", "itap of a {}.", "a {} in a video game."]
 
 
 def samples() -> list[pathlib.Path]:
@@ -152,17 +153,27 @@ def main(out: pathlib.Path) -> None:
             with torch.no_grad():
                 return torch.nn.functional.normalize(
                     _features(model.get_text_features(input_ids=ids)), dim=-1)
+        def scored(classes):
+            rows = []
+            with torch.no_grad():
+                for image in reference[repo]["embed"]:
+                    logits = torch.tensor(image, dtype=torch.float64) @ classes.double().T * model.logit_scale.exp().double()
+                    if softmax:
+                        rows.append(torch.softmax(logits, 0).tolist())
+                    else:
+                        rows.append(torch.sigmoid(logits + model.logit_bias.double()).tolist())
+            return rows
         classes = text_features([TEMPLATE.format(label) for label in LABELS])
-        rows = []
-        with torch.no_grad():
-            for image in reference[repo]["embed"]:
-                logits = torch.tensor(image, dtype=torch.float64) @ classes.double().T * model.logit_scale.exp().double()
-                if softmax:
-                    rows.append(torch.softmax(logits, 0).tolist())
-                else:
-                    rows.append(torch.sigmoid(logits + model.logit_bias.double()).tolist())
         reference[repo]["text"] = {"texts": TEXTS, "embed": text_features(TEXTS).double().tolist()}
-        reference[repo]["zero_shot"] = {"labels": LABELS, "template": TEMPLATE, "probs": rows}
+        reference[repo]["zero_shot"] = {"labels": LABELS, "template": TEMPLATE,
+                                        "probs": scored(classes)}
+        # Several templates averaged as open_clip's zero_shot_classifier
+        # does: each template's unit rows, their mean, made unit again.
+        per_template = torch.stack([text_features([t.format(label) for label in LABELS])
+                                    for t in PROMPTS])
+        averaged = torch.nn.functional.normalize(per_template.mean(0), dim=-1)
+        reference[repo]["zero_shot_prompts"] = {"labels": LABELS, "prompts": PROMPTS,
+                                                "probs": scored(averaged)}
 
     vit = dict(hidden_size=48, num_hidden_layers=2, num_attention_heads=3,
                intermediate_size=96, image_size=64, patch_size=16)

@@ -7,6 +7,8 @@
 //! - `infer --classes LABELS` scores each photo as `CLIPModel` (softmax)
 //!   or `SiglipModel` (a sigmoid per class, with its bias) do: the same
 //!   classes in the same order, |Δprob| ≤ 1e-4;
+//! - with several `--prompt` templates, their class embeddings averaged
+//!   as open_clip's zero-shot classifier averages them, likewise;
 //! - the tokenizer is fetched only then, and a second run asks the hub
 //!   nothing; a repo without a text tower is one line, exit 2.
 
@@ -81,6 +83,22 @@ fn hub_text_towers_match_transformers_in_embed_text_and_zero_shot() {
             let class = top["class"].as_u64().expect("a class") as usize;
             assert_eq!(top["label"], labels[class].as_str(), "{repo}: {record}");
         }
+
+        // Several --prompt templates, averaged as open_clip averages them.
+        let prompts: Vec<String> =
+            serde_json::from_value(want["zero_shot_prompts"]["prompts"].clone()).expect("prompts");
+        let mut flags = vec!["--classes".to_owned(), classes.clone()];
+        for prompt in &prompts {
+            flags.extend(["--prompt".to_owned(), prompt.clone()]);
+        }
+        let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+        let prompted = format!("{}-prompts.jsonl", repo.replace('/', "_"));
+        let run = infer_with(dir.path(), &data, (repo, &prompted), &env, &flags);
+        assert_eq!(run.status.code(), Some(0), "{repo}: {}", stderr(&run));
+        let probs = want["zero_shot_prompts"]["probs"]
+            .as_array()
+            .expect("probs");
+        matches_probs(&super::records(dir.path(), &prompted, repo), probs, repo);
 
         // Again: everything from the cache, the text tower's child too.
         let before = hub.requests().len();

@@ -7,6 +7,10 @@ sample photographs (`samples/*.jpg`) through that processor.
 
     target/torch-venv/bin/python scripts/make_hub_fixtures.py cli/tests/hub_repos
 
+(the torch venv with transformers, timm, open_clip_torch, sentencepiece and
+protobuf; each run rewrites every repo byte for byte, and reference.json
+up to the last bits of torch's CPU threads)
+
 Repos (folder `ORG--NAME`):
 - `tiny-org--vit-2labels`: ViTForImageClassification with 2 labels (the
   shape of Falconsai/nsfw_image_detection), 64 px, bilinear squash;
@@ -29,6 +33,10 @@ Repos (folder `ORG--NAME`):
 - `tiny-org--vit-2labels-bin`, `tiny-org--resnet-basic-bin`: those two
   models with `pytorch_model.bin` (torch.save of the saved tensors, as
   transformers 4 wrote it) instead of model.safetensors;
+- `tiny-org--open-clip`: open_clip's own repo (`open_clip_config.json`,
+  `open_clip_model.safetensors`, no transformers config) of its ViT CLIP
+  at width 32, 48 px, 16-wide heads, mean and std of its own, against
+  open_clip's transform and `encode_image`;
 - `tiny-org--clip-small`: CLIPModel at width 32, patch 16, 48 px, a 24-wide
   projection: the unit-length image features; its text tower (width 16,
   GELU, context 32) over a 2514-token CLIP BPE, with its `tokenizer.json`;
@@ -440,6 +448,38 @@ def main(out: pathlib.Path) -> None:
     args = dict(embed_dim=48, depth=2, num_heads=3, img_size=64, patch_size=16, num_classes=5)
     model = randomise(timm.create_model("vit_base_patch16_224", pretrained=False, **args), SEED + 9).eval()
     timm_repo("tiny-org--timm-vit", model, args, ["ant", "bee", "fly", "moth", "wasp"])
+
+    # open_clip's own repo (what `push_to_hf_hub` writes: open_clip_config.json
+    # with model_cfg and preprocess_cfg, open_clip_model.safetensors; no
+    # transformers config.json): its ViT at width 32 in 16 px patches of
+    # 48 px with 16-wide heads, a 24-wide embedding, mean and std of its
+    # own, and the reference through open_clip's own transform and
+    # encode_image.
+    import open_clip
+    from open_clip.push_to_hf_hub import save_config_for_hf
+    from safetensors.torch import save_file
+    cfg = {"embed_dim": 24,
+           "vision_cfg": {"image_size": 48, "layers": 2, "width": 32, "head_width": 16,
+                          "patch_size": 16},
+           "text_cfg": {"context_length": 16, "vocab_size": 64, "width": 16, "heads": 2,
+                        "layers": 1}}
+    model = randomise(open_clip.CLIP(**cfg), SEED + 32).eval()
+    mean, std = (0.49, 0.45, 0.41), (0.27, 0.26, 0.28)
+    model.visual.image_mean, model.visual.image_std = mean, std
+    model.visual.preprocess_cfg = {"interpolation": "bicubic", "resize_mode": "shortest"}
+    repo = out / "tiny-org--open-clip"
+    repo.mkdir(parents=True, exist_ok=True)
+    save_config_for_hf(model, repo / "open_clip_config.json", model_config=cfg)
+    save_file({k: v.contiguous() for k, v in model.state_dict().items()},
+              repo / "open_clip_model.safetensors", metadata={"format": "pt"})
+    transform = open_clip.image_transform(48, is_train=False, mean=mean, std=std,
+                                          interpolation="bicubic", resize_mode="shortest")
+    rows = []
+    with torch.no_grad():
+        for p in photos:
+            x = transform(Image.open(p).convert("RGB")).unsqueeze(0)
+            rows.append(torch.nn.functional.normalize(model.encode_image(x), dim=-1)[0].double().tolist())
+    reference["tiny-org--open-clip"] = {"images": images, "embed": rows}
 
     beit = out / "tiny-org--beit-small"
     beit.mkdir(parents=True, exist_ok=True)

@@ -68,7 +68,7 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(repos())
         .expect("cli/tests/hub_repos is committed")
         .map(|e| e.expect("entry").path())
-        .filter(|p| p.join("config.json").is_file())
+        .filter(|p| repo_config(p).is_some())
         .collect();
     dirs.sort();
     let device = gpu_worker::open(&DeviceSpec::Cpu).expect("the CPU opens");
@@ -83,10 +83,9 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
             .and_then(|n| n.to_str())
             .expect("a repo folder")
             .replace("--", "/");
-        let text = std::fs::read_to_string(dir.join("config.json")).expect("config.json");
         // A model type that is not built in (BEiT) is the CLI's one-line
         // refusal, tested there.
-        let Ok(config) = hub_config(&text) else {
+        let Some(Ok(config)) = repo_config(&dir) else {
             continue;
         };
         let arch = Architecture::of_hub(&config.shape);
@@ -94,6 +93,7 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
             "model.safetensors",
             "model.safetensors.index.json",
             "pytorch_model.bin",
+            "open_clip_model.safetensors",
         ]
         .iter()
         .map(|name| dir.join(name))
@@ -171,8 +171,8 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
     // siglip-classifier, convnext-5labels, convnext-bare, timm-convnext,
     // timm-convnext-bare, timm-resnet18, timm-resnet50-bare,
     // resnet-3labels, resnet-basic, resnet-bare,
-    // timm-vit.
-    assert_eq!((checked, classifiers), (27, 15), "repos planned");
+    // timm-vit, open-clip.
+    assert_eq!((checked, classifiers), (28, 15), "repos planned");
 }
 
 /// A hub ResNet is checked before any worker starts by its file's names
@@ -202,4 +202,14 @@ fn a_hub_resnet_is_checked_by_names_and_shapes() {
         error.contains("tensors do not match") && error.contains("resnet.embedder"),
         "{error}"
     );
+}
+
+/// A fixture repo's model: its transformers or timm `config.json`, else
+/// open_clip's `open_clip_config.json`; `None` without either.
+fn repo_config(dir: &std::path::Path) -> Option<Result<pipeline_core::HubConfig, String>> {
+    if let Ok(text) = std::fs::read_to_string(dir.join("config.json")) {
+        return Some(pipeline_core::hub_config(&text));
+    }
+    let text = std::fs::read_to_string(dir.join("open_clip_config.json")).ok()?;
+    Some(pipeline_core::open_clip_config(&text).map(|(config, _)| config))
 }

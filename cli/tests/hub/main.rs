@@ -4,9 +4,11 @@
 //! (`scripts/make_hub_fixtures.py`: seeded models saved by transformers at
 //! sizes none of the built-in names has, with transformers' own outputs
 //! on `samples/` through its PIL image processors):
-//! - every family's outputs match transformers': the same classes in the
-//!   same order with |Δprob| ≤ 1e-4, embeddings at cosine ≥ 0.9999, and
-//!   only the files the model needs are fetched;
+//! - every family's outputs match transformers' (open_clip's for an
+//!   open_clip repo): the same classes in the same order with |Δprob| ≤
+//!   1e-4, embeddings at cosine ≥ 0.99999 (the issue asks 0.9999, but a
+//!   2-layer fixture run with QuickGELU for GELU is still at 0.99997),
+//!   and only the files the model needs are fetched;
 //! - Python's `huggingface_hub` and the tool share one cache, each reading
 //!   offline what the other downloaded;
 //! - two processes downloading one model at once, and a body cut in
@@ -184,7 +186,7 @@ fn cosine(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// `records` against transformers' rows for `repo`: classes in the same
-/// order with |Δprob| ≤ 1e-4, or embeddings at cosine ≥ 0.9999 (and unit
+/// order with |Δprob| ≤ 1e-4, or embeddings at cosine ≥ 0.99999 (and unit
 /// length where the reference is).
 fn matches_transformers(records: &[Value], repo: &str) {
     let reference = &reference()[repo];
@@ -201,11 +203,11 @@ fn matches_transformers(records: &[Value], repo: &str) {
     }
 }
 
-/// An embedding against transformers': cosine ≥ 0.9999, the same length.
+/// An embedding against transformers': cosine ≥ 0.99999, the same length.
 fn matches_embedding(got: &[f64], want: &[f64], what: &str) {
     assert_eq!(got.len(), want.len(), "{what}");
     let c = cosine(got, want);
-    assert!(c >= 0.9999, "{what}: cosine {c}");
+    assert!(c >= 0.999_99, "{what}: cosine {c}");
     let length = |v: &[f64]| v.iter().map(|x| x * x).sum::<f64>().sqrt();
     assert!(
         (length(got) - length(want)).abs() <= 1e-3 * length(want),
@@ -234,7 +236,7 @@ fn matches_probs(records: &[Value], rows: &[Value], repo: &str) {
     }
 }
 
-const REPOS: [&str; 27] = [
+const REPOS: [&str; 28] = [
     "tiny-org/vit-2labels",
     "tiny-org/vit-2labels-bin",
     "tiny-org/vit-backbone",
@@ -262,6 +264,7 @@ const REPOS: [&str; 27] = [
     "tiny-org/resnet-basic",
     "tiny-org/resnet-basic-bin",
     "tiny-org/timm-vit",
+    "tiny-org/open-clip",
 ];
 
 #[test]

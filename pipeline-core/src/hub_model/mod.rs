@@ -38,6 +38,7 @@
 
 mod cnn;
 mod heads;
+mod open_clip;
 mod shape;
 mod text;
 mod timm;
@@ -46,6 +47,7 @@ use serde_json::Value;
 
 use self::cnn::{convnext_config, resnet_config};
 use self::heads::{head_labels, scores};
+pub use self::open_clip::open_clip_config;
 pub use self::shape::{HubActivation, HubConfig, HubModel, HubResNet, HubShape, HubText};
 pub use self::text::hub_text;
 use self::timm::timm_config;

@@ -39,9 +39,14 @@ use self::cache::{HubEnv, Wanted};
 use super::{ModelFlags, Planned, batch_size, decode_limits, loader_threads, per_worker};
 use crate::args::{EngineArg, RunArgs, TaskArg};
 
-/// The files that describe a repo's model, fetched and checked first.
+/// open_clip's description of its model, in a repo with no transformers
+/// `config.json`.
+const OPEN_CLIP_CONFIG: &str = "open_clip_config.json";
+
+/// The files that describe a repo's model (transformers' or timm's
+/// `config.json`, else open_clip's own), fetched and checked first.
 const DESCRIPTION: Wanted<'static> = Wanted {
-    required: &[&["config.json"]],
+    required: &[&["config.json", OPEN_CLIP_CONFIG]],
     optional: &["preprocessor_config.json"],
 };
 
@@ -77,39 +82,17 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
     }
     let env = HubEnv::from_env();
     let snapshot = cache::resolve(&env, id, &DESCRIPTION)?;
-    let file = |name: &str| snapshot.file(name).map(Path::to_path_buf);
-    let config_path = file("config.json").ok_or("config.json resolved")?;
-    let read = |path: &Path| {
-        std::fs::read_to_string(path).map_err(|e| format!("--model {id}: {}: {e}", path.display()))
-    };
-    let config_text = read(&config_path)?;
-    let config =
-        pipeline_core::hub_config(&config_text).map_err(|e| format!("--model {id}: {e}"))?;
-    let preprocess = match file("preprocessor_config.json") {
-        Some(path) => {
-            pipeline_core::spec_from_config(&read(&path)?)
-                .map_err(|e| format!("--model {id}: preprocessor_config.json: {e}"))?
-                .0
-        }
-        // A timm repo's preprocessing is its config.json's pretrained_cfg.
-        None if config_text.contains("\"pretrained_cfg\"") => {
-            pipeline_core::spec_from_config(&config_text)
-                .map_err(|e| format!("--model {id}: config.json: {e}"))?
-                .0
-        }
-        None => {
-            let p = &flags.preprocess;
-            if p.size.or(p.crop).is_none() || p.mean.is_none() || p.std.is_none() {
-                return Err(format!(
-                    "--model {id}: the repo has no preprocessor_config.json; give --size, \
-                     --mean and --std"
-                ));
-            }
-            PreprocessSpec {
-                crop_rounding: pipeline_core::CropRounding::Floor,
-                ..PreprocessSpec::IMAGENET
-            }
-        }
+    // An open_clip repo without transformers' config.json.
+    let open_clip = snapshot.file("config.json").is_none();
+    let (config, preprocess) = if open_clip {
+        let path = snapshot
+            .file(OPEN_CLIP_CONFIG)
+            .ok_or("open_clip_config.json resolved")?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--model {id}: {}: {e}", path.display()))?;
+        pipeline_core::open_clip_config(&text).map_err(|e| format!("--model {id}: {e}"))?
+    } else {
+        described(id, &snapshot, flags)?
     };
     let spec = pipeline_core::spec_from_flags(&flags.preprocess, preprocess)?;
     let mut shape = config.shape;
@@ -220,7 +203,16 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
                 dim: shape.feature_dim(),
                 weights: Some(&weights),
             },
-            || crate::embed_text::text_model(&pinned.to_string(), None, args.tokenizer.as_deref()),
+            || {
+                if open_clip {
+                    return Err(format!(
+                        "--model {id}: an open_clip repo's text tower is not read yet (its \
+                         tokenizer is open_clip's own); --classes takes a class matrix file \
+                         (.npy, .safetensors) with it"
+                    ));
+                }
+                crate::embed_text::text_model(&pinned.to_string(), None, args.tokenizer.as_deref())
+            },
             (&devices[0], engine),
         )?,
         None => (None, None),
@@ -290,4 +282,48 @@ fn family_name(family: Family) -> &'static str {
         Family::Resnet => "ResNet",
         _ => "a built-in family",
     }
+}
+
+/// The model and preprocessing a transformers or timm repo's
+/// `config.json` (and `preprocessor_config.json`) describe.
+fn described(
+    id: &HubId,
+    snapshot: &cache::Snapshot,
+    flags: &ModelFlags,
+) -> Result<(pipeline_core::HubConfig, PreprocessSpec), String> {
+    let file = |name: &str| snapshot.file(name).map(Path::to_path_buf);
+    let read = |path: &Path| {
+        std::fs::read_to_string(path).map_err(|e| format!("--model {id}: {}: {e}", path.display()))
+    };
+    let config_path = file("config.json").ok_or("config.json resolved")?;
+    let config_text = read(&config_path)?;
+    let config =
+        pipeline_core::hub_config(&config_text).map_err(|e| format!("--model {id}: {e}"))?;
+    let preprocess = match file("preprocessor_config.json") {
+        Some(path) => {
+            pipeline_core::spec_from_config(&read(&path)?)
+                .map_err(|e| format!("--model {id}: preprocessor_config.json: {e}"))?
+                .0
+        }
+        // A timm repo's preprocessing is its config.json's pretrained_cfg.
+        None if config_text.contains("\"pretrained_cfg\"") => {
+            pipeline_core::spec_from_config(&config_text)
+                .map_err(|e| format!("--model {id}: config.json: {e}"))?
+                .0
+        }
+        None => {
+            let p = &flags.preprocess;
+            if p.size.or(p.crop).is_none() || p.mean.is_none() || p.std.is_none() {
+                return Err(format!(
+                    "--model {id}: the repo has no preprocessor_config.json; give --size, \
+                     --mean and --std"
+                ));
+            }
+            PreprocessSpec {
+                crop_rounding: pipeline_core::CropRounding::Floor,
+                ..PreprocessSpec::IMAGENET
+            }
+        }
+    };
+    Ok((config, preprocess))
 }

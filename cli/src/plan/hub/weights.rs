@@ -1,7 +1,8 @@
 //! A hub repo's weights: `model.safetensors`, or a sharded checkpoint's
 //! index (`model.safetensors.index.json`, as transformers saves a model
 //! beyond its shard size) with every shard it names, or
-//! `pytorch_model.bin`. A sharded checkpoint is opened by its index
+//! `pytorch_model.bin`, else open_clip's `open_clip_model.safetensors` or
+//! `open_clip_pytorch_model.bin`. A sharded checkpoint is opened by its index
 //! (`gpu_worker`'s checkpoint reader reads the shards beside it).
 
 use std::path::PathBuf;
@@ -11,7 +12,13 @@ use super::cache::{self, HubEnv, HubId, Wanted};
 const INDEX: &str = "model.safetensors.index.json";
 
 const WEIGHTS: Wanted<'static> = Wanted {
-    required: &[&["model.safetensors", INDEX, "pytorch_model.bin"]],
+    required: &[&[
+        "model.safetensors",
+        INDEX,
+        "pytorch_model.bin",
+        "open_clip_model.safetensors",
+        "open_clip_pytorch_model.bin",
+    ]],
     optional: &[],
 };
 

@@ -435,3 +435,87 @@ fn dinov2_giant_s_gated_mlp_is_two_thirds_wide_rounded_to_8() {
         (3072, HubActivation::Gelu)
     );
 }
+
+#[test]
+fn an_open_clip_config_gives_its_vit_and_its_transform() {
+    let (config, spec) = crate::open_clip_config(
+        r#"{"model_cfg": {"embed_dim": 1024, "quick_gelu": true,
+              "vision_cfg": {"image_size": 378, "layers": 32, "width": 1280,
+                             "head_width": 80, "patch_size": 14}},
+            "preprocess_cfg": {"mean": [0.5, 0.5, 0.5], "std": [0.25, 0.25, 0.25],
+                               "interpolation": "bilinear", "resize_mode": "shortest"}}"#,
+    )
+    .expect("DFN5B's ViT-H-14-378");
+    let s = &config.shape;
+    assert_eq!(s.family, Family::Clip);
+    assert_eq!(
+        (
+            s.width, s.depth, s.heads, s.mlp, s.patch, s.image, s.pos_grid
+        ),
+        (1280, 32, 16, 5120, 14, 378, 27)
+    );
+    assert_eq!(
+        (s.projection, s.activation),
+        (Some(1024), HubActivation::QuickGelu)
+    );
+    assert_eq!((s.eps, s.classes, config.image_size), (1e-5, None, 378));
+    assert_eq!((spec.resize_shorter, spec.crop), (378, 378));
+    assert_eq!(spec.filter, crate::ResizeFilter::Bilinear);
+    // open_clip's defaults: OpenAI's ViT-B/16 at 224 px, GELU, bicubic,
+    // OpenAI's statistics.
+    let (config, spec) = crate::open_clip_config(
+        r#"{"model_cfg": {"embed_dim": 512,
+        "vision_cfg": {}}}"#,
+    )
+    .expect("the defaults");
+    assert_eq!(
+        (
+            config.shape.width,
+            config.shape.heads,
+            config.shape.patch,
+            config.shape.image
+        ),
+        (768, 12, 16, 224)
+    );
+    assert_eq!(config.shape.activation, HubActivation::Gelu);
+    assert_eq!(spec.filter, crate::ResizeFilter::Bicubic);
+    assert!(
+        (spec.normalize.mean[0] - 0.481_454_66 * 255.0).abs() < 1e-3,
+        "{:?}",
+        spec.normalize
+    );
+}
+
+#[test]
+fn what_open_clip_s_vit_options_add_is_refused_in_one_line() {
+    for (vision, says) in [
+        (
+            r#""timm_model_name": "vit_base_patch16_siglip_224""#,
+            "timm image towers",
+        ),
+        (
+            r#""layers": [3, 4, 6, 3], "width": 64"#,
+            "ResNet image towers",
+        ),
+        (
+            r#""ls_init_value": 0.1"#,
+            "ls_init_value 0.1 is not built in",
+        ),
+        (r#""attentional_pool": true"#, "attentional_pool true"),
+        (r#""pool_type": "avg""#, "pool_type \"avg\""),
+        (r#""no_ln_pre": true"#, "no_ln_pre true"),
+        (r#""image_size": [224, 448]"#, "not a square"),
+        (r#""width": 100"#, "not a multiple of its head_width 64"),
+    ] {
+        let text = format!(r#"{{"model_cfg": {{"embed_dim": 8, "vision_cfg": {{{vision}}}}}}}"#);
+        let err = crate::open_clip_config(&text).expect_err(vision);
+        assert!(err.contains(says), "{vision}: {err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+    let squash = r#"{"model_cfg": {"embed_dim": 8, "vision_cfg": {}},
+        "preprocess_cfg": {"resize_mode": "squash"}}"#;
+    let err = crate::open_clip_config(squash).expect_err("squash");
+    assert!(err.contains("resize_mode squash is not built in"), "{err}");
+    let err = crate::open_clip_config(r#"{"vision_cfg": {}}"#).expect_err("no model_cfg");
+    assert!(err.contains("no model_cfg"), "{err}");
+}

@@ -1,0 +1,209 @@
+//! open_clip's repos (`open_clip_config.json`: `model_cfg` with
+//! `embed_dim`, `vision_cfg` and `text_cfg`; `preprocess_cfg`; weights in
+//! `open_clip_model.safetensors` or `open_clip_pytorch_model.bin`, the
+//! `visual.` names the built-in CLIPs read), for the image towers of its
+//! own ViT (OpenAI's CLIP network: `apple/DFN5B-CLIP-ViT-H-14-378`, the
+//! LAION and DataComp CLIPs) at the sizes the config gives. Its timm
+//! towers (`timm_model_name`: the SigLIP ports), ResNets and the vision
+//! options OpenAI's network does not have are refused in one line.
+
+use serde_json::{Value, json};
+
+use super::shape::{HubActivation, HubConfig, HubShape};
+use crate::PreprocessSpec;
+use crate::model::{Family, Scores};
+
+/// The image tower of the open_clip model `text` (an
+/// `open_clip_config.json`) describes, and its preprocessing; or why this
+/// tool cannot run it, in one line.
+pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), String> {
+    let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let model = json
+        .get("model_cfg")
+        .filter(|m| m.is_object())
+        .ok_or("open_clip_config.json has no model_cfg")?;
+    let vision = model
+        .get("vision_cfg")
+        .filter(|v| v.is_object())
+        .ok_or("open_clip_config.json: model_cfg has no vision_cfg")?;
+    if let Some(name) = vision.get("timm_model_name").filter(|v| !v.is_null()) {
+        return Err(format!(
+            "open_clip's timm image towers (vision_cfg.timm_model_name {name}) are not built \
+             in; export it to ONNX and run --model FILE.onnx"
+        ));
+    }
+    let field = |key: &str| format!("open_clip_config.json: vision_cfg.{key}");
+    let count = |key: &str, default: u64| -> Result<usize, String> {
+        match vision.get(key) {
+            None => Ok(default as usize),
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| match v {
+                    Value::Array(_) if key == "layers" => {
+                        "open_clip's ResNet image towers (vision_cfg.layers per stage) are not \
+                         built in"
+                            .to_owned()
+                    }
+                    _ => format!("{} is {v}, not a positive count", field(key)),
+                }),
+        }
+    };
+    let width = count("width", 768)?;
+    let depth = count("layers", 12)?;
+    let head_width = count("head_width", 64)?;
+    let patch = count("patch_size", 16)?;
+    let image = match vision.get("image_size") {
+        Some(Value::Array(sides)) => match sides.as_slice() {
+            [h, w] if h == w && h.as_u64().is_some_and(|n| n > 0) => {
+                h.as_u64().unwrap_or(0) as usize
+            }
+            _ => {
+                return Err(format!(
+                    "{} {} is not a square (a non-square input is not built in)",
+                    field("image_size"),
+                    Value::Array(sides.clone())
+                ));
+            }
+        },
+        _ => count("image_size", 224)?,
+    };
+    let mlp_ratio = match vision.get("mlp_ratio") {
+        None => 4.0,
+        Some(v) => v
+            .as_f64()
+            .filter(|r| *r > 0.0)
+            .ok_or_else(|| format!("{} is {v}, not positive", field("mlp_ratio")))?,
+    };
+    // What OpenAI's CLIP network (the one here) does not have.
+    for (key, plain) in [
+        ("ls_init_value", Value::Null),
+        ("attentional_pool", Value::Bool(false)),
+        ("no_ln_pre", Value::Bool(false)),
+        ("pos_embed_type", Value::from("learnable")),
+        ("final_ln_after_pool", Value::Bool(false)),
+        ("pool_type", Value::from("tok")),
+        ("act_kwargs", Value::Null),
+        ("norm_kwargs", Value::Null),
+        ("block_type", Value::Null),
+        ("qk_norm", Value::Bool(false)),
+        ("scaled_cosine_attn", Value::Bool(false)),
+        ("scale_heads", Value::Bool(false)),
+        ("scale_attn_inner", Value::Bool(false)),
+        ("scale_attn", Value::Bool(false)),
+        ("scale_fc", Value::Bool(false)),
+    ] {
+        if let Some(v) = vision.get(key)
+            && *v != plain
+            && !(key == "block_type" && v.as_str() == Some("default"))
+        {
+            return Err(format!(
+                "{} {v} is not built in (OpenAI's CLIP network has {plain})",
+                field(key)
+            ));
+        }
+    }
+    if !width.is_multiple_of(head_width) {
+        return Err(format!(
+            "{} {width} is not a multiple of its head_width {head_width}",
+            field("width")
+        ));
+    }
+    if image < patch {
+        return Err(format!(
+            "{} {image} is smaller than its patch_size {patch}",
+            field("image_size")
+        ));
+    }
+    let embed_dim = model
+        .get("embed_dim")
+        .and_then(Value::as_u64)
+        .filter(|&n| n > 0)
+        .ok_or("open_clip_config.json: model_cfg.embed_dim is not a positive count")?
+        as usize;
+    // open_clip's models are GELU unless named `-quickgelu` (OpenAI's
+    // weights and those trained as they were): `quick_gelu` in model_cfg.
+    let activation = match model.get("quick_gelu") {
+        None | Some(Value::Bool(false)) => HubActivation::Gelu,
+        Some(Value::Bool(true)) => HubActivation::QuickGelu,
+        Some(v) => {
+            return Err(format!(
+                "open_clip_config.json: model_cfg.quick_gelu is {v}, not true or false"
+            ));
+        }
+    };
+    let config = HubConfig {
+        shape: HubShape {
+            family: Family::Clip,
+            patch,
+            width,
+            depth,
+            heads: width / head_width,
+            // open_clip's `int(width * mlp_ratio)`.
+            mlp: (width as f64 * mlp_ratio) as usize,
+            pos_grid: image / patch,
+            image,
+            // open_clip's LayerNorm default.
+            eps: 1e-5,
+            activation,
+            projection: Some(embed_dim),
+            classes: None,
+            dims: Vec::new(),
+            depths: Vec::new(),
+            resnet: None,
+            registers: None,
+        },
+        labels: Vec::new(),
+        scores: Scores::Softmax,
+        image_size: image,
+    };
+    Ok((config, preprocess(&json, image)?))
+}
+
+/// open_clip's `image_transform` for inference: `resize_mode` `shortest`
+/// (its default) resizes the shorter side to the image size and crops the
+/// centre, as timm's transform at `crop_pct` 1 does (torchvision's
+/// `Resize` and `CenterCrop`), with `interpolation` (default bicubic) and
+/// the config's mean and std.
+fn preprocess(json: &Value, image: usize) -> Result<PreprocessSpec, String> {
+    let cfg = json.get("preprocess_cfg").cloned().unwrap_or(json!({}));
+    let field = |key: &str| format!("open_clip_config.json: preprocess_cfg.{key}");
+    match cfg.get("resize_mode").and_then(Value::as_str) {
+        None | Some("shortest") => {}
+        Some(other) => {
+            return Err(format!(
+                "{} {other} is not built in (shortest is)",
+                field("resize_mode")
+            ));
+        }
+    }
+    if let Some(size) = cfg.get("size")
+        && size.as_u64() != Some(image as u64)
+        && *size != json!([image, image])
+    {
+        return Err(format!(
+            "{} {size} is not the tower's image_size {image}",
+            field("size")
+        ));
+    }
+    let stats = |key: &str, default: [f64; 3]| -> Result<Value, String> {
+        match cfg.get(key) {
+            None => Ok(json!(default)),
+            Some(v) if v.as_array().is_some_and(|a| a.len() == 3) => Ok(v.clone()),
+            Some(v) => Err(format!("{} is {v}, not three numbers", field(key))),
+        }
+    };
+    // open_clip's defaults: OpenAI's dataset statistics.
+    let timm = json!({"pretrained_cfg": {
+        "input_size": [3, image, image],
+        "interpolation": cfg.get("interpolation").cloned().unwrap_or(json!("bicubic")),
+        "crop_pct": 1.0,
+        "crop_mode": "center",
+        "mean": stats("mean", [0.481_454_66, 0.457_827_5, 0.408_210_73])?,
+        "std": stats("std", [0.268_629_54, 0.261_302_58, 0.275_777_11])?,
+    }});
+    crate::spec_from_config(&timm.to_string())
+        .map(|(spec, _)| spec)
+        .map_err(|e| format!("open_clip_config.json: preprocess_cfg: {e}"))
+}

@@ -1,9 +1,10 @@
 //! open_clip's repos (`open_clip_config.json`: `model_cfg` with
 //! `embed_dim`, `vision_cfg` and `text_cfg`; `preprocess_cfg`; weights in
 //! `open_clip_model.safetensors` or `open_clip_pytorch_model.bin`, the
-//! `visual.` names the built-in CLIPs read), for the image towers of its
-//! own ViT (OpenAI's CLIP network: `apple/DFN5B-CLIP-ViT-H-14-378`, the
-//! LAION and DataComp CLIPs) at the sizes the config gives. Its timm
+//! `visual.` names the built-in CLIPs read: what its `push_to_hf_hub`
+//! writes), for the image towers of its own ViT (OpenAI's CLIP network)
+//! at the sizes the config gives. A repo that also has transformers'
+//! `config.json` runs from that instead. Its timm
 //! towers (`timm_model_name`: the SigLIP ports), ResNets and the vision
 //! options OpenAI's network does not have are refused in one line.
 

@@ -202,14 +202,14 @@ fn the_hub_repos_on_the_gpu_are_their_reference() {
     let mut dirs: Vec<std::path::PathBuf> = std::fs::read_dir(hub_repos())
         .unwrap_or_else(|e| panic!("{}: {e}", hub_repos().display()))
         .map(|e| e.expect("entry").path())
-        .filter(|p| repo_config(p).is_some())
+        .filter(|p| common::hub_repo_config(p).is_some())
         .collect();
     dirs.sort();
     let cases: Vec<(String, usize)> = dirs
         .iter()
         .enumerate()
         .filter_map(|(i, dir)| {
-            repo_config(dir)?.ok()?;
+            common::hub_repo_config(dir)?.ok()?;
             Some((dir.file_name()?.to_string_lossy().replace("--", "/"), i))
         })
         .collect();
@@ -223,23 +223,14 @@ fn the_hub_repos_on_the_gpu_are_their_reference() {
         use gpu_worker::cuda::cnn_run::CudaCnn;
         use gpu_worker::cuda::convnext_run::CudaConvNext;
         let dir = &dirs[i];
-        let config = repo_config(dir)
+        let config = common::hub_repo_config(dir)
             .and_then(Result::ok)
             .expect("checked above");
         let repo = dir.file_name().expect("a folder").to_string_lossy();
         let what = format!("{repo} on {}", gpu.name());
         let arch = Architecture::of_hub(&config.shape);
         // One file, or a sharded checkpoint's index.
-        let weights = [
-            "model.safetensors",
-            "model.safetensors.index.json",
-            "pytorch_model.bin",
-            "open_clip_model.safetensors",
-        ]
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| panic!("{}: no weights", dir.display()));
+        let weights = common::hub_repo_weights(dir);
         let normalize = Normalize {
             mean: [0.5; 3],
             std: [0.5; 3],
@@ -538,14 +529,4 @@ fn an_images_bytes_do_not_depend_on_the_images_beside_it() {
         .map(|&k| (k.to_string(), k))
         .collect();
     each_case(test, &cases, engine_case);
-}
-
-/// A fixture repo's model: its transformers or timm `config.json`, else
-/// open_clip's `open_clip_config.json`; `None` without either.
-fn repo_config(dir: &std::path::Path) -> Option<Result<pipeline_core::HubConfig, String>> {
-    if let Ok(text) = std::fs::read_to_string(dir.join("config.json")) {
-        return Some(pipeline_core::hub_config(&text));
-    }
-    let text = std::fs::read_to_string(dir.join("open_clip_config.json")).ok()?;
-    Some(pipeline_core::open_clip_config(&text).map(|(config, _)| config))
 }

@@ -14,6 +14,8 @@
 
 use std::path::{Path, PathBuf};
 
+mod common;
+
 use gpu_worker::{Architecture, BurnEngine, Engine, Model, PixelBatch};
 use pipeline_core::{DeviceSpec, Normalize, Prediction, Scores, Task, hub_config};
 
@@ -68,7 +70,7 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
     let mut dirs: Vec<PathBuf> = std::fs::read_dir(repos())
         .expect("cli/tests/hub_repos is committed")
         .map(|e| e.expect("entry").path())
-        .filter(|p| repo_config(p).is_some())
+        .filter(|p| common::hub_repo_config(p).is_some())
         .collect();
     dirs.sort();
     let device = gpu_worker::open(&DeviceSpec::Cpu).expect("the CPU opens");
@@ -85,20 +87,11 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
             .replace("--", "/");
         // A model type that is not built in (BEiT) is the CLI's one-line
         // refusal, tested there.
-        let Some(Ok(config)) = repo_config(&dir) else {
+        let Some(Ok(config)) = common::hub_repo_config(&dir) else {
             continue;
         };
         let arch = Architecture::of_hub(&config.shape);
-        let weights = [
-            "model.safetensors",
-            "model.safetensors.index.json",
-            "pytorch_model.bin",
-            "open_clip_model.safetensors",
-        ]
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|path| path.is_file())
-        .unwrap_or_else(|| panic!("{}: no weights", dir.display()));
+        let weights = common::hub_repo_weights(&dir);
         let side = config.shape.image;
         let pixels = images(side);
         let plan_error =
@@ -202,14 +195,4 @@ fn a_hub_resnet_is_checked_by_names_and_shapes() {
         error.contains("tensors do not match") && error.contains("resnet.embedder"),
         "{error}"
     );
-}
-
-/// A fixture repo's model: its transformers or timm `config.json`, else
-/// open_clip's `open_clip_config.json`; `None` without either.
-fn repo_config(dir: &std::path::Path) -> Option<Result<pipeline_core::HubConfig, String>> {
-    if let Ok(text) = std::fs::read_to_string(dir.join("config.json")) {
-        return Some(pipeline_core::hub_config(&text));
-    }
-    let text = std::fs::read_to_string(dir.join("open_clip_config.json")).ok()?;
-    Some(pipeline_core::open_clip_config(&text).map(|(config, _)| config))
 }

@@ -143,3 +143,29 @@ pub(crate) fn onnx_runtime_or_skip() -> bool {
         }
     }
 }
+
+/// A hub fixture repo's model (`cli/tests/hub_repos/`): its transformers
+/// or timm `config.json`, else open_clip's `open_clip_config.json`;
+/// `None` without either.
+pub(crate) fn hub_repo_config(dir: &Path) -> Option<Result<pipeline_core::HubConfig, String>> {
+    if let Ok(text) = std::fs::read_to_string(dir.join("config.json")) {
+        return Some(pipeline_core::hub_config(&text));
+    }
+    let text = std::fs::read_to_string(dir.join("open_clip_config.json")).ok()?;
+    Some(pipeline_core::open_clip_config(&text).map(|(config, _)| config))
+}
+
+/// A hub fixture repo's weight file, as the tool picks it: one file, a
+/// sharded checkpoint's index, a `.bin`, or open_clip's.
+pub(crate) fn hub_repo_weights(dir: &Path) -> std::path::PathBuf {
+    [
+        "model.safetensors",
+        "model.safetensors.index.json",
+        "pytorch_model.bin",
+        "open_clip_model.safetensors",
+    ]
+    .iter()
+    .map(|name| dir.join(name))
+    .find(|path| path.is_file())
+    .unwrap_or_else(|| panic!("{}: no weights", dir.display()))
+}

@@ -458,10 +458,12 @@ def main(out: pathlib.Path) -> None:
     import open_clip
     from open_clip.push_to_hf_hub import save_config_for_hf
     from safetensors.torch import save_file
+    # Its text tower is OpenAI's at width 8 over open_clip's own 49408-token
+    # vocabulary (no tokenizer file in such a repo) and a 16-token context.
     cfg = {"embed_dim": 24,
            "vision_cfg": {"image_size": 48, "layers": 2, "width": 32, "head_width": 16,
                           "patch_size": 16},
-           "text_cfg": {"context_length": 16, "vocab_size": 64, "width": 16, "heads": 2,
+           "text_cfg": {"context_length": 16, "vocab_size": 49408, "width": 8, "heads": 2,
                         "layers": 1}}
     model = randomise(open_clip.CLIP(**cfg), SEED + 32).eval()
     mean, std = (0.49, 0.45, 0.41), (0.27, 0.26, 0.28)
@@ -480,6 +482,18 @@ def main(out: pathlib.Path) -> None:
             x = transform(Image.open(p).convert("RGB")).unsqueeze(0)
             rows.append(torch.nn.functional.normalize(model.encode_image(x), dim=-1)[0].double().tolist())
     reference["tiny-org--open-clip"] = {"images": images, "embed": rows}
+
+    class OpenClipText:
+        """open_clip's text side as text_reference asks for transformers'."""
+        logit_scale = model.logit_scale
+
+        @staticmethod
+        def get_text_features(input_ids):
+            return model.encode_text(input_ids)
+
+    open_clip_tokenizer = open_clip.tokenizer.SimpleTokenizer(context_length=16)
+    text_reference("tiny-org--open-clip", OpenClipText,
+                   lambda t: open_clip_tokenizer(t).tolist(), softmax=True)
 
     beit = out / "tiny-org--beit-small"
     beit.mkdir(parents=True, exist_ok=True)

@@ -107,6 +107,9 @@ pub(crate) struct TextModel {
     pub(crate) tokenizer: TextTokenizer,
 }
 
+/// open_clip's `SimpleTokenizer`'s vocabulary size (OpenAI's BPE).
+const OPEN_CLIP_VOCAB: usize = 49408;
+
 /// The text tower `model` names, with `weights` and `tokenizer` as the
 /// flags give them; or why not, in one line.
 pub(crate) fn text_model(
@@ -127,9 +130,20 @@ pub(crate) fn text_model(
         }
         let tower = crate::plan::hub::text::tower(&id)?;
         let config = hub_text_config(&tower.text);
-        let file = tokenizer.unwrap_or(&tower.tokenizer);
-        let tokenizer = TextTokenizer::from_file(file, config.tokenizer, config.context)
-            .map_err(|e| format!("--model {id}: {e}"))?;
+        let tokenizer = match tokenizer.or(tower.tokenizer.as_deref()) {
+            Some(file) => TextTokenizer::from_file(file, config.tokenizer, config.context)
+                .map_err(|e| format!("--model {id}: {e}"))?,
+            // An open_clip repo: open_clip's own vocabulary, whose ids
+            // must fit its embedding table.
+            None if tower.text.vocab == OPEN_CLIP_VOCAB => TextTokenizer::OpenClip,
+            None => {
+                return Err(format!(
+                    "--model {id}: its text_cfg.vocab_size {} is not that of open_clip's \
+                     tokenizer ({OPEN_CLIP_VOCAB}); give its tokenizer with --tokenizer",
+                    tower.text.vocab
+                ));
+            }
+        };
         return Ok(TextModel {
             arg: tower.pinned,
             weights_arg: None,

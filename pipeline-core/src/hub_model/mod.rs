@@ -47,7 +47,7 @@ use serde_json::Value;
 
 use self::cnn::{convnext_config, resnet_config};
 use self::heads::{head_labels, scores};
-pub use self::open_clip::open_clip_config;
+pub use self::open_clip::{open_clip_config, open_clip_text};
 pub use self::shape::{HubActivation, HubConfig, HubModel, HubResNet, HubShape, HubText};
 pub use self::text::hub_text;
 use self::timm::timm_config;

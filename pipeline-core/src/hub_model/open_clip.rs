@@ -2,15 +2,15 @@
 //! `embed_dim`, `vision_cfg` and `text_cfg`; `preprocess_cfg`; weights in
 //! `open_clip_model.safetensors` or `open_clip_pytorch_model.bin`, the
 //! `visual.` names the built-in CLIPs read: what its `push_to_hf_hub`
-//! writes), for the image towers of its own ViT (OpenAI's CLIP network)
-//! at the sizes the config gives. A repo that also has transformers'
+//! writes), for its own ViT and text transformer (OpenAI's CLIP
+//! network) at the sizes the config gives. A repo that also has transformers'
 //! `config.json` runs from that instead. Its timm
 //! towers (`timm_model_name`: the SigLIP ports), ResNets and the vision
 //! options OpenAI's network does not have are refused in one line.
 
 use serde_json::{Value, json};
 
-use super::shape::{HubActivation, HubConfig, HubShape};
+use super::shape::{HubActivation, HubConfig, HubShape, HubText};
 use crate::PreprocessSpec;
 use crate::model::{Family, Scores};
 
@@ -207,4 +207,103 @@ fn preprocess(json: &Value, image: usize) -> Result<PreprocessSpec, String> {
     crate::spec_from_config(&timm.to_string())
         .map(|(spec, _)| spec)
         .map_err(|e| format!("open_clip_config.json: preprocess_cfg: {e}"))
+}
+
+/// The text tower of the open_clip model `text` (an
+/// `open_clip_config.json`) describes: OpenAI's causal transformer
+/// pooling the highest token id (its end token), projected to
+/// `embed_dim`; or why this tool cannot run it, in one line.
+pub fn open_clip_text(text: &str) -> Result<HubText, String> {
+    let json: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let model = json
+        .get("model_cfg")
+        .filter(|m| m.is_object())
+        .ok_or("open_clip_config.json has no model_cfg")?;
+    let tower = model.get("text_cfg").cloned().unwrap_or(json!({}));
+    let field = |key: &str| format!("open_clip_config.json: text_cfg.{key}");
+    for key in ["hf_model_name", "hf_tokenizer_name"] {
+        if let Some(name) = tower.get(key).filter(|v| !v.is_null()) {
+            return Err(format!(
+                "open_clip's Hugging Face text towers and tokenizers ({} {name}) are not \
+                 built in",
+                field(key)
+            ));
+        }
+    }
+    let count = |key: &str, default: u64| -> Result<usize, String> {
+        match tower.get(key) {
+            None => Ok(default as usize),
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("{} is {v}, not a positive count", field(key))),
+        }
+    };
+    let width = count("width", 512)?;
+    let heads = count("heads", 8)?;
+    let mlp_ratio = match tower.get("mlp_ratio") {
+        None => 4.0,
+        Some(v) => v
+            .as_f64()
+            .filter(|r| *r > 0.0)
+            .ok_or_else(|| format!("{} is {v}, not positive", field("mlp_ratio")))?,
+    };
+    // What OpenAI's text transformer (the one here) does not have.
+    for (key, plain) in [
+        ("ls_init_value", Value::Null),
+        ("embed_cls", Value::Bool(false)),
+        ("no_causal_mask", Value::Bool(false)),
+        ("final_ln_after_pool", Value::Bool(false)),
+        ("pool_type", Value::from("argmax")),
+        ("proj_bias", Value::Bool(false)),
+        ("proj_type", Value::from("linear")),
+        ("act_kwargs", Value::Null),
+        ("norm_kwargs", Value::Null),
+        ("block_type", Value::Null),
+        ("qk_norm", Value::Bool(false)),
+        ("scaled_cosine_attn", Value::Bool(false)),
+        ("scale_heads", Value::Bool(false)),
+        ("scale_attn_inner", Value::Bool(false)),
+        ("scale_attn", Value::Bool(false)),
+        ("scale_fc", Value::Bool(false)),
+    ] {
+        if let Some(v) = tower.get(key)
+            && *v != plain
+            && !(key == "block_type" && v.as_str() == Some("default"))
+        {
+            return Err(format!(
+                "{} {v} is not built in (OpenAI's text transformer has {plain})",
+                field(key)
+            ));
+        }
+    }
+    if !width.is_multiple_of(heads) {
+        return Err(format!(
+            "{} {width} is not a multiple of its heads {heads}",
+            field("width")
+        ));
+    }
+    let projection = model
+        .get("embed_dim")
+        .and_then(Value::as_u64)
+        .filter(|&n| n > 0)
+        .ok_or("open_clip_config.json: model_cfg.embed_dim is not a positive count")?
+        as usize;
+    let activation = match model.get("quick_gelu") {
+        Some(Value::Bool(true)) => HubActivation::QuickGelu,
+        _ => HubActivation::Gelu,
+    };
+    Ok(HubText {
+        family: Family::Clip,
+        vocab: count("vocab_size", 49408)?,
+        context: count("context_length", 77)?,
+        width,
+        depth: count("layers", 12)?,
+        heads,
+        mlp: (width as f64 * mlp_ratio) as usize,
+        eps: 1e-5,
+        activation,
+        projection,
+    })
 }

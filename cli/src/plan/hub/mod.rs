@@ -83,8 +83,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
     let env = HubEnv::from_env();
     let snapshot = cache::resolve(&env, id, &DESCRIPTION)?;
     // An open_clip repo without transformers' config.json.
-    let open_clip = snapshot.file("config.json").is_none();
-    let (config, preprocess) = if open_clip {
+    let (config, preprocess) = if snapshot.file("config.json").is_none() {
         let path = snapshot
             .file(OPEN_CLIP_CONFIG)
             .ok_or("open_clip_config.json resolved")?;
@@ -203,16 +202,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
                 dim: shape.feature_dim(),
                 weights: Some(&weights),
             },
-            || {
-                if open_clip {
-                    return Err(format!(
-                        "--model {id}: an open_clip repo's text tower is not read yet (its \
-                         tokenizer is open_clip's own); --classes takes a class matrix file \
-                         (.npy, .safetensors) with it"
-                    ));
-                }
-                crate::embed_text::text_model(&pinned.to_string(), None, args.tokenizer.as_deref())
-            },
+            || crate::embed_text::text_model(&pinned.to_string(), None, args.tokenizer.as_deref()),
             (&devices[0], engine),
         )?,
         None => (None, None),

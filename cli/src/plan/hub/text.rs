@@ -6,7 +6,11 @@
 //! - CLIP: `tokenizer.json` (transformers' fast tokenizer, which every
 //!   CLIP repo saved by transformers has);
 //! - SigLIP: `spiece.model` (what google's SigLIP repos ship), else a
-//!   `tokenizer.json`.
+//!   `tokenizer.json`;
+//! - an open_clip repo (`open_clip_config.json`, no transformers
+//!   `config.json`): OpenAI's text transformer at its `text_cfg`'s sizes
+//!   (`pipeline_core::open_clip_text`), open_clip's built-in tokenizer
+//!   (its vocabulary has no file in such a repo).
 
 use std::path::{Path, PathBuf};
 
@@ -26,7 +30,7 @@ const SIGLIP_FILES: Wanted<'static> = Wanted {
 };
 
 const CONFIG: Wanted<'static> = Wanted {
-    required: &[&["config.json"]],
+    required: &[&["config.json", "open_clip_config.json"]],
     optional: &[],
 };
 
@@ -37,8 +41,9 @@ pub(crate) struct HubTextTower {
     pub(crate) text: HubText,
     /// The checkpoint holding it.
     pub(crate) weights: PathBuf,
-    /// Its tokenizer file (`tokenizer.json` or `spiece.model`).
-    pub(crate) tokenizer: PathBuf,
+    /// Its tokenizer file (`tokenizer.json` or `spiece.model`); `None`:
+    /// open_clip's built-in one.
+    pub(crate) tokenizer: Option<PathBuf>,
     /// The repo at the commit its files are from, as `--model` names it
     /// again (`org/name@commit`).
     pub(crate) pinned: String,
@@ -56,14 +61,36 @@ pub(crate) fn hub_id(model: &str) -> Option<HubId> {
 pub(crate) fn tower(id: &HubId) -> Result<HubTextTower, String> {
     let env = HubEnv::from_env();
     let snapshot = cache::resolve(&env, id, &CONFIG)?;
-    let config = snapshot.file("config.json").ok_or("config.json resolved")?;
+    let (config, open_clip) = match snapshot.file("config.json") {
+        Some(config) => (config, false),
+        None => (
+            snapshot
+                .file("open_clip_config.json")
+                .ok_or("open_clip_config.json resolved")?,
+            true,
+        ),
+    };
     let text = std::fs::read_to_string(config)
         .map_err(|e| format!("--model {id}: {}: {e}", config.display()))?;
-    let text = pipeline_core::hub_text(&text).map_err(|e| format!("--model {id}: {e}"))?;
+    let text = if open_clip {
+        pipeline_core::open_clip_text(&text)
+    } else {
+        pipeline_core::hub_text(&text)
+    }
+    .map_err(|e| format!("--model {id}: {e}"))?;
     let pinned = HubId {
         repo: id.repo.clone(),
         revision: snapshot.commit.clone(),
     };
+    if open_clip {
+        let (weights, _) = super::weights::resolve(&env, &pinned)?;
+        return Ok(HubTextTower {
+            weights,
+            tokenizer: None,
+            text,
+            pinned: format!("{}@{}", pinned.repo, pinned.revision),
+        });
+    }
     let wanted = if text.family == Family::Clip {
         &CLIP_FILES
     } else {
@@ -80,7 +107,7 @@ pub(crate) fn tower(id: &HubId) -> Result<HubTextTower, String> {
     let (weights, _) = super::weights::resolve(&env, &pinned)?;
     Ok(HubTextTower {
         weights,
-        tokenizer: first(wanted.required[0])?,
+        tokenizer: Some(first(wanted.required[0])?),
         text,
         pinned: format!("{}@{}", pinned.repo, pinned.revision),
     })

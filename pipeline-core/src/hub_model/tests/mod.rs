@@ -519,3 +519,58 @@ fn what_open_clip_s_vit_options_add_is_refused_in_one_line() {
     let err = crate::open_clip_config(r#"{"vision_cfg": {}}"#).expect_err("no model_cfg");
     assert!(err.contains("no model_cfg"), "{err}");
 }
+
+#[test]
+fn an_open_clip_config_gives_its_text_tower() {
+    let text = crate::open_clip_text(
+        r#"{"model_cfg": {"embed_dim": 1024, "quick_gelu": true,
+              "vision_cfg": {"width": 1280},
+              "text_cfg": {"context_length": 77, "vocab_size": 49408, "width": 1024,
+                           "heads": 16, "layers": 24}}}"#,
+    )
+    .expect("ViT-H-14's text tower");
+    assert_eq!(text.family, Family::Clip);
+    assert_eq!(
+        (
+            text.vocab,
+            text.context,
+            text.width,
+            text.depth,
+            text.heads,
+            text.mlp
+        ),
+        (49408, 77, 1024, 24, 16, 4096)
+    );
+    assert_eq!(
+        (text.projection, text.activation, text.eps),
+        (1024, HubActivation::QuickGelu, 1e-5)
+    );
+    // open_clip's defaults: ViT-B's 512-wide, 12-layer tower, GELU.
+    let text = crate::open_clip_text(r#"{"model_cfg": {"embed_dim": 512}}"#).expect("defaults");
+    assert_eq!((text.width, text.depth, text.heads), (512, 12, 8));
+    assert_eq!(text.activation, HubActivation::Gelu);
+    for (cfg, says) in [
+        (
+            r#""hf_model_name": "roberta-base""#,
+            "Hugging Face text towers",
+        ),
+        (
+            r#""hf_tokenizer_name": "timm/ViT-B-16-SigLIP""#,
+            "Hugging Face text towers",
+        ),
+        (
+            r#""pool_type": "last""#,
+            "pool_type \"last\" is not built in",
+        ),
+        (r#""no_causal_mask": true"#, "no_causal_mask true"),
+        (r#""proj_bias": true"#, "proj_bias true"),
+        (
+            r#""width": 100, "heads": 8"#,
+            "not a multiple of its heads 8",
+        ),
+    ] {
+        let json = format!(r#"{{"model_cfg": {{"embed_dim": 8, "text_cfg": {{{cfg}}}}}}}"#);
+        let err = crate::open_clip_text(&json).expect_err(cfg);
+        assert!(err.contains(says), "{cfg}: {err}");
+    }
+}

@@ -29,6 +29,7 @@ use serde_json::Value;
 
 #[path = "../common/mod.rs"]
 mod common;
+mod open_clip_cache;
 mod stall;
 mod text;
 
@@ -381,9 +382,23 @@ fn every_family_at_its_config_s_size_matches_transformers() {
 /// `huggingface_hub` in Python, with `env` and the hub's endpoint:
 /// `hf_hub_download` of each file of `model`, printing each path.
 fn python_download(model: &str, env: &[(&str, &str)]) -> Output {
+    python_download_files(
+        model,
+        &[
+            "config.json",
+            "preprocessor_config.json",
+            "model.safetensors",
+        ],
+        env,
+    )
+}
+
+/// Python's `hf_hub_download` of `files` of `model` into the cache `env`
+/// names.
+fn python_download_files(model: &str, files: &[&str], env: &[(&str, &str)]) -> Output {
     let script = format!(
         "from huggingface_hub import hf_hub_download\n\
-         for f in ['config.json', 'preprocessor_config.json', 'model.safetensors']:\n    \
+         for f in {files:?}:\n    \
          print(hf_hub_download({model:?}, f))\n"
     );
     let home = tempfile::tempdir().expect("tempdir");

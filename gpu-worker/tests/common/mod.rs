@@ -163,6 +163,7 @@ pub(crate) fn hub_repo_weights(dir: &Path) -> std::path::PathBuf {
         "model.safetensors.index.json",
         "pytorch_model.bin",
         "open_clip_model.safetensors",
+        "open_clip_pytorch_model.bin",
     ]
     .iter()
     .map(|name| dir.join(name))

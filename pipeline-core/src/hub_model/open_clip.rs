@@ -81,6 +81,9 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
     for (key, plain) in [
         ("ls_init_value", Value::Null),
         ("attentional_pool", Value::Bool(false)),
+        // open_clip 2's names for average pooling and a normed patch input.
+        ("global_average_pool", Value::Bool(false)),
+        ("input_patchnorm", Value::Bool(false)),
         ("no_ln_pre", Value::Bool(false)),
         ("pos_embed_type", Value::from("learnable")),
         ("final_ln_after_pool", Value::Bool(false)),
@@ -123,17 +126,7 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
         .filter(|&n| n > 0)
         .ok_or("open_clip_config.json: model_cfg.embed_dim is not a positive count")?
         as usize;
-    // open_clip's models are GELU unless named `-quickgelu` (OpenAI's
-    // weights and those trained as they were): `quick_gelu` in model_cfg.
-    let activation = match model.get("quick_gelu") {
-        None | Some(Value::Bool(false)) => HubActivation::Gelu,
-        Some(Value::Bool(true)) => HubActivation::QuickGelu,
-        Some(v) => {
-            return Err(format!(
-                "open_clip_config.json: model_cfg.quick_gelu is {v}, not true or false"
-            ));
-        }
-    };
+    let activation = quick_gelu(model)?;
     let config = HubConfig {
         shape: HubShape {
             family: Family::Clip,
@@ -160,6 +153,19 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
         image_size: image,
     };
     Ok((config, preprocess(&json, image)?))
+}
+
+/// Both towers' activation: open_clip's models are GELU unless named
+/// `-quickgelu` (OpenAI's weights and those trained as they were), which
+/// `model_cfg.quick_gelu` says.
+fn quick_gelu(model: &Value) -> Result<HubActivation, String> {
+    match model.get("quick_gelu") {
+        None | Some(Value::Bool(false)) => Ok(HubActivation::Gelu),
+        Some(Value::Bool(true)) => Ok(HubActivation::QuickGelu),
+        Some(v) => Err(format!(
+            "open_clip_config.json: model_cfg.quick_gelu is {v}, not true or false"
+        )),
+    }
 }
 
 /// open_clip's `image_transform` for inference: `resize_mode` `shortest`
@@ -221,6 +227,16 @@ pub fn open_clip_text(text: &str) -> Result<HubText, String> {
         .ok_or("open_clip_config.json has no model_cfg")?;
     let tower = model.get("text_cfg").cloned().unwrap_or(json!({}));
     let field = |key: &str| format!("open_clip_config.json: text_cfg.{key}");
+    if model
+        .get("custom_text")
+        .is_some_and(|v| *v != Value::Bool(false))
+    {
+        return Err(
+            "open_clip's custom text towers (model_cfg.custom_text: its weights under text.) \
+             are not built in"
+                .to_owned(),
+        );
+    }
     for key in ["hf_model_name", "hf_tokenizer_name"] {
         if let Some(name) = tower.get(key).filter(|v| !v.is_null()) {
             return Err(format!(
@@ -290,10 +306,7 @@ pub fn open_clip_text(text: &str) -> Result<HubText, String> {
         .filter(|&n| n > 0)
         .ok_or("open_clip_config.json: model_cfg.embed_dim is not a positive count")?
         as usize;
-    let activation = match model.get("quick_gelu") {
-        Some(Value::Bool(true)) => HubActivation::QuickGelu,
-        _ => HubActivation::Gelu,
-    };
+    let activation = quick_gelu(model)?;
     Ok(HubText {
         family: Family::Clip,
         vocab: count("vocab_size", 49408)?,

@@ -251,14 +251,28 @@ fn cached_commit(env: &HubEnv, id: &HubId) -> Option<String> {
 /// `wanted` from the snapshot, where every required file is there and
 /// each optional one is there or known absent (`.no_exist/`, as Python
 /// records a 404; offline, any optional file not there is absent);
-/// `None` otherwise.
+/// `None` otherwise. Of a required file's alternatives, a later one
+/// counts only where each earlier one is known absent (or offline), so
+/// that the cache gives the file a download would: a repo holding
+/// transformers' `config.json` and open_clip's, of which Python's
+/// open_clip cached only its own, is not run as open_clip's.
 fn cached(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>, offline: bool) -> Option<Snapshot> {
     let commit = cached_commit(env, id)?;
     let dir = repo_dir(env, id).join("snapshots").join(&commit);
     let no_exist = repo_dir(env, id).join(".no_exist").join(&commit);
     let mut files = Vec::new();
     for names in wanted.required {
-        let name = names.iter().find(|n| dir.join(n).is_file())?;
+        let mut found = None;
+        for name in *names {
+            if dir.join(name).is_file() {
+                found = Some(name);
+                break;
+            }
+            if !offline && !no_exist.join(name).exists() {
+                return None;
+            }
+        }
+        let name = found?;
         files.push(((*name).to_owned(), dir.join(name)));
     }
     for name in wanted.optional {
@@ -419,6 +433,15 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
         ));
     }
     let listed = |name: &str| info.siblings.iter().any(|s| s.rfilename == name);
+    let repo = repo_dir(env, id);
+    // Python's record of a file the repo lacks.
+    let absent = |name: &str| {
+        let marker = repo.join(".no_exist").join(&commit).join(name);
+        if let Some(parent) = marker.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        let _ = std::fs::write(marker, b"");
+    };
     let mut names: Vec<&str> = Vec::new();
     for alternatives in wanted.required {
         let name = alternatives.iter().find(|n| listed(n)).ok_or_else(|| {
@@ -427,19 +450,19 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
                 alternatives.join(" or ")
             )
         })?;
+        // The alternatives before it are absent: the cache says so, and
+        // the next run takes this one from it.
+        alternatives
+            .iter()
+            .take_while(|n| *n != name)
+            .for_each(|n| absent(n));
         names.push(name);
     }
-    let repo = repo_dir(env, id);
     for name in wanted.optional {
         if listed(name) {
             names.push(name);
         } else {
-            // Python's record of a file the repo lacks.
-            let marker = repo.join(".no_exist").join(&commit).join(name);
-            if let Some(parent) = marker.parent() {
-                let _ = std::fs::create_dir_all(parent);
-            }
-            let _ = std::fs::write(marker, b"");
+            absent(name);
         }
     }
     let at_commit = Repo::with_revision(id.repo.clone(), RepoType::Model, commit.clone());

@@ -83,7 +83,8 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
     let env = HubEnv::from_env();
     let snapshot = cache::resolve(&env, id, &DESCRIPTION)?;
     // An open_clip repo without transformers' config.json.
-    let (config, preprocess) = if snapshot.file("config.json").is_none() {
+    let open_clip = snapshot.file("config.json").is_none();
+    let (config, preprocess) = if open_clip {
         let path = snapshot
             .file(OPEN_CLIP_CONFIG)
             .ok_or("open_clip_config.json resolved")?;
@@ -189,7 +190,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
         revision: snapshot.commit.clone(),
     };
     // Its weights, fetched once everything else is known to run.
-    let (weights, weights_downloaded) = weights::resolve(&env, &pinned)?;
+    let (weights, weights_downloaded) = weights::resolve(&env, &pinned, open_clip)?;
     gpu_worker::Model::check_hub_file(&shape, &id.to_string(), &weights)
         .map_err(|e| format!("--model {id}: {e}"))?;
     let (classes, class_dir) = match &args.classes {

@@ -83,7 +83,7 @@ pub(crate) fn tower(id: &HubId) -> Result<HubTextTower, String> {
         revision: snapshot.commit.clone(),
     };
     if open_clip {
-        let (weights, _) = super::weights::resolve(&env, &pinned)?;
+        let (weights, _) = super::weights::resolve(&env, &pinned, true)?;
         return Ok(HubTextTower {
             weights,
             tokenizer: None,
@@ -104,7 +104,7 @@ pub(crate) fn tower(id: &HubId) -> Result<HubTextTower, String> {
             .map(Path::to_path_buf)
             .ok_or_else(|| format!("--model {id}: {} resolved", names[0]))
     };
-    let (weights, _) = super::weights::resolve(&env, &pinned)?;
+    let (weights, _) = super::weights::resolve(&env, &pinned, false)?;
     Ok(HubTextTower {
         weights,
         tokenizer: Some(first(wanted.required[0])?),

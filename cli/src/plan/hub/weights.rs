@@ -1,8 +1,8 @@
 //! A hub repo's weights: `model.safetensors`, or a sharded checkpoint's
 //! index (`model.safetensors.index.json`, as transformers saves a model
 //! beyond its shard size) with every shard it names, or
-//! `pytorch_model.bin`, else open_clip's `open_clip_model.safetensors` or
-//! `open_clip_pytorch_model.bin`. A sharded checkpoint is opened by its index
+//! `pytorch_model.bin`; an open_clip repo's (no transformers `config.json`)
+//! `open_clip_model.safetensors`, else `open_clip_pytorch_model.bin`. A sharded checkpoint is opened by its index
 //! (`gpu_worker`'s checkpoint reader reads the shards beside it).
 
 use std::path::PathBuf;
@@ -12,21 +12,30 @@ use super::cache::{self, HubEnv, HubId, Wanted};
 const INDEX: &str = "model.safetensors.index.json";
 
 const WEIGHTS: Wanted<'static> = Wanted {
-    required: &[&[
-        "model.safetensors",
-        INDEX,
-        "pytorch_model.bin",
-        "open_clip_model.safetensors",
-        "open_clip_pytorch_model.bin",
-    ]],
+    required: &[&["model.safetensors", INDEX, "pytorch_model.bin"]],
     optional: &[],
 };
 
-/// The weight file of `pinned` (a repo at a commit) in the cache, fetched
-/// where missing, and whether anything was downloaded.
-pub(crate) fn resolve(env: &HubEnv, pinned: &HubId) -> Result<(PathBuf, bool), String> {
-    let snapshot = cache::resolve(env, pinned, &WEIGHTS)?;
-    let path = WEIGHTS.required[0]
+const OPEN_CLIP_WEIGHTS: Wanted<'static> = Wanted {
+    required: &[&["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]],
+    optional: &[],
+};
+
+/// The weight file of `pinned` (a repo at a commit; open_clip's files
+/// where `open_clip`) in the cache, fetched where missing, and whether
+/// anything was downloaded.
+pub(crate) fn resolve(
+    env: &HubEnv,
+    pinned: &HubId,
+    open_clip: bool,
+) -> Result<(PathBuf, bool), String> {
+    let wanted = if open_clip {
+        &OPEN_CLIP_WEIGHTS
+    } else {
+        &WEIGHTS
+    };
+    let snapshot = cache::resolve(env, pinned, wanted)?;
+    let path = wanted.required[0]
         .iter()
         .find_map(|n| snapshot.file(n))
         .ok_or("the weights resolved")?

@@ -504,6 +504,8 @@ fn what_open_clip_s_vit_options_add_is_refused_in_one_line() {
         (r#""attentional_pool": true"#, "attentional_pool true"),
         (r#""pool_type": "avg""#, "pool_type \"avg\""),
         (r#""no_ln_pre": true"#, "no_ln_pre true"),
+        (r#""global_average_pool": true"#, "global_average_pool true"),
+        (r#""input_patchnorm": true"#, "input_patchnorm true"),
         (r#""image_size": [224, 448]"#, "not a square"),
         (r#""width": 100"#, "not a multiple of its head_width 64"),
     ] {
@@ -573,4 +575,10 @@ fn an_open_clip_config_gives_its_text_tower() {
         let err = crate::open_clip_text(&json).expect_err(cfg);
         assert!(err.contains(says), "{cfg}: {err}");
     }
+    let custom = r#"{"model_cfg": {"embed_dim": 8, "custom_text": true}}"#;
+    let err = crate::open_clip_text(custom).expect_err("custom_text");
+    assert!(err.contains("custom text towers"), "{err}");
+    let odd = r#"{"model_cfg": {"embed_dim": 8, "quick_gelu": "yes"}}"#;
+    let err = crate::open_clip_text(odd).expect_err("quick_gelu");
+    assert!(err.contains("quick_gelu is \"yes\""), "{err}");
 }

@@ -33,24 +33,20 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
              in; export it to ONNX and run --model FILE.onnx"
         ));
     }
-    let field = |key: &str| format!("open_clip_config.json: vision_cfg.{key}");
-    let count = |key: &str, default: u64| -> Result<usize, String> {
-        match vision.get(key) {
-            None => Ok(default as usize),
-            Some(v) => v
-                .as_u64()
-                .filter(|&n| n > 0)
-                .map(|n| n as usize)
-                .ok_or_else(|| match v {
-                    Value::Array(_) if key == "layers" => {
-                        "open_clip's ResNet image towers (vision_cfg.layers per stage) are not \
-                         built in"
-                            .to_owned()
-                    }
-                    _ => format!("{} is {v}, not a positive count", field(key)),
-                }),
-        }
+    if vision.get("layers").is_some_and(Value::is_array) {
+        return Err(
+            "open_clip's ResNet image towers (vision_cfg.layers per stage) are not built in"
+                .to_owned(),
+        );
+    }
+    let tower = Tower {
+        cfg: vision,
+        name: "vision_cfg",
     };
+    let (field, count) = (
+        |key| tower.field(key),
+        |key, default| tower.count(key, default),
+    );
     let width = count("width", 768)?;
     let depth = count("layers", 12)?;
     let head_width = count("head_width", 64)?;
@@ -70,15 +66,9 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
         },
         _ => count("image_size", 224)?,
     };
-    let mlp_ratio = match vision.get("mlp_ratio") {
-        None => 4.0,
-        Some(v) => v
-            .as_f64()
-            .filter(|r| *r > 0.0)
-            .ok_or_else(|| format!("{} is {v}, not positive", field("mlp_ratio")))?,
-    };
+    let mlp_ratio = tower.mlp_ratio()?;
     // What OpenAI's CLIP network (the one here) does not have.
-    for (key, plain) in [
+    tower.plain(&[
         ("ls_init_value", Value::Null),
         ("attentional_pool", Value::Bool(false)),
         // open_clip 2's names for average pooling and a normed patch input.
@@ -88,26 +78,7 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
         ("pos_embed_type", Value::from("learnable")),
         ("final_ln_after_pool", Value::Bool(false)),
         ("pool_type", Value::from("tok")),
-        ("act_kwargs", Value::Null),
-        ("norm_kwargs", Value::Null),
-        ("block_type", Value::Null),
-        ("qk_norm", Value::Bool(false)),
-        ("scaled_cosine_attn", Value::Bool(false)),
-        ("scale_heads", Value::Bool(false)),
-        ("scale_attn_inner", Value::Bool(false)),
-        ("scale_attn", Value::Bool(false)),
-        ("scale_fc", Value::Bool(false)),
-    ] {
-        if let Some(v) = vision.get(key)
-            && *v != plain
-            && !(key == "block_type" && v.as_str() == Some("default"))
-        {
-            return Err(format!(
-                "{} {v} is not built in (OpenAI's CLIP network has {plain})",
-                field(key)
-            ));
-        }
-    }
+    ])?;
     if !width.is_multiple_of(head_width) {
         return Err(format!(
             "{} {width} is not a multiple of its head_width {head_width}",
@@ -120,12 +91,7 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
             field("image_size")
         ));
     }
-    let embed_dim = model
-        .get("embed_dim")
-        .and_then(Value::as_u64)
-        .filter(|&n| n > 0)
-        .ok_or("open_clip_config.json: model_cfg.embed_dim is not a positive count")?
-        as usize;
+    let embed_dim = embed_dim(model)?;
     let activation = quick_gelu(model)?;
     let config = HubConfig {
         shape: HubShape {
@@ -153,6 +119,81 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
         image_size: image,
     };
     Ok((config, preprocess(&json, image)?))
+}
+
+/// One tower's config (`vision_cfg`, `text_cfg`), each key left out at
+/// open_clip's default.
+struct Tower<'a> {
+    cfg: &'a Value,
+    name: &'static str,
+}
+
+impl Tower<'_> {
+    /// `key` as an error names it.
+    fn field(&self, key: &str) -> String {
+        format!("open_clip_config.json: {}.{key}", self.name)
+    }
+
+    /// The positive count `key`, else `default`.
+    fn count(&self, key: &str, default: u64) -> Result<usize, String> {
+        match self.cfg.get(key) {
+            None => Ok(default as usize),
+            Some(v) => v
+                .as_u64()
+                .filter(|&n| n > 0)
+                .map(|n| n as usize)
+                .ok_or_else(|| format!("{} is {v}, not a positive count", self.field(key))),
+        }
+    }
+
+    /// `mlp_ratio`, 4 by default.
+    fn mlp_ratio(&self) -> Result<f64, String> {
+        match self.cfg.get("mlp_ratio") {
+            None => Ok(4.0),
+            Some(v) => v
+                .as_f64()
+                .filter(|r| *r > 0.0)
+                .ok_or_else(|| format!("{} is {v}, not positive", self.field("mlp_ratio"))),
+        }
+    }
+
+    /// Refuses each of `keys`, and of the options both towers share, that
+    /// is set to anything but what OpenAI's network has.
+    fn plain(&self, keys: &[(&str, Value)]) -> Result<(), String> {
+        let shared = [
+            ("act_kwargs", Value::Null),
+            ("norm_kwargs", Value::Null),
+            ("block_type", Value::Null),
+            ("qk_norm", Value::Bool(false)),
+            ("scaled_cosine_attn", Value::Bool(false)),
+            ("scale_heads", Value::Bool(false)),
+            ("scale_attn_inner", Value::Bool(false)),
+            ("scale_attn", Value::Bool(false)),
+            ("scale_fc", Value::Bool(false)),
+        ];
+        for (key, plain) in keys.iter().chain(&shared) {
+            if let Some(v) = self.cfg.get(*key)
+                && v != plain
+                && !(*key == "block_type" && v.as_str() == Some("default"))
+            {
+                return Err(format!(
+                    "{} {v} is not built in (OpenAI's CLIP network has {plain})",
+                    self.field(key)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The embedding width both towers project to.
+fn embed_dim(model: &Value) -> Result<usize, String> {
+    model
+        .get("embed_dim")
+        .and_then(Value::as_u64)
+        .filter(|&n| n > 0)
+        .map(|n| n as usize)
+        .ok_or_else(|| "open_clip_config.json: model_cfg.embed_dim is not a positive count".into())
 }
 
 /// Both towers' activation: open_clip's models are GELU unless named
@@ -246,27 +287,16 @@ pub fn open_clip_text(text: &str) -> Result<HubText, String> {
             ));
         }
     }
-    let count = |key: &str, default: u64| -> Result<usize, String> {
-        match tower.get(key) {
-            None => Ok(default as usize),
-            Some(v) => v
-                .as_u64()
-                .filter(|&n| n > 0)
-                .map(|n| n as usize)
-                .ok_or_else(|| format!("{} is {v}, not a positive count", field(key))),
-        }
+    let tower = Tower {
+        cfg: &tower,
+        name: "text_cfg",
     };
+    let count = |key, default| tower.count(key, default);
     let width = count("width", 512)?;
     let heads = count("heads", 8)?;
-    let mlp_ratio = match tower.get("mlp_ratio") {
-        None => 4.0,
-        Some(v) => v
-            .as_f64()
-            .filter(|r| *r > 0.0)
-            .ok_or_else(|| format!("{} is {v}, not positive", field("mlp_ratio")))?,
-    };
+    let mlp_ratio = tower.mlp_ratio()?;
     // What OpenAI's text transformer (the one here) does not have.
-    for (key, plain) in [
+    tower.plain(&[
         ("ls_init_value", Value::Null),
         ("embed_cls", Value::Bool(false)),
         ("no_causal_mask", Value::Bool(false)),
@@ -274,38 +304,14 @@ pub fn open_clip_text(text: &str) -> Result<HubText, String> {
         ("pool_type", Value::from("argmax")),
         ("proj_bias", Value::Bool(false)),
         ("proj_type", Value::from("linear")),
-        ("act_kwargs", Value::Null),
-        ("norm_kwargs", Value::Null),
-        ("block_type", Value::Null),
-        ("qk_norm", Value::Bool(false)),
-        ("scaled_cosine_attn", Value::Bool(false)),
-        ("scale_heads", Value::Bool(false)),
-        ("scale_attn_inner", Value::Bool(false)),
-        ("scale_attn", Value::Bool(false)),
-        ("scale_fc", Value::Bool(false)),
-    ] {
-        if let Some(v) = tower.get(key)
-            && *v != plain
-            && !(key == "block_type" && v.as_str() == Some("default"))
-        {
-            return Err(format!(
-                "{} {v} is not built in (OpenAI's text transformer has {plain})",
-                field(key)
-            ));
-        }
-    }
+    ])?;
     if !width.is_multiple_of(heads) {
         return Err(format!(
             "{} {width} is not a multiple of its heads {heads}",
             field("width")
         ));
     }
-    let projection = model
-        .get("embed_dim")
-        .and_then(Value::as_u64)
-        .filter(|&n| n > 0)
-        .ok_or("open_clip_config.json: model_cfg.embed_dim is not a positive count")?
-        as usize;
+    let projection = embed_dim(model)?;
     let activation = quick_gelu(model)?;
     Ok(HubText {
         family: Family::Clip,

@@ -266,8 +266,11 @@ pub fn open_clip_text(text: &str) -> Result<HubText, String> {
         .get("model_cfg")
         .filter(|m| m.is_object())
         .ok_or("open_clip_config.json has no model_cfg")?;
-    let tower = model.get("text_cfg").cloned().unwrap_or(json!({}));
-    let field = |key: &str| format!("open_clip_config.json: text_cfg.{key}");
+    let cfg = model.get("text_cfg").cloned().unwrap_or(json!({}));
+    let tower = Tower {
+        cfg: &cfg,
+        name: "text_cfg",
+    };
     if model
         .get("custom_text")
         .is_some_and(|v| *v != Value::Bool(false))
@@ -279,18 +282,14 @@ pub fn open_clip_text(text: &str) -> Result<HubText, String> {
         );
     }
     for key in ["hf_model_name", "hf_tokenizer_name"] {
-        if let Some(name) = tower.get(key).filter(|v| !v.is_null()) {
+        if let Some(name) = cfg.get(key).filter(|v| !v.is_null()) {
             return Err(format!(
                 "open_clip's Hugging Face text towers and tokenizers ({} {name}) are not \
                  built in",
-                field(key)
+                tower.field(key)
             ));
         }
     }
-    let tower = Tower {
-        cfg: &tower,
-        name: "text_cfg",
-    };
     let count = |key, default| tower.count(key, default);
     let width = count("width", 512)?;
     let heads = count("heads", 8)?;
@@ -308,7 +307,7 @@ pub fn open_clip_text(text: &str) -> Result<HubText, String> {
     if !width.is_multiple_of(heads) {
         return Err(format!(
             "{} {width} is not a multiple of its heads {heads}",
-            field("width")
+            tower.field("width")
         ));
     }
     let projection = embed_dim(model)?;

@@ -66,7 +66,7 @@ fn preprocess(args: &PreprocessArgs) -> Result<usize, String> {
             let model: ModelKind = args.model.parse().map_err(|e| format!("--model: {e}"))?;
             let crop_rounding = match &args.weights {
                 None => CropRounding::HalfEven,
-                Some(path) => crate::plan::checked_weights(model, path)?,
+                Some(path) => crate::plan::checked_weights(model, path)?.crop_rounding(),
             };
             crate::plan::preprocess_spec(model, &args.decode, crop_rounding)
         }

@@ -216,6 +216,7 @@ mod tests {
             device,
             model: ModelKind::Tiny.into(),
             weights: None,
+            resolved: Default::default(),
             seed: 0,
             task: Task::Embed,
             pooling: None,

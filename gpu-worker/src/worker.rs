@@ -510,6 +510,7 @@ mod tests {
             device: DeviceSpec::Cpu,
             model: ModelKind::Tiny.into(),
             weights: None,
+            resolved: Default::default(),
             seed: 0,
             task: Task::Embed,
             pooling: None,

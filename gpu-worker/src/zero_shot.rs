@@ -216,15 +216,7 @@ pub enum Probabilities {
     Sigmoid,
 }
 
-/// The learned temperature and bias, as checkpoints store them: the scale
-/// as its logarithm.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct LogitParams {
-    /// `logit_scale`; the logits are multiplied by its exponential.
-    pub log_scale: f32,
-    /// `logit_bias`, added after scaling (SigLIP).
-    pub bias: Option<f32>,
-}
+pub use pipeline_core::LogitParams;
 
 /// A family's zero-shot scoring.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -463,6 +463,7 @@ fn engine_case(model: ModelKind) {
         device: DeviceSpec::Gpu(0),
         model: model.into(),
         weights: None,
+        resolved: Default::default(),
         seed: 2,
         task: Task::Embed,
         pooling: None,

@@ -181,10 +181,10 @@ fn a_hub_resnet_is_checked_by_names_and_shapes() {
     };
     let weights = |repo: &str| repos().join(repo).join("model.safetensors");
     for repo in ["tiny-org--resnet-3labels", "tiny-org--resnet-basic"] {
-        Model::check_hub_file(&shape(repo), repo, &weights(repo))
+        Model::resolve_hub_file(&shape(repo), repo, &weights(repo))
             .unwrap_or_else(|e| panic!("{repo}: {e}"));
     }
-    let error = Model::check_hub_file(
+    let error = Model::resolve_hub_file(
         &shape("tiny-org--resnet-basic"),
         "basic",
         &weights("tiny-org--resnet-3labels"),

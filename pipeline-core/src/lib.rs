@@ -23,6 +23,7 @@ mod preprocess_config;
 mod preprocess_flags;
 mod protocol;
 mod registry;
+mod resolved;
 mod source;
 mod span_times;
 
@@ -61,6 +62,7 @@ pub use protocol::{
     write_frame,
 };
 pub use registry::{EngineKind, MemoryModel, ModelSpec};
+pub use resolved::{CheckpointLayout, LogitParams, ResolvedWeights};
 pub use source::{
     ByteRange, DataSpec, InputFormat, Location, RemoteSpec, UnknownInputFormat, is_url,
 };

@@ -35,11 +35,12 @@ use crate::model::{
 use crate::model_ref::ModelRef;
 use crate::preprocess::{DecodeLimits, PreprocessSpec};
 use crate::registry::EngineKind;
+use crate::resolved::ResolvedWeights;
 use crate::source::{Location, RemoteSpec};
 use crate::span_times::SpanTimes;
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -66,6 +67,11 @@ pub struct WorkerConfig {
     pub model: ModelRef,
     /// Weight file; `None` means seeded random weights.
     pub weights: Option<PathBuf>,
+    /// What the coordinator read from the weight file (its layout, the
+    /// activation a config beside it names), which every engine builds
+    /// the network from without reading it again.
+    #[serde(default, skip_serializing_if = "is_default")]
+    pub resolved: ResolvedWeights,
     /// Seed of the random weights.
     pub seed: u64,
     /// What the output is.
@@ -99,6 +105,10 @@ pub struct WorkerConfig {
     /// the GPU by it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cuda_uuids: BTreeMap<usize, String>,
+}
+
+fn is_default(resolved: &ResolvedWeights) -> bool {
+    *resolved == ResolvedWeights::default()
 }
 
 /// One image to process: its stable index and where its bytes are.

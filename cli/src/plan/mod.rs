@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use gpu_worker::zero_shot::ZeroShotModel;
 use pipeline_core::{
     CropRounding, DataSpec, DecodeLimits, DeviceSpec, EmbedPooling, EngineKind, Family,
-    InputFormat, ModelKind, Precision, PreprocessSpec, RemoteSpec, Task, WorkerConfig,
+    InputFormat, ModelKind, Precision, PreprocessSpec, RemoteSpec, ResolvedWeights, Task,
+    WorkerConfig,
 };
 
 pub(crate) mod hub;
@@ -43,16 +44,18 @@ pub(crate) fn weights_dir() -> Option<PathBuf> {
     }
 }
 
-/// The weight file to use, a notice for the user, and how the file's
-/// upstream rounds its centre crop (a Hugging Face checkpoint is
-/// preprocessed as its HF processor does; anything else as torchvision).
+/// The weight file to use, a notice for the user, and the file as every
+/// engine builds from it, resolved once here (#42 item 7): its layout,
+/// which also says how its upstream rounds the centre crop (a Hugging Face
+/// checkpoint is preprocessed as its HF processor does; anything else as
+/// torchvision).
 fn weights(
     args: &RunArgs,
     model: ModelKind,
-) -> Result<(Option<PathBuf>, String, CropRounding), String> {
+) -> Result<(Option<PathBuf>, String, ResolvedWeights), String> {
     if let Some(path) = &args.weights {
-        let rounding = checked_weights(model, path)?;
-        return Ok((Some(path.clone()), String::new(), rounding));
+        let resolved = checked_weights(model, path)?;
+        return Ok((Some(path.clone()), String::new(), resolved));
     }
     // The cached files are torchvision's and EfficientNet-Lite0's; seeded
     // weights have no upstream but torchvision's.
@@ -62,7 +65,8 @@ fn weights(
     Ok(match cached {
         Some(path) => {
             let notice = format!("pipeline: {model} weights from {}", path.display());
-            (Some(path), notice, CropRounding::HalfEven)
+            let resolved = checked_weights(model, &path)?;
+            (Some(path), notice, resolved)
         }
         None => (
             None,
@@ -71,7 +75,7 @@ fn weights(
                  so its predictions mean nothing; for real ones run scripts/fetch-weights.sh",
                 args.seed
             ),
-            CropRounding::HalfEven,
+            ResolvedWeights::default(),
         ),
     })
 }
@@ -121,12 +125,12 @@ pub(crate) struct ModelFlags {
 
 /// `--weights FILE` checked for `model` by its names and shapes only, so
 /// that a checkpoint of another model is one line before any worker
-/// starts; how its upstream rounds the centre crop.
-pub(crate) fn checked_weights(model: ModelKind, path: &Path) -> Result<CropRounding, String> {
+/// starts, and resolved: what every worker builds the network from.
+pub(crate) fn checked_weights(model: ModelKind, path: &Path) -> Result<ResolvedWeights, String> {
     if !path.is_file() {
         return Err(format!("--weights {}: no such file", path.display()));
     }
-    gpu_worker::Model::check_file(model, path).map_err(|e| format!("--weights: {e}"))
+    gpu_worker::Model::resolve_file(model, path).map_err(|e| format!("--weights: {e}"))
 }
 
 /// `model`'s preprocessing with `--jpeg-draft`, `--fast-preprocess` and the
@@ -217,7 +221,7 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
     let (devices, engine, device_notice) =
         crate::devices::engine_devices(args.engine, &args.gpus, cuda_fits)?;
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
-    let (weights, weights_notice, crop_rounding) = weights(args, model)?;
+    let (weights, weights_notice, resolved) = weights(args, model)?;
     let loader_threads = loader_threads(args, &worker_devices);
     let task = match (args.task, &args.classes) {
         (Some(TaskArg::Raw), _) => {
@@ -291,6 +295,7 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
             device: DeviceSpec::Cpu,
             model: model.into(),
             weights,
+            resolved,
             seed: args.seed,
             task,
             pooling,
@@ -302,7 +307,7 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
             preprocess: builtin_preprocess(
                 model,
                 &flags.preprocess,
-                preprocess_spec(model, &args.decode, crop_rounding),
+                preprocess_spec(model, &args.decode, resolved.crop_rounding()),
             )?,
             limits: decode_limits(&args.limits),
             remote: remote_spec(args)?,

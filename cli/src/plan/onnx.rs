@@ -147,6 +147,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
                 normalize: flags.normalize,
             }),
             weights: None,
+            resolved: Default::default(),
             seed: args.seed,
             task,
             pooling: None,

@@ -51,36 +51,20 @@ impl BurnEngine {
     /// zero-shot head of `--classes` and the precision the device runs.
     pub(crate) fn open(config: &WorkerConfig) -> Result<Self, OpenError> {
         let (device, dtype) = open_with(&config.device, config.precision)?;
-        if let pipeline_core::ModelRef::Hub(hub) = &config.model {
-            let arch = crate::model::Architecture::of_hub(&hub.shape);
-            let mut model = Model::load_architecture(&arch, &hub.repo, &hub.weights, &device)?
-                .with_pooling(config.pooling);
-            if hub.scores == pipeline_core::Scores::Sigmoid {
-                model = model.with_sigmoid_scores();
-            }
-            if let Some(classes) = &config.classes {
-                model = with_classes(model, config, classes, &device)?;
-            }
-            if matches!(config.task, Task::Classify { .. }) && !model.classifies() {
-                return Err(OpenError::Model(format!(
-                    "{} has no classifier head; use --task embed",
-                    hub.repo
-                )));
-            }
-            return Ok(Self::for_device(&config.device, device, model, config.task)
-                .with_float_dtype(dtype));
-        }
-        let kind = crate::engine::builtin(config)?;
-        let mut model = match &config.weights {
-            Some(path) => Model::load(kind, path, &device)?,
-            None => Model::random(kind, config.seed, &device),
+        let net = crate::engine::network(config)?;
+        let mut model = match net.weights {
+            Some(path) => Model::open(&net.arch, net.name, path, net.resolved, &device)?,
+            None => Model::random_of(&net.arch, net.name, net.family, config.seed, &device),
         }
         .with_pooling(config.pooling);
+        if net.scores == pipeline_core::Scores::Sigmoid {
+            model = model.with_sigmoid_scores();
+        }
         if let Some(classes) = &config.classes {
             model = with_classes(model, config, classes, &device)?;
         }
         if matches!(config.task, Task::Classify { .. }) && !model.classifies() {
-            return Err(OpenError::NoClassifier(kind));
+            return Err(OpenError::NoClassifier(net.name.to_owned()));
         }
         Ok(Self::for_device(&config.device, device, model, config.task).with_float_dtype(dtype))
     }
@@ -386,5 +370,85 @@ mod tests {
         let lost = classify_error("Vulkan: ERROR_DEVICE_LOST (DeviceLost)".into(), 8);
         assert!(matches!(lost, EngineError::DeviceLost(_)) && lost.device_is_gone());
         assert!(!classify_error("shader failed".into(), 8).device_is_gone());
+    }
+
+    /// The engine builds the network from what the coordinator resolved
+    /// (#42 item 7) and reads nothing else: a worker given the weights
+    /// unresolved refuses them rather than detect their layout itself, and
+    /// one told another activation than the `config.json` beside the
+    /// weights names runs that one (it never reads the config).
+    #[test]
+    fn the_engine_builds_from_the_resolved_weights_alone() {
+        use pipeline_core::{
+            DecodeLimits, EngineKind, HubActivation, HubModel, ModelRef, Precision, PreprocessSpec,
+            ResolvedWeights, WorkerConfig,
+        };
+        let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cli/tests/hub_repos/tiny-org--clip-small");
+        let text = std::fs::read_to_string(repo.join("config.json")).expect("config.json");
+        let hub = pipeline_core::hub_config(&text).expect("a CLIP config");
+        let weights = repo.join("model.safetensors");
+        let resolved = Model::resolve_hub_file(&hub.shape, "clip-small", &weights)
+            .expect("the fixture resolves");
+        assert!(resolved.layout.is_some(), "{resolved:?}");
+        assert_eq!(resolved.activation, Some(HubActivation::QuickGelu));
+        assert!(resolved.logit.is_some(), "a CLIPModel's logit_scale");
+        let side = hub.shape.image;
+        let config = WorkerConfig {
+            name: "cpu#0".into(),
+            device: DeviceSpec::Cpu,
+            model: ModelRef::Hub(HubModel {
+                repo: "tiny-org/clip-small".into(),
+                revision: "0".repeat(40),
+                weights,
+                shape: hub.shape,
+                labels: hub.labels,
+                scores: hub.scores,
+            }),
+            weights: None,
+            resolved,
+            seed: 0,
+            task: Task::Embed,
+            pooling: None,
+            classes: None,
+            precision: Precision::F32,
+            engine: EngineKind::Burn,
+            batch_size: Some(2),
+            loader_threads: 1,
+            preprocess: PreprocessSpec::IMAGENET,
+            limits: DecodeLimits::default(),
+            remote: Default::default(),
+            cuda_uuids: Default::default(),
+        };
+        let pixels: Vec<u8> = (0..2 * 3 * side * side)
+            .map(|i| ((i * 7 + i / 97) % 251) as u8)
+            .collect();
+        let normalize = PreprocessSpec::IMAGENET.normalize;
+        let batch = PixelBatch::new(&pixels, 2, 2, side, &normalize);
+        let run = |config: &WorkerConfig| {
+            crate::worker::open_engine(config)
+                .map(|(engine, _)| engine.infer(&batch).expect("a pass"))
+                .map_err(|e| e.to_string())
+        };
+        let quick = run(&config).expect("resolved weights open");
+        let unresolved = WorkerConfig {
+            resolved: ResolvedWeights::default(),
+            ..config.clone()
+        };
+        let error = run(&unresolved).expect_err("unresolved weights");
+        assert!(
+            error.contains("its layout was not resolved before the worker started"),
+            "{error}"
+        );
+        let gelu = WorkerConfig {
+            resolved: ResolvedWeights {
+                activation: Some(HubActivation::Gelu),
+                ..resolved
+            },
+            ..config
+        };
+        let exact = run(&gelu).expect("opens");
+        assert_eq!(exact.len(), 2);
+        assert_ne!(exact, quick, "the resolved activation is the one run");
     }
 }

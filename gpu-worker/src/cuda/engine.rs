@@ -21,8 +21,8 @@ use super::cnn_run::CudaCnn;
 use super::convnext_run::CudaConvNext;
 use super::gpu::{Gpu, GpuError, Images, Norm3, PendingRead, Tower};
 use super::plan::{
-    CnnPlan, ConvNextPlan, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan, convnext_plan_seeded,
-    vit_plan, vit_plan_seeded,
+    CnnPlan, ConvNextPlan, VitPlan, cnn_plan, cnn_plan_seeded, convnext_plan_resolved,
+    convnext_plan_seeded, vit_plan_resolved, vit_plan_seeded,
 };
 use super::vit_run::CudaVit;
 use super::zero_shot_head::ZeroShotHead;
@@ -80,39 +80,24 @@ impl Plan {
     /// its config gives (`Architecture::of_hub`, through the layouts the burn
     /// engine reads it with).
     fn load(config: &WorkerConfig) -> Result<Self, OpenError> {
-        if let pipeline_core::ModelRef::Hub(hub) = &config.model {
-            let arch = Architecture::of_hub(&hub.shape);
-            return Ok(match arch {
-                Architecture::ConvNext(_) => {
-                    Self::ConvNext(convnext_plan(&arch, &hub.repo, &hub.weights)?)
-                }
-                Architecture::ResNet(_) => Self::Cnn(cnn_plan(&arch, &hub.repo, &hub.weights)?),
-                _ => {
-                    let plan = vit_plan(&arch, &hub.repo, &hub.weights)?;
-                    Self::Vit(Box::new(with_pooling(plan, config.pooling)))
-                }
-            });
-        }
-        let kind = crate::engine::builtin(config)?;
-        let arch = Architecture::of(kind);
-        let name = kind.name();
-        let path = config.weights.as_deref();
-        Ok(match &arch {
+        let net = crate::engine::network(config)?;
+        let (arch, name, path, resolved) = (&net.arch, net.name, net.weights, net.resolved);
+        Ok(match arch {
             Architecture::Vit(_) => {
                 let plan = match path {
-                    Some(path) => vit_plan(&arch, name, path)?,
-                    None => vit_plan_seeded(&arch, name, config.seed)?,
+                    Some(path) => vit_plan_resolved(arch, name, path, resolved)?,
+                    None => vit_plan_seeded(arch, name, config.seed)?,
                 };
                 Self::Vit(Box::new(with_pooling(plan, config.pooling)))
             }
             Architecture::ConvNext(_) => Self::ConvNext(match path {
-                Some(path) => convnext_plan(&arch, name, path)?,
-                None => convnext_plan_seeded(&arch, name, config.seed)?,
+                Some(path) => convnext_plan_resolved(arch, name, path, resolved)?,
+                None => convnext_plan_seeded(arch, name, config.seed)?,
             }),
             Architecture::ResNet(_) | Architecture::EfficientNetLite0 | Architecture::Tiny => {
                 Self::Cnn(match path {
-                    Some(path) => cnn_plan(&arch, name, path)?,
-                    None => cnn_plan_seeded(&arch, name, config.seed)?,
+                    Some(path) => cnn_plan(arch, name, path)?,
+                    None => cnn_plan_seeded(arch, name, config.seed)?,
                 })
             }
         })
@@ -242,16 +227,9 @@ impl CudaEngine {
             && !plan.has_classifier()
             && zero_shot.is_none()
         {
-            if let pipeline_core::ModelRef::Hub(hub) = &config.model {
-                return Err(OpenError::Model(format!(
-                    "{} has no classifier head; use --task embed",
-                    hub.repo
-                )));
-            }
-            return Err(OpenError::NoClassifier(crate::engine::builtin(config)?));
+            return Err(OpenError::NoClassifier(config.model.to_string()));
         }
-        let sigmoid = matches!(&config.model, pipeline_core::ModelRef::Hub(hub)
-            if hub.scores == pipeline_core::Scores::Sigmoid);
+        let sigmoid = crate::engine::network(config)?.scores == pipeline_core::Scores::Sigmoid;
         let uuid = config.cuda_uuids.get(index).map(String::as_str);
         let gpu = open_gpu(*index, uuid).map_err(|e| device_error(spec, e))?;
         let model = plan.upload(&gpu).map_err(|e| device_error(spec, e))?;
@@ -471,6 +449,7 @@ mod tests {
             device: DeviceSpec::Cpu,
             model: model.into(),
             weights: None,
+            resolved: Default::default(),
             seed: 3,
             task,
             pooling: None,

@@ -27,13 +27,9 @@ impl ZeroShotHead {
         let (family, name, weights) = crate::engine::zero_shot_model(config)?;
         let name = name.as_str();
         let (rule, matrix) = crate::engine::open_classes((family, name), classes)?;
+        // The checkpoint's, as the coordinator read them.
         let params = match weights {
-            Some(path) => {
-                // Its header, and the two scalars' bytes.
-                let checkpoint = crate::model::checkpoint::Checkpoint::open_shapes(path)?;
-                let found = crate::zero_shot::logit_params(&checkpoint)?;
-                crate::zero_shot::resolve(name, found, &rule, path)?
-            }
+            Some(path) => crate::zero_shot::resolve(name, config.resolved.logit, &rule, path)?,
             None => rule.initial,
         };
         let (weight, bias) = crate::zero_shot::scaled_head(&matrix, params, name, dim)?;

@@ -1,65 +1,93 @@
-//! A weight file checked before any worker starts, names and shapes only
-//! (no device, no tensor data), for a clear one-line error: a built-in
-//! model's `--weights` and a hub model's snapshot.
+//! A weight file read once, before any worker starts (#42 item 7), names
+//! and shapes only (no device, no tensor data): checked, for a clear
+//! one-line error, and resolved into what every engine builds the network
+//! from ([`ResolvedWeights`]: the layout its names are in, the activation
+//! a CLIP config beside it names, its zero-shot logit scale and bias). A
+//! built-in model's `--weights` and a hub model's snapshot alike.
 
 use std::path::Path;
 
-use pipeline_core::{CropRounding, ModelKind};
+use pipeline_core::{ModelKind, ResolvedWeights};
 
 use super::checkpoint::Checkpoint;
-use super::{Architecture, Model, clip_config, families};
+use super::clip_config::{self, Tower};
+use super::{Architecture, Model, families};
 use crate::weights_error::WeightsError;
 
 impl Model {
     /// Checks that `path` is a checkpoint of `kind` in a layout it accepts,
-    /// reading names and shapes only (and a CLIP config beside it): no
-    /// device, no tensor data. For a clear
-    /// error before any worker starts. Gives how the layout's upstream
-    /// rounds its centre crop (torchvision's half to even for the CNNs,
-    /// which load torchvision's own layout).
-    pub fn check_file(kind: ModelKind, path: &Path) -> Result<CropRounding, WeightsError> {
-        match Architecture::of(kind) {
-            Architecture::Tiny | Architecture::ResNet(_) | Architecture::EfficientNetLite0 => {
-                Ok(CropRounding::HalfEven)
-            }
-            arch @ (Architecture::Vit(_) | Architecture::ConvNext(_)) => {
-                let checkpoint = Checkpoint::open_shapes(path)?;
-                let (layout, _) = families::check(&arch, kind.name(), &checkpoint)?;
-                // A CLIP config beside the weights that cannot be used.
-                for tower in [clip_config::Tower::Image, clip_config::Tower::Text] {
-                    clip_config::activation(path, layout, tower, kind.name())?;
-                }
-                Ok(layout.crop_rounding())
-            }
-        }
+    /// and resolves it: for the coordinator, before any worker starts. A
+    /// CLIP config beside it must read for both towers (the text tower's
+    /// is read when text is asked for).
+    pub fn resolve_file(kind: ModelKind, path: &Path) -> Result<ResolvedWeights, WeightsError> {
+        resolve(
+            &Architecture::of(kind),
+            kind.name(),
+            path,
+            &[Tower::Image, Tower::Text],
+        )
     }
 
     /// Checks that `path` holds the weights of the hub model `shape`
-    /// describes (#42), by names and shapes only, before any worker starts.
-    pub fn check_hub_file(
+    /// describes (#42), and resolves it, before any worker starts.
+    pub fn resolve_hub_file(
         shape: &pipeline_core::HubShape,
         repo: &str,
         path: &Path,
-    ) -> Result<(), WeightsError> {
+    ) -> Result<ResolvedWeights, WeightsError> {
         let arch = Architecture::of_hub(shape);
-        let checkpoint = Checkpoint::open_shapes(path)?;
-        if let Architecture::ResNet(config) = &arch {
-            if super::checkpoint::is_index(path) {
-                // burn's module stores read one file.
-                return Err(WeightsError::Mismatch {
-                    path: path.to_path_buf(),
-                    model: repo.to_owned(),
-                    problem: "a ResNet's sharded checkpoint is not read here (one \
-                              model.safetensors or pytorch_model.bin is)"
-                        .to_owned(),
-                });
-            }
-            // A burn-module CNN has no layout: its file's names and shapes
-            // against those transformers (or timm) saves for its config.
-            return resnet_file(&config.file_tensors(), repo, &checkpoint);
+        let Architecture::ResNet(config) = &arch else {
+            return resolve(&arch, repo, path, &[Tower::Image]);
+        };
+        if super::checkpoint::is_index(path) {
+            // burn's module stores read one file.
+            return Err(WeightsError::Mismatch {
+                path: path.to_path_buf(),
+                model: repo.to_owned(),
+                problem: "a ResNet's sharded checkpoint is not read here (one \
+                          model.safetensors or pytorch_model.bin is)"
+                    .to_owned(),
+            });
         }
-        families::check(&arch, repo, &checkpoint)?;
-        Ok(())
+        // A burn-module CNN has no layout: its file's names and shapes
+        // against those transformers (or timm) saves for its config.
+        let checkpoint = Checkpoint::open_shapes(path)?;
+        resnet_file(&config.file_tensors(), repo, &checkpoint)?;
+        Ok(ResolvedWeights::default())
+    }
+}
+
+/// The weights at `path` for `arch`, as every engine builds from them:
+/// the layout told from the tensor names (checked against the shapes
+/// `arch` needs) and the activation a CLIP config beside the file names
+/// for the image tower; each of `towers`' configs must read. The CNNs
+/// that load by their own field names have neither.
+pub(crate) fn resolve(
+    arch: &Architecture,
+    name: &str,
+    path: &Path,
+    towers: &[Tower],
+) -> Result<ResolvedWeights, WeightsError> {
+    match arch {
+        Architecture::Tiny | Architecture::ResNet(_) | Architecture::EfficientNetLite0 => {
+            Ok(ResolvedWeights::default())
+        }
+        Architecture::Vit(_) | Architecture::ConvNext(_) => {
+            let checkpoint = Checkpoint::open_shapes(path)?;
+            let (layout, _) = families::check(arch, name, &checkpoint)?;
+            let mut activation = None;
+            for &tower in towers {
+                let named = clip_config::activation(path, layout, tower, name)?;
+                if tower == Tower::Image {
+                    activation = named.map(Into::into);
+                }
+            }
+            Ok(ResolvedWeights {
+                layout: Some(layout),
+                activation,
+                logit: crate::zero_shot::logit_params(&checkpoint)?,
+            })
+        }
     }
 }
 

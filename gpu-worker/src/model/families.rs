@@ -4,11 +4,11 @@
 //! family is a type implementing `network::Network` in a file of its own,
 //! a variant here, and its layouts in `layout/`.
 
-use pipeline_core::{Family, HubShape, ModelKind};
+use pipeline_core::{Family, HubActivation, HubShape, ModelKind};
 
 use super::convnext::ConvNextConfig;
 use super::efficientnet_lite::EfficientNetLite;
-use super::layout::Layout;
+use super::layout::{Layout, LayoutRules};
 use super::resnet::ResNetConfig;
 use super::tensors::Tensors;
 use super::tiny::Tiny;
@@ -309,23 +309,20 @@ pub(crate) fn for_layout(config: &VitConfig, layout: Option<Layout>) -> VitConfi
     config
 }
 
-/// `config` as a checkpoint in `layout` at `path` runs it: the layout's
-/// position resampling, and the activation a CLIP config beside the
-/// weights names (`clip_config.rs`). Every engine's ViT starts here.
+/// `config` as a checkpoint in `layout` runs it: the layout's position
+/// resampling, and the activation a CLIP config beside the weights names,
+/// as the coordinator read them (`pipeline_core::ResolvedWeights`). Every
+/// engine's ViT starts here.
 pub(crate) fn vit_config_for(
     config: &VitConfig,
     layout: Option<Layout>,
-    path: Option<&std::path::Path>,
-    name: &str,
-) -> Result<VitConfig, WeightsError> {
+    activation: Option<HubActivation>,
+) -> VitConfig {
     let mut config = for_layout(config, layout);
-    if let (Some(path), Some(layout)) = (path, layout)
-        && let Some(activation) =
-            super::clip_config::activation(path, layout, super::clip_config::Tower::Image, name)?
-    {
-        config.activation = activation;
+    if let Some(activation) = activation {
+        config.activation = activation.into();
     }
-    Ok(config)
+    config
 }
 
 /// Detects `checkpoint`'s layout, checks that `arch` accepts it and that
@@ -359,8 +356,19 @@ pub(crate) fn check<'a>(
             "it looks like {layout} checkpoint, not {expected} checkpoint"
         )));
     }
-    let tensors = Tensors::check(checkpoint, layout, name, arch.tensors(Some(layout)))?;
-    Ok((layout, tensors))
+    Ok((layout, check_as(arch, name, checkpoint, layout)?))
+}
+
+/// Checks that every tensor of `arch` is in `checkpoint` in `layout`, the
+/// layout the coordinator detected ([`check`]), with the right shape: a
+/// mismatch here is a file that changed since.
+pub(crate) fn check_as<'a>(
+    arch: &Architecture,
+    name: &str,
+    checkpoint: &'a Checkpoint,
+    layout: Layout,
+) -> Result<Tensors<'a>, WeightsError> {
+    Tensors::check(checkpoint, layout, name, arch.tensors(Some(layout)))
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 pub(crate) mod activation;
 mod check;
 pub(crate) mod checkpoint;
-mod clip_config;
+pub(crate) mod clip_config;
 pub(crate) mod convnext;
 pub(crate) mod cpu;
 mod cpu_resnet;
@@ -39,7 +39,7 @@ use burn::store::ModuleSnapshot;
 use burn::tensor::activation::{sigmoid, softmax};
 use burn::tensor::ops::PadMode;
 use burn::tensor::{Device, FloatDType, Tensor};
-use pipeline_core::{EmbedPooling, ModelKind};
+use pipeline_core::{EmbedPooling, Family, ModelKind, ResolvedWeights};
 
 use self::checkpoint::Checkpoint;
 use self::convnext::ConvNext;
@@ -88,17 +88,38 @@ struct ZeroShotHead {
 enum Weights<'a> {
     /// Seeded random ones, the same on every device.
     Seeded(u64),
-    /// A checkpoint file, read as its upstream publishes it.
-    File(&'a Path),
+    /// A checkpoint file, read as its upstream publishes it, in the layout
+    /// the coordinator resolved.
+    File(&'a Path, &'a ResolvedWeights),
 }
+
+pub(crate) use self::check::resolve;
 
 impl Model {
     /// Seeded random weights (for benchmarks). They are drawn on the host
     /// (the flex backend) and then moved, so every device gets the same ones.
     pub fn random(kind: ModelKind, seed: u64, device: &Device) -> Self {
-        let mut model = Self::seeded(&Architecture::of(kind), kind.name(), seed, device);
+        Self::random_of(
+            &Architecture::of(kind),
+            kind.name(),
+            kind.family(),
+            seed,
+            device,
+        )
+    }
+
+    /// [`Model::random`] for `arch` of `family`: with the family's initial
+    /// zero-shot logit parameters where it has a normalised embedding.
+    pub(crate) fn random_of(
+        arch: &Architecture,
+        name: &str,
+        family: Family,
+        seed: u64,
+        device: &Device,
+    ) -> Self {
+        let mut model = Self::seeded(arch, name, seed, device);
         if model.network.normalised_embedding().is_some() {
-            model.logit_params = ZeroShotRule::of(kind.family()).map(|rule| rule.initial);
+            model.logit_params = ZeroShotRule::of(family).map(|rule| rule.initial);
         }
         model
     }
@@ -117,14 +138,30 @@ impl Model {
         Self::load_architecture(&Architecture::of(kind), kind.name(), path, device)
     }
 
-    /// [`Model::load`] for an architecture of any size (tests use small ones).
+    /// [`Model::load`] for an architecture of any size (tests use small
+    /// ones): the file resolved here as the coordinator resolves it, then
+    /// opened as an engine opens it.
     pub fn load_architecture(
         arch: &Architecture,
         name: &str,
         path: &Path,
         device: &Device,
     ) -> Result<Self, WeightsError> {
-        let (network, logit_params) = build(arch, name, Weights::File(path), device)?;
+        let resolved = resolve(arch, name, path, &[clip_config::Tower::Image])?;
+        Self::open(arch, name, path, &resolved, device)
+    }
+
+    /// `arch` with the weights at `path`, in the layout and with the
+    /// activation the coordinator resolved (`resolved`): what the engines
+    /// open, reading nothing but the tensors.
+    pub(crate) fn open(
+        arch: &Architecture,
+        name: &str,
+        path: &Path,
+        resolved: &ResolvedWeights,
+        device: &Device,
+    ) -> Result<Self, WeightsError> {
+        let (network, logit_params) = build(arch, name, Weights::File(path, resolved), device)?;
         Ok(Self {
             logit_params,
             ..Self::of(network)
@@ -309,12 +346,12 @@ fn build(
             lite
         }
         Architecture::Vit(config) => {
+            let activation = match &weights {
+                Weights::File(_, resolved) => resolved.activation,
+                Weights::Seeded(_) => None,
+            };
             return by_tensor_name(arch, name, &weights, |layout, tensors| {
-                let path = match &weights {
-                    Weights::File(path) => Some(*path),
-                    Weights::Seeded(_) => None,
-                };
-                let config = families::vit_config_for(config, layout, path, name)?;
+                let config = families::vit_config_for(config, layout, activation);
                 Ok(Box::new(Vit::new(config, tensors, device)?))
             });
         }
@@ -339,7 +376,8 @@ pub(crate) fn lowered_cnn(
     seed: u64,
 ) -> Result<Option<lowered::CnnGraph>, WeightsError> {
     let host = Device::flex();
-    let weights = path.map_or(Weights::Seeded(seed), Weights::File);
+    let resolved = ResolvedWeights::default();
+    let weights = path.map_or(Weights::Seeded(seed), |path| Weights::File(path, &resolved));
     let graph = match arch {
         Architecture::ResNet(config) => {
             let make = |host: &Device| ResNet::new(config, host);
@@ -376,19 +414,19 @@ fn cnn<M: Module + ModuleSnapshot>(
     let drawing = DRAW.lock().unwrap_or_else(|p| p.into_inner());
     host.seed(match weights {
         Weights::Seeded(seed) => *seed,
-        Weights::File(_) => 0,
+        Weights::File(..) => 0,
     });
     let mut module = on_device(make(&host), device);
     drop(drawing);
-    if let Weights::File(path) = weights {
+    if let Weights::File(path, _) = weights {
         weights::load(module.as_mut(), path, name, remap)?;
     }
     Ok(module)
 }
 
 /// A network `make` builds from canonical tensors (the ViTs, ConvNeXt):
-/// seeded ones, or a checkpoint's in a layout `arch` accepts, with its
-/// zero-shot logit parameters.
+/// seeded ones, or a checkpoint's in the layout the coordinator resolved,
+/// with its zero-shot logit parameters.
 fn by_tensor_name(
     arch: &Architecture,
     name: &str,
@@ -400,13 +438,29 @@ fn by_tensor_name(
             let tensors = Tensors::seeded(*seed, name, arch.tensors(None));
             Ok((make(None, &tensors)?, None))
         }
-        Weights::File(path) => {
+        Weights::File(path, resolved) => {
+            let layout = resolved_layout(resolved, name, path)?;
             let checkpoint = Checkpoint::open(path)?;
-            let (layout, tensors) = families::check(arch, name, &checkpoint)?;
+            let tensors = families::check_as(arch, name, &checkpoint, layout)?;
             let network = make(Some(layout), &tensors)?;
-            Ok((network, crate::zero_shot::logit_params(&checkpoint)?))
+            Ok((network, resolved.logit))
         }
     }
+}
+
+/// The layout the coordinator resolved for a checkpoint that loads by
+/// canonical names; none is a coordinator that skipped resolving it, an
+/// error rather than a guess.
+pub(crate) fn resolved_layout(
+    resolved: &ResolvedWeights,
+    name: &str,
+    path: &Path,
+) -> Result<Layout, WeightsError> {
+    resolved.layout.ok_or_else(|| WeightsError::Mismatch {
+        path: path.to_path_buf(),
+        model: name.to_owned(),
+        problem: "its layout was not resolved before the worker started".to_owned(),
+    })
 }
 
 /// `conv` as a 3×1 convolution if it is an unpadded 1×1 one (see

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use regex::Regex;
 
 use crate::model::checkpoint::{Checkpoint, HostTensor};
-use crate::model::layout::{Layout, Place, chosen, file_shapes, place, text_place};
+use crate::model::layout::{Layout, LayoutRules, Place, chosen, file_shapes, place, text_place};
 use crate::weights_error::WeightsError;
 use crate::weights_error::summarise;
 

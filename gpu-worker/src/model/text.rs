@@ -28,7 +28,7 @@ use crate::model::checkpoint::{Checkpoint, HostTensor};
 use crate::model::clip_config::{self, Tower};
 use crate::model::cpu::min_gemm_rows;
 use crate::model::layers::{Dense, Norm, last_axis_mean, upload};
-use crate::model::layout::Layout;
+use crate::model::layout::{Layout, LayoutRules};
 use crate::model::tensors::Tensors;
 use crate::model::transformer::{Activation, Encoder, EncoderShape, Loader, norm_tensors};
 use crate::weights_error::WeightsError;

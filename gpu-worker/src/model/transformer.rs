@@ -49,6 +49,18 @@ impl From<pipeline_core::HubActivation> for Activation {
     }
 }
 
+impl From<Activation> for pipeline_core::HubActivation {
+    /// As a model description holds it.
+    fn from(act: Activation) -> Self {
+        match act {
+            Activation::Gelu => Self::Gelu,
+            Activation::GeluTanh => Self::GeluTanh,
+            Activation::QuickGelu => Self::QuickGelu,
+            Activation::SwiGlu => Self::SwiGlu,
+        }
+    }
+}
+
 /// The shape of an encoder: what its tensors and forward pass need.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct EncoderShape {

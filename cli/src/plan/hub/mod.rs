@@ -191,7 +191,8 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
     };
     // Its weights, fetched once everything else is known to run.
     let (weights, weights_downloaded) = weights::resolve(&env, &pinned, open_clip)?;
-    gpu_worker::Model::check_hub_file(&shape, &id.to_string(), &weights)
+    // Checked and resolved once: what every worker builds the network from.
+    let resolved = gpu_worker::Model::resolve_hub_file(&shape, &id.to_string(), &weights)
         .map_err(|e| format!("--model {id}: {e}"))?;
     let (classes, class_dir) = match &args.classes {
         Some(value) => super::zero_shot::classes(
@@ -240,6 +241,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
                 scores: config.scores,
             }),
             weights: None,
+            resolved,
             seed: args.seed,
             task,
             pooling,

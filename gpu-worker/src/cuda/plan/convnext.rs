@@ -59,16 +59,30 @@ pub struct ConvNextPlan {
     pub classifier: Option<Gemm>,
 }
 
-/// The plan of a ConvNeXt checkpoint, read as the burn engine reads it.
+/// The plan of a ConvNeXt checkpoint, resolved here as the coordinator
+/// resolves it ([`convnext_plan_resolved`]).
 pub fn convnext_plan(
     arch: &Architecture,
     name: &str,
     path: &Path,
 ) -> Result<ConvNextPlan, WeightsError> {
+    convnext_plan_resolved(arch, name, path, &super::ops::resolve(arch, name, path)?)
+}
+
+/// The plan of a ConvNeXt checkpoint in the layout the coordinator
+/// resolved, read as the burn engine reads it.
+pub fn convnext_plan_resolved(
+    arch: &Architecture,
+    name: &str,
+    path: &Path,
+    resolved: &pipeline_core::ResolvedWeights,
+) -> Result<ConvNextPlan, WeightsError> {
     let Architecture::ConvNext(config) = arch else {
         return Err(not_this(path, name, "not a ConvNeXt"));
     };
-    with_checked_tensors(arch, name, path, |_, tensors| pack(config, tensors))
+    with_checked_tensors(arch, name, path, resolved, |_, tensors| {
+        pack(config, tensors)
+    })
 }
 
 /// The plan of the seeded weights the burn engine draws for `name` from

@@ -33,9 +33,10 @@ mod vit;
 pub use crate::model::lowered::ConvActivation;
 pub use cnn::{CnnPlan, CnnStep, ConvLayer, cnn_plan, cnn_plan_seeded};
 pub use convnext::{
-    ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan, convnext_plan_seeded,
+    ConvNextBlock, ConvNextPlan, ConvNextStage, convnext_plan, convnext_plan_resolved,
+    convnext_plan_seeded,
 };
 pub use ops::{Block, Gemm, LayerNorm};
 pub(crate) use ops::{gemm, l2_normalize_rows, softmax};
 pub use text::{TextPlan, text_plan, text_plan_seeded};
-pub use vit::{MapHead, VitPlan, vit_plan, vit_plan_seeded};
+pub use vit::{MapHead, VitPlan, vit_plan, vit_plan_resolved, vit_plan_seeded};

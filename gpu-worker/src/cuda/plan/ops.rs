@@ -4,25 +4,39 @@
 
 use std::path::Path;
 
+use pipeline_core::ResolvedWeights;
+
 use crate::WeightsError;
 use crate::model::Architecture;
 use crate::model::checkpoint::Checkpoint;
-use crate::model::families::check;
+use crate::model::families::check_as;
 use crate::model::layout::Layout;
 use crate::model::tensors::Tensors;
 use crate::model::transformer::Activation;
 
-/// `use_` on the canonical tensors of the checkpoint at `path` and the
-/// layout its names tell, checked as the burn engine checks them.
+/// `use_` on the canonical tensors of the checkpoint at `path` in the
+/// layout the coordinator resolved, checked as the burn engine checks them.
 pub(super) fn with_checked_tensors<R>(
     arch: &Architecture,
     name: &str,
     path: &Path,
+    resolved: &ResolvedWeights,
     use_: impl FnOnce(Layout, &Tensors<'_>) -> Result<R, WeightsError>,
 ) -> Result<R, WeightsError> {
+    let layout = crate::model::resolved_layout(resolved, name, path)?;
     let checkpoint = Checkpoint::open(path)?;
-    let (layout, tensors) = check(arch, name, &checkpoint)?;
+    let tensors = check_as(arch, name, &checkpoint, layout)?;
     use_(layout, &tensors)
+}
+
+/// The checkpoint at `path` for `arch`, resolved as the coordinator
+/// resolves it, for the plans' own callers (tests, benchmarks).
+pub(super) fn resolve(
+    arch: &Architecture,
+    name: &str,
+    path: &Path,
+) -> Result<ResolvedWeights, WeightsError> {
+    crate::model::resolve(arch, name, path, &[crate::model::clip_config::Tower::Image])
 }
 
 /// A checkpoint given for an architecture this plan is not.

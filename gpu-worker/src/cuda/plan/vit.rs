@@ -2,9 +2,11 @@
 
 use std::path::Path;
 
+use pipeline_core::ResolvedWeights;
+
 use super::ops::{
     Block, Gemm, LayerNorm, Shape, activate, add, blocks_of, gemm, layer_norm, layer_norm_of,
-    linear, nchw_patches, not_this, patch_gemm, run_blocks, softmax, with_checked_tensors,
+    linear, nchw_patches, not_this, patch_gemm, resolve, run_blocks, softmax, with_checked_tensors,
 };
 use crate::WeightsError;
 use crate::model::Architecture;
@@ -12,15 +14,26 @@ use crate::model::families::vit_config_for;
 use crate::model::tensors::Tensors;
 use crate::model::vit::{Pooling, VitConfig};
 
-/// The plan of a ViT checkpoint, read as the burn engine reads it: the
-/// layout told from the tensor names, the config that layout and a CLIP
-/// config beside the weights adjust, the same canonical tensors.
+/// The plan of a ViT checkpoint, resolved here as the coordinator
+/// resolves it ([`vit_plan_resolved`]).
 pub fn vit_plan(arch: &Architecture, name: &str, path: &Path) -> Result<VitPlan, WeightsError> {
+    vit_plan_resolved(arch, name, path, &resolve(arch, name, path)?)
+}
+
+/// The plan of a ViT checkpoint, read as the burn engine reads it: in the
+/// layout the coordinator resolved, the config that layout and the
+/// activation it read adjust, the same canonical tensors.
+pub fn vit_plan_resolved(
+    arch: &Architecture,
+    name: &str,
+    path: &Path,
+    resolved: &ResolvedWeights,
+) -> Result<VitPlan, WeightsError> {
     let Architecture::Vit(config) = arch else {
         return Err(not_this(path, name, "not a ViT"));
     };
-    with_checked_tensors(arch, name, path, |layout, tensors| {
-        let config = vit_config_for(config, Some(layout), Some(path), name)?;
+    with_checked_tensors(arch, name, path, resolved, |layout, tensors| {
+        let config = vit_config_for(config, Some(layout), resolved.activation);
         VitPlan::pack(config, tensors)
     })
 }
@@ -37,7 +50,7 @@ pub fn vit_plan_seeded(
         return Err(not_this(Path::new(""), name, "not a ViT"));
     };
     let tensors = Tensors::seeded(seed, name, arch.tensors(None));
-    VitPlan::pack(vit_config_for(config, None, None, name)?, &tensors)
+    VitPlan::pack(vit_config_for(config, None, None), &tensors)
 }
 
 /// SigLIP's attention-pooling head.

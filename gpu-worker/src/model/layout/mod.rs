@@ -10,89 +10,29 @@
 //! mis-shaped one. Mismatches are reported in one line: the layout the file
 //! looks like and the first few problems, with a count of the rest.
 
-use std::fmt;
-
-use pipeline_core::CropRounding;
 use regex::Regex;
 
 use crate::model::checkpoint::Checkpoint;
 
-/// A published way of naming a model's tensors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Layout {
-    /// torchvision `VisionTransformer` (`vit_b_16`, …).
-    TorchvisionVit,
-    /// torchvision `ConvNeXt`.
-    TorchvisionConvNext,
-    /// OpenCLIP / OpenAI CLIP (`visual.*`, the text tower beside it).
-    OpenClip,
-    /// Hugging Face `CLIPModel` or `CLIPVisionModel(WithProjection)`.
-    HfClip,
-    /// Hugging Face `CLIPVisionModel` as transformers 5 saves it (no
-    /// `vision_model.` prefix).
-    HfClipBare,
-    /// Hugging Face `SiglipModel`, or `SiglipVisionModel` as transformers 4
-    /// saved it (`vision_model.` prefix).
-    HfSiglip,
-    /// Hugging Face `SiglipVisionModel` as transformers 5 saves it (no
-    /// `vision_model.` prefix).
-    HfSiglipBare,
-    /// Hugging Face `Dinov2Model`.
-    HfDinov2,
-    /// DINOv2's torch-hub `.pth` (facebookresearch/dinov2).
-    HubDinov2,
-    /// Hugging Face `ViTForImageClassification` (`vit.` prefix, a
-    /// `classifier`).
-    HfVit,
-    /// Hugging Face `ViTModel` (no prefix; its `pooler` is not used).
-    HfVitBare,
-    /// Hugging Face `Dinov2ForImageClassification` (`dinov2.` prefix, a
-    /// `classifier` over the class token and the patch mean).
-    HfDinov2Classifier,
-    /// Hugging Face `Dinov2WithRegistersForImageClassification`
-    /// (`dinov2_with_registers.` prefix, a `classifier`).
-    HfDinov2RegistersClassifier,
-    /// Hugging Face `ConvNextForImageClassification` (`convnext.` prefix,
-    /// a `classifier`): torchvision's ConvNeXt under other names, the
-    /// layer scales `[C]` where torchvision's are `[C, 1, 1]`.
-    HfConvNext,
-    /// Hugging Face `ConvNextModel`: the same without the `convnext.`
-    /// prefix and the head (its `layernorm` is the pooled features').
-    HfConvNextBare,
-    /// timm's `ConvNeXt` (`stem`, `stages.S.blocks.J`, `head`): the same
-    /// network, its layer scales `gamma` flat.
-    TimmConvNext,
-    /// timm's plain `VisionTransformer` (`patch_embed.proj`,
-    /// `blocks.N.attn.qkv`, `norm`, `head`): torchvision's ViT, named as
-    /// DINOv2's torch-hub file is, with no mask token or layer scales.
-    TimmVit,
-}
+/// A published way of naming a model's tensors: the coordinator detects
+/// it once (`pipeline_core::ResolvedWeights`); its rules are here.
+pub(crate) use pipeline_core::CheckpointLayout as Layout;
 
-impl fmt::Display for Layout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::TorchvisionVit => "a torchvision ViT",
-            Self::TorchvisionConvNext => "a torchvision ConvNeXt",
-            Self::OpenClip => "an OpenCLIP/OpenAI CLIP",
-            Self::HfClip | Self::HfClipBare => "a Hugging Face CLIP",
-            Self::HfSiglip | Self::HfSiglipBare => "a Hugging Face SigLIP",
-            Self::HfDinov2 => "a Hugging Face DINOv2",
-            Self::HubDinov2 => "a torch-hub DINOv2",
-            Self::HfVit | Self::HfVitBare => "a Hugging Face ViT",
-            Self::HfDinov2Classifier | Self::HfDinov2RegistersClassifier => {
-                "a Hugging Face DINOv2 classifier"
-            }
-            Self::HfConvNext | Self::HfConvNextBare => "a Hugging Face ConvNeXt",
-            Self::TimmConvNext => "a timm ConvNeXt",
-            Self::TimmVit => "a timm ViT",
-        })
-    }
-}
-
-/// The layouts that can hold a model, checked against a file's names.
-impl Layout {
+/// The layouts that can hold a model, checked against a file's names, and
+/// how each names the tensors.
+pub(crate) trait LayoutRules: Sized {
     /// Which layout `checkpoint` is in, from names only one layout has.
-    pub(crate) fn detect(checkpoint: &Checkpoint) -> Option<Self> {
+    fn detect(checkpoint: &Checkpoint) -> Option<Self>;
+    /// A key only a checkpoint of this layout with a text tower has.
+    fn text_marker(self) -> String;
+    /// What a file that is no known layout looks like, for the error.
+    fn describe_unknown(checkpoint: &Checkpoint) -> &'static str;
+    /// Keys this layout has that no image model here uses.
+    fn skipped(self) -> &'static [&'static str];
+}
+
+impl LayoutRules for Layout {
+    fn detect(checkpoint: &Checkpoint) -> Option<Self> {
         let has = |name: &str| checkpoint.has(name);
         let any = |prefix: &str| checkpoint.names().any(|n| n.starts_with(prefix));
         if has("conv_proj.weight") && any("encoder.layers.encoder_layer_") {
@@ -139,16 +79,14 @@ impl Layout {
         }
     }
 
-    /// A key only a checkpoint of this layout with a text tower has.
-    pub(crate) fn text_marker(self) -> String {
+    fn text_marker(self) -> String {
         match text_place(self, "tok") {
             Place::Key(k) => k,
             other => unreachable!("token embeddings are one key, not {other:?}"),
         }
     }
 
-    /// What a file that is no known layout looks like, for the error.
-    pub(crate) fn describe_unknown(checkpoint: &Checkpoint) -> &'static str {
+    fn describe_unknown(checkpoint: &Checkpoint) -> &'static str {
         let any = |prefix: &str| checkpoint.names().any(|n| n.starts_with(prefix));
         if any("text_model.") || any("transformer.resblocks.") || any("token_embedding") {
             "a text tower only (no vision tower)"
@@ -159,52 +97,7 @@ impl Layout {
         }
     }
 
-    fn rules(self) -> &'static [Rule] {
-        match self {
-            Self::TorchvisionVit => TORCHVISION_VIT,
-            Self::TorchvisionConvNext => IDENTITY,
-            Self::OpenClip => OPEN_CLIP,
-            Self::HfClip | Self::HfClipBare => HF_CLIP,
-            Self::HfSiglip | Self::HfSiglipBare => HF_SIGLIP,
-            Self::HfDinov2 | Self::HfDinov2Classifier | Self::HfDinov2RegistersClassifier => {
-                HF_DINOV2
-            }
-            Self::HubDinov2 => HUB_DINOV2,
-            Self::HfVit | Self::HfVitBare => HF_VIT,
-            Self::HfConvNext => HF_CONVNEXT,
-            Self::HfConvNextBare => HF_CONVNEXT_BARE,
-            Self::TimmConvNext => TIMM_CONVNEXT,
-            Self::TimmVit => TIMM_VIT,
-        }
-    }
-
-    /// How the upstream that publishes this layout rounds its centre crop:
-    /// checkpoints are used with their upstream's preprocessing, and HF's
-    /// image processors floor an odd margin where torchvision rounds it.
-    pub(crate) fn crop_rounding(self) -> CropRounding {
-        match self {
-            Self::TorchvisionVit
-            | Self::TorchvisionConvNext
-            | Self::OpenClip
-            | Self::HubDinov2
-            | Self::TimmConvNext
-            | Self::TimmVit => CropRounding::HalfEven,
-            Self::HfClip
-            | Self::HfClipBare
-            | Self::HfSiglip
-            | Self::HfSiglipBare
-            | Self::HfDinov2
-            | Self::HfVit
-            | Self::HfVitBare
-            | Self::HfDinov2Classifier
-            | Self::HfDinov2RegistersClassifier
-            | Self::HfConvNext
-            | Self::HfConvNextBare => CropRounding::Floor,
-        }
-    }
-
-    /// Keys this layout has that no image model here uses.
-    pub(crate) fn skipped(self) -> &'static [&'static str] {
+    fn skipped(self) -> &'static [&'static str] {
         match self {
             Self::TorchvisionVit
             | Self::TorchvisionConvNext
@@ -237,6 +130,26 @@ impl Layout {
             Self::HfVit => &[r"^vit\.embeddings\.mask_token$"],
             Self::HfVitBare => &[r"^embeddings\.mask_token$", r"^pooler\.dense\."],
         }
+    }
+}
+
+/// Where each canonical tensor of `layout` is in the file.
+fn rules(layout: Layout) -> &'static [Rule] {
+    match layout {
+        Layout::TorchvisionVit => TORCHVISION_VIT,
+        Layout::TorchvisionConvNext => IDENTITY,
+        Layout::OpenClip => OPEN_CLIP,
+        Layout::HfClip | Layout::HfClipBare => HF_CLIP,
+        Layout::HfSiglip | Layout::HfSiglipBare => HF_SIGLIP,
+        Layout::HfDinov2 | Layout::HfDinov2Classifier | Layout::HfDinov2RegistersClassifier => {
+            HF_DINOV2
+        }
+        Layout::HubDinov2 => HUB_DINOV2,
+        Layout::HfVit | Layout::HfVitBare => HF_VIT,
+        Layout::HfConvNext => HF_CONVNEXT,
+        Layout::HfConvNextBare => HF_CONVNEXT_BARE,
+        Layout::TimmConvNext => TIMM_CONVNEXT,
+        Layout::TimmVit => TIMM_VIT,
     }
 }
 
@@ -405,7 +318,7 @@ pub(crate) fn place(layout: Layout, canonical: &str) -> Place {
     if layout == Layout::HfVitBare && !canonical.starts_with("blocks.") {
         return place(Layout::HfDinov2, canonical);
     }
-    for rule in layout.rules() {
+    for rule in rules(layout) {
         let re = Regex::new(rule.pattern).expect("layout patterns are valid regexes");
         if let Some(caps) = re.captures(canonical) {
             // The groups after the first joined by '.' are the rule's input

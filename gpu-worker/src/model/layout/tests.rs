@@ -1,6 +1,8 @@
 //! Layout detection, crop rounding, and where each layout keeps a
 //! canonical tensor.
 
+use pipeline_core::CropRounding;
+
 use super::*;
 
 #[test]

@@ -19,6 +19,9 @@ Folders:
 - `timm_vit/`, `timm_convnext/`: timm models with a 7-class head and timm's
   hub `config.json` (`pretrained_cfg`: bicubic, crop_pct 0.9 / 0.95,
   `label_names` for the ConvNeXt);
+- `hf_vit_external/`: `hf_vit/`'s model saved as large models are, its
+  weights in an external-data file beside it (`model.onnx_data`), with the
+  same config files: the same outputs as `hf_vit/`;
 - `images/`: PNGs and a JPEG, tall, wide and square;
 - `reference.json`: per model, per image (sorted by name), the output row.
 """
@@ -137,11 +140,28 @@ def timm_model(out: pathlib.Path, photos, name, model_args, pretrained_cfg, labe
     return run(out / "model.onnx", batch).tolist()
 
 
+def external_copy(source: pathlib.Path, out: pathlib.Path) -> None:
+    """`source`'s model with every initializer over 1 kB in `model.onnx_data`
+    beside it, as `torch.onnx` and `onnx` save a model over 2 GB."""
+    import onnx
+    import shutil
+
+    out.mkdir(parents=True, exist_ok=True)
+    model = onnx.load(source / "model.onnx")
+    (out / "model.onnx_data").unlink(missing_ok=True)
+    onnx.save_model(model, out / "model.onnx", save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="model.onnx_data",
+                    size_threshold=1024)
+    for config in ["config.json", "preprocessor_config.json"]:
+        shutil.copyfile(source / config, out / config)
+
+
 def main(out: pathlib.Path) -> None:
     torch.manual_seed(SEED)
     photos = images(out / "images")
     reference = {"images": [p.name for p in photos]}
     reference["hf_vit"] = hf_vit(out / "hf_vit", photos)
+    external_copy(out / "hf_vit", out / "hf_vit_external")
     reference["hf_dinov2"] = hf_dinov2(out / "hf_dinov2", photos)
     statistics = {"mean": (0.5, 0.5, 0.5), "std": (0.5, 0.5, 0.5)}
     reference["timm_vit"] = timm_model(

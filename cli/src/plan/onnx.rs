@@ -1,6 +1,7 @@
 //! `--model FILE.onnx` (#41): a user's ONNX model resolved once, before any
 //! worker starts, into the run's model description: the file and its
-//! fingerprint, the output read, the preprocessing (flags, else a
+//! fingerprint (over the external-data files it keeps its weights in too,
+//! each checked beside it), the output read, the preprocessing (flags, else a
 //! `preprocessor_config.json` or timm `config.json` beside the model, else
 //! a resize to the input's fixed size with ImageNet's statistics, said in
 //! a warning), the task; or one line saying why not, exit 2.
@@ -68,6 +69,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     // Absolute, links kept: a Hugging Face cache's snapshot links to a blob
     // whose folder holds neither the config nor external weights.
     let path = std::path::absolute(&path).map_err(|e| format!("--model {name}: {e}"))?;
+    let external = external_data(&path, name)?;
     let (devices, device_notice) = devices(args.engine, &args.gpus, &path)?;
     let graph = gpu_worker::onnx::graph::describe(&path).map_err(|e| format!("--model: {e}"))?;
     // --task raw reads a list of outputs (--output A,B, else all), the
@@ -132,7 +134,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             name: String::new(),
             device: DeviceSpec::Cpu,
             model: ModelRef::Onnx(OnnxModel {
-                fnv64: fingerprint(&path)?,
+                fnv64: fingerprint(&path, &external)?,
                 onnx: path,
                 output,
                 width,
@@ -523,19 +525,59 @@ fn config_beside(model: &Path) -> Result<Option<(PreprocessSpec, PathBuf)>, Stri
     Ok(None)
 }
 
-/// FNV-1a 64 of the file's bytes, as hex.
-fn fingerprint(path: &Path) -> Result<String, String> {
-    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+/// The external-data files the model at `path` keeps its weights in
+/// (`gpu_worker::onnx::external`), beside it, each checked to be there:
+/// ONNX Runtime's own error names neither the file nor what it is. A file
+/// that does not parse as a model names none here; reading its graph
+/// says why it is no model.
+fn external_data(path: &Path, name: &str) -> Result<Vec<(String, PathBuf)>, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("--model {name}: {e}"))?;
+    let files = gpu_worker::onnx::external::external_files(&bytes)
+        .map_err(|e| format!("--model {name}: {e}"))?
+        .unwrap_or_default();
+    let folder = path.parent().unwrap_or(Path::new("."));
+    files
+        .into_iter()
+        .map(|file| {
+            let beside = folder.join(&file);
+            if beside.is_file() {
+                Ok((file, beside))
+            } else {
+                Err(format!(
+                    "--model {name}: the model keeps its weights in {file} beside it \
+                     (its external data), which is not there"
+                ))
+            }
+        })
+        .collect()
+}
+
+/// FNV-1a 64 of the model's bytes, then of each external-data file's name
+/// and bytes, as hex: a model without external data keeps the fingerprint
+/// it always had, so earlier runs resume.
+fn fingerprint(path: &Path, external: &[(String, PathBuf)]) -> Result<String, String> {
     let mut hash = Fnv64::default();
+    hash_file(&mut hash, path)?;
+    for (name, file) in external {
+        hash.write(name.as_bytes());
+        hash_file(&mut hash, file)?;
+    }
+    Ok(format!("{:016x}", hash.finish()))
+}
+
+fn hash_file(hash: &mut Fnv64, path: &Path) -> Result<(), String> {
+    let mut file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut buffer = vec![0u8; 1 << 20];
     loop {
         let n = file
             .read(&mut buffer)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         if n == 0 {
-            break;
+            return Ok(());
         }
         hash.write(&buffer[..n]);
     }
-    Ok(format!("{:016x}", hash.finish()))
 }
+
+#[cfg(test)]
+mod tests;

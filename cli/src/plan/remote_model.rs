@@ -3,7 +3,8 @@
 //! before any worker starts into the model cache (`$PIPELINE_MODELS_DIR`,
 //! else `~/.cache/pipeline/models`), one folder per URL, with the config
 //! files its upstream keeps beside it (`preprocessor_config.json`,
-//! `config.json`); then run as a local file.
+//! `config.json`) and the external-data files its graph names (a model
+//! over 2 GB keeps its weights in them); then run as a local file.
 //!
 //! Decisions where the issue is silent: each download goes to a temporary
 //! file renamed into place, in a folder per location and per content, so
@@ -15,7 +16,9 @@
 //! file that is not there (404, or S3's 403 to a caller that may not list)
 //! is no config, any other failure is the run's error; a URL with a query
 //! (a presigned one) fetches no config files, since a sibling's signature
-//! would differ.
+//! would differ, and a model with external data there is refused for the
+//! same reason, naming the files; external data is held in memory between
+//! its read and its write, as the model is.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -63,21 +66,56 @@ pub(super) fn fetch(url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
         }
     };
     let model = remote.get(url, None).map_err(|e| failed(url, e))?;
+    let folder = &location[..location.len() - name.len()];
+    // A file that is no model names no files; reading its graph says why.
+    let external = gpu_worker::onnx::external::external_files(&model)
+        .map_err(|e| format!("--model {url}: {e}"))?
+        .unwrap_or_default();
+    if !query.is_empty() && !external.is_empty() {
+        return Err(format!(
+            "--model {location}: the model keeps its weights in {} beside it (its \
+             external data), which a URL with a query (a presigned one) cannot reach; \
+             give a location without one",
+            external.join(", ")
+        ));
+    }
+    let external = external
+        .into_iter()
+        .map(|file| {
+            let at = format!("{folder}{file}");
+            remote
+                .get(&at, None)
+                .map(|bytes| (file, bytes))
+                .map_err(|e| failed(&at, e))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     // One folder per location (a presigned URL's query left out) and per
-    // content: a run's workers open the very bytes its identity holds,
-    // whatever another run fetches meanwhile.
-    let fingerprint = |bytes: &[u8]| {
+    // content, external data included: a run's workers open the very
+    // bytes its identity holds, whatever another run fetches meanwhile.
+    let fingerprint = |parts: &[&[u8]]| {
         let mut hash = Fnv64::default();
-        hash.write(bytes);
+        for part in parts {
+            hash.write(part);
+        }
         format!("{:016x}", hash.finish())
     };
+    let mut content: Vec<&[u8]> = vec![&model[..]];
+    for (file, bytes) in &external {
+        content.extend([file.as_bytes(), &bytes[..]]);
+    }
     let dir = models_dir()?
-        .join(fingerprint(location.as_bytes()))
-        .join(fingerprint(&model));
+        .join(fingerprint(&[location.as_bytes()]))
+        .join(fingerprint(&content));
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for (file, bytes) in &external {
+        let local = dir.join(file);
+        if let Some(parent) = local.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        write_atomically(&local, bytes)?;
+    }
     let path = dir.join(name);
     write_atomically(&path, &model)?;
-    let folder = &location[..location.len() - name.len()];
     for config in ["preprocessor_config.json", "config.json"] {
         let local = dir.join(config);
         if !query.is_empty() {

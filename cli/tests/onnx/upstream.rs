@@ -281,3 +281,87 @@ fn a_model_at_a_url_runs_as_its_local_copy() {
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains(&format!("--model {missing}: ")), "{err}");
 }
+
+/// A model that keeps its weights in an external-data file beside it
+/// (`hf_vit_external/`, `hf_vit/`'s model saved by `onnx` with
+/// `save_as_external_data`): from a local path and from a URL, where the
+/// file comes with it into the model cache, it gives `hf_vit/`'s records
+/// byte for byte. Without its file beside it, and at a URL with a query
+/// (a presigned one, whose signature a sibling cannot share), it is one
+/// line, exit 2, naming the file.
+#[test]
+fn a_model_with_external_data_runs_with_its_file() {
+    if !runtime_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let server = fixtures::fault_server::start(&folder(), 0).expect("server starts");
+    let base = server.base();
+    let run = |out: &str, model: &str| {
+        crate::common::pipeline(cwd)
+            .env("PIPELINE_MODELS_DIR", cwd.join("models"))
+            .args(["infer", "--quiet", "--gpus", "cpu", "--io-retries", "3"])
+            .arg("--data")
+            .arg(folder().join("images"))
+            .arg("--out")
+            .arg(cwd.join(out))
+            .args(["--model", model])
+            .output()
+            .expect("pipeline runs")
+    };
+    let read = |out: &str| std::fs::read(cwd.join(out)).expect("output");
+    let whole = run("whole.jsonl", &onnx("hf_vit"));
+    assert_eq!(whole.status.code(), Some(0), "{}", stderr(&whole));
+    let local = run("local.jsonl", &onnx("hf_vit_external"));
+    assert_eq!(local.status.code(), Some(0), "{}", stderr(&local));
+    assert_eq!(read("local.jsonl"), read("whole.jsonl"));
+    let url = format!("{base}/flaky/2/hf_vit_external/model.onnx");
+    let remote = run("remote.jsonl", &url);
+    assert_eq!(remote.status.code(), Some(0), "{}", stderr(&remote));
+    assert_eq!(read("remote.jsonl"), read("whole.jsonl"));
+    let cached: Vec<std::path::PathBuf> = walk(&cwd.join("models"));
+    assert!(
+        cached.iter().any(|f| f.ends_with("model.onnx_data")),
+        "{cached:?}"
+    );
+
+    let refused = |out: &str, model: &str, want: &str| {
+        let run = run(out, model);
+        let err = stderr(&run);
+        assert_eq!(run.status.code(), Some(2), "{model}: {err}");
+        assert_eq!(err.trim_end().lines().count(), 1, "{model}: {err}");
+        assert!(err.contains(want), "{model}: {err}");
+        assert!(!cwd.join(out).exists(), "{model}: wrote {out}");
+    };
+    refused(
+        "presigned.jsonl",
+        &format!("{url}?X-Amz-Signature=0"),
+        "keeps its weights in model.onnx_data beside it",
+    );
+    let bare = cwd.join("bare");
+    std::fs::create_dir(&bare).expect("mkdir");
+    for file in ["model.onnx", "config.json", "preprocessor_config.json"] {
+        std::fs::copy(folder().join("hf_vit_external").join(file), bare.join(file)).expect("copy");
+    }
+    let bare_model = bare.join("model.onnx");
+    refused(
+        "bare.jsonl",
+        bare_model.to_str().expect("utf-8"),
+        "keeps its weights in model.onnx_data beside it (its external data), which is not there",
+    );
+}
+
+/// Every file under `dir`, at any depth.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("a folder") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}

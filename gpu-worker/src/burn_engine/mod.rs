@@ -51,7 +51,7 @@ impl BurnEngine {
     /// zero-shot head of `--classes` and the precision the device runs.
     pub(crate) fn open(config: &WorkerConfig) -> Result<Self, OpenError> {
         let (device, dtype) = open_with(&config.device, config.precision)?;
-        let net = crate::engine::network(config)?;
+        let net = crate::model::network(config).map_err(OpenError::Model)?;
         let mut model = match net.weights {
             Some(path) => Model::open(&net.arch, net.name, path, net.resolved, &device)?,
             None => Model::random_of(&net.arch, net.name, net.family, config.seed, &device),

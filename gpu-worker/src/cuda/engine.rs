@@ -80,7 +80,7 @@ impl Plan {
     /// its config gives (`Architecture::of_hub`, through the layouts the burn
     /// engine reads it with).
     fn load(config: &WorkerConfig) -> Result<Self, OpenError> {
-        let net = crate::engine::network(config)?;
+        let net = crate::model::network(config).map_err(OpenError::Model)?;
         let (arch, name, path, resolved) = (&net.arch, net.name, net.weights, net.resolved);
         Ok(match arch {
             Architecture::Vit(_) => {
@@ -229,7 +229,10 @@ impl CudaEngine {
         {
             return Err(OpenError::NoClassifier(config.model.to_string()));
         }
-        let sigmoid = crate::engine::network(config)?.scores == pipeline_core::Scores::Sigmoid;
+        let sigmoid = crate::model::network(config)
+            .map_err(OpenError::Model)?
+            .scores
+            == pipeline_core::Scores::Sigmoid;
         let uuid = config.cuda_uuids.get(index).map(String::as_str);
         let gpu = open_gpu(*index, uuid).map_err(|e| device_error(spec, e))?;
         let model = plan.upload(&gpu).map_err(|e| device_error(spec, e))?;

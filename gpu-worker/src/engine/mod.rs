@@ -13,14 +13,7 @@
 
 pub(crate) mod factory;
 
-use std::path::Path;
-
-use pipeline_core::{
-    ClassScore, Family, ModelRef, Normalize, Prediction, ResolvedWeights, Scores, SpanTimes, Task,
-    WorkerConfig, ZeroShotClasses,
-};
-
-use crate::model::Architecture;
+use pipeline_core::{ClassScore, Family, Normalize, Prediction, SpanTimes, Task, ZeroShotClasses};
 
 use crate::zero_shot::{ClassMatrix, ZeroShotError, ZeroShotRule};
 
@@ -130,52 +123,6 @@ pub enum OpenError {
     /// The model is not one this engine runs, or did not open.
     #[error("{0}")]
     Model(String),
-}
-
-/// The network a worker runs, as the coordinator resolved it: a built-in
-/// name's and a hub repo's alike. What the burn and CUDA engines build
-/// from, deciding nothing again.
-#[derive(Debug)]
-pub(crate) struct NetworkSpec<'a> {
-    /// The family at its sizes.
-    pub arch: Architecture,
-    /// The model's name or repo id, for errors.
-    pub name: &'a str,
-    /// Its family (zero-shot scoring's rule).
-    pub family: Family,
-    /// Its weight file; `None`: seeded random weights.
-    pub weights: Option<&'a Path>,
-    /// What the coordinator read from that file.
-    pub resolved: &'a ResolvedWeights,
-    /// How its own head's logits become scores.
-    pub scores: Scores,
-}
-
-/// The network `config` runs (see [`NetworkSpec`]).
-pub(crate) fn network(config: &WorkerConfig) -> Result<NetworkSpec<'_>, OpenError> {
-    match &config.model {
-        ModelRef::Builtin(kind) => Ok(NetworkSpec {
-            arch: Architecture::of(*kind),
-            name: kind.name(),
-            family: kind.family(),
-            weights: config.weights.as_deref(),
-            resolved: &config.resolved,
-            scores: Scores::Softmax,
-        }),
-        ModelRef::Hub(hub) => Ok(NetworkSpec {
-            arch: Architecture::of_hub(&hub.shape),
-            name: &hub.repo,
-            family: hub.shape.family,
-            weights: Some(&hub.weights),
-            resolved: &config.resolved,
-            scores: hub.scores,
-        }),
-        ModelRef::Onnx(_) => Err(OpenError::Model(format!(
-            "the {} engine runs the built-in and hub models, not {}",
-            config.engine.name(),
-            config.model
-        ))),
-    }
 }
 
 /// The family, name and weights of `config`'s model where it can

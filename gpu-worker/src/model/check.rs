@@ -10,7 +10,7 @@ use std::path::Path;
 use pipeline_core::{ModelKind, ResolvedWeights};
 
 use super::checkpoint::Checkpoint;
-use super::clip_config::{self, Tower};
+use super::clip_config::Tower;
 use super::{Architecture, Model, families};
 use crate::weights_error::WeightsError;
 
@@ -20,7 +20,7 @@ impl Model {
     /// CLIP config beside it must read for both towers (the text tower's
     /// is read when text is asked for).
     pub fn resolve_file(kind: ModelKind, path: &Path) -> Result<ResolvedWeights, WeightsError> {
-        resolve(
+        families::resolve(
             &Architecture::of(kind),
             kind.name(),
             path,
@@ -37,7 +37,7 @@ impl Model {
     ) -> Result<ResolvedWeights, WeightsError> {
         let arch = Architecture::of_hub(shape);
         let Architecture::ResNet(config) = &arch else {
-            return resolve(&arch, repo, path, &[Tower::Image]);
+            return families::resolve(&arch, repo, path, &[Tower::Image]);
         };
         if super::checkpoint::is_index(path) {
             // burn's module stores read one file.
@@ -54,40 +54,6 @@ impl Model {
         let checkpoint = Checkpoint::open_shapes(path)?;
         resnet_file(&config.file_tensors(), repo, &checkpoint)?;
         Ok(ResolvedWeights::default())
-    }
-}
-
-/// The weights at `path` for `arch`, as every engine builds from them:
-/// the layout told from the tensor names (checked against the shapes
-/// `arch` needs) and the activation a CLIP config beside the file names
-/// for the image tower; each of `towers`' configs must read. The CNNs
-/// that load by their own field names have neither.
-pub(crate) fn resolve(
-    arch: &Architecture,
-    name: &str,
-    path: &Path,
-    towers: &[Tower],
-) -> Result<ResolvedWeights, WeightsError> {
-    match arch {
-        Architecture::Tiny | Architecture::ResNet(_) | Architecture::EfficientNetLite0 => {
-            Ok(ResolvedWeights::default())
-        }
-        Architecture::Vit(_) | Architecture::ConvNext(_) => {
-            let checkpoint = Checkpoint::open_shapes(path)?;
-            let (layout, _) = families::check(arch, name, &checkpoint)?;
-            let mut activation = None;
-            for &tower in towers {
-                let named = clip_config::activation(path, layout, tower, name)?;
-                if tower == Tower::Image {
-                    activation = named.map(Into::into);
-                }
-            }
-            Ok(ResolvedWeights {
-                layout: Some(layout),
-                activation,
-                logit: crate::zero_shot::logit_params(&checkpoint)?,
-            })
-        }
     }
 }
 

@@ -4,8 +4,13 @@
 //! family is a type implementing `network::Network` in a file of its own,
 //! a variant here, and its layouts in `layout/`.
 
-use pipeline_core::{Family, HubActivation, HubShape, ModelKind};
+use std::path::Path;
 
+use pipeline_core::{
+    Family, HubActivation, HubShape, ModelKind, ModelRef, ResolvedWeights, Scores, WorkerConfig,
+};
+
+use super::clip_config::Tower;
 use super::convnext::ConvNextConfig;
 use super::efficientnet_lite::EfficientNetLite;
 use super::layout::{Layout, LayoutRules};
@@ -251,6 +256,53 @@ impl Architecture {
     }
 }
 
+/// The network a worker runs, as the coordinator resolved it: a built-in
+/// name's and a hub repo's alike. What the burn and CUDA engines build
+/// from, deciding nothing again.
+#[derive(Debug)]
+pub(crate) struct NetworkSpec<'a> {
+    /// The family at its sizes.
+    pub arch: Architecture,
+    /// The model's name or repo id, for errors.
+    pub name: &'a str,
+    /// Its family (zero-shot scoring's rule).
+    pub family: Family,
+    /// Its weight file; `None`: seeded random weights.
+    pub weights: Option<&'a Path>,
+    /// What the coordinator read from that file.
+    pub resolved: &'a ResolvedWeights,
+    /// How its own head's logits become scores.
+    pub scores: Scores,
+}
+
+/// The network `config` runs (see [`NetworkSpec`]); or, for a model the
+/// engines that build networks do not run, why not.
+pub(crate) fn network(config: &WorkerConfig) -> Result<NetworkSpec<'_>, String> {
+    match &config.model {
+        ModelRef::Builtin(kind) => Ok(NetworkSpec {
+            arch: Architecture::of(*kind),
+            name: kind.name(),
+            family: kind.family(),
+            weights: config.weights.as_deref(),
+            resolved: &config.resolved,
+            scores: Scores::Softmax,
+        }),
+        ModelRef::Hub(hub) => Ok(NetworkSpec {
+            arch: Architecture::of_hub(&hub.shape),
+            name: &hub.repo,
+            family: hub.shape.family,
+            weights: Some(&hub.weights),
+            resolved: &config.resolved,
+            scores: hub.scores,
+        }),
+        ModelRef::Onnx(_) => Err(format!(
+            "the {} engine runs the built-in and hub models, not {}",
+            config.engine.name(),
+            config.model
+        )),
+    }
+}
+
 /// The checkpoint layouts `kind` loads, in words, for `pipeline models`.
 pub fn checkpoint_layouts(kind: ModelKind) -> Vec<&'static str> {
     let arch = match Architecture::of(kind) {
@@ -323,6 +375,40 @@ pub(crate) fn vit_config_for(
         config.activation = activation.into();
     }
     config
+}
+
+/// The weights at `path` for `arch`, as every engine builds from them:
+/// the layout told from the tensor names (checked against the shapes
+/// `arch` needs) and the activation a CLIP config beside the file names
+/// for the image tower; each of `towers`' configs must read. The CNNs
+/// that load by their own field names have neither.
+pub(crate) fn resolve(
+    arch: &Architecture,
+    name: &str,
+    path: &Path,
+    towers: &[Tower],
+) -> Result<ResolvedWeights, WeightsError> {
+    match arch {
+        Architecture::Tiny | Architecture::ResNet(_) | Architecture::EfficientNetLite0 => {
+            Ok(ResolvedWeights::default())
+        }
+        Architecture::Vit(_) | Architecture::ConvNext(_) => {
+            let checkpoint = Checkpoint::open_shapes(path)?;
+            let (layout, _) = check(arch, name, &checkpoint)?;
+            let mut activation = None;
+            for &tower in towers {
+                let named = super::clip_config::activation(path, layout, tower, name)?;
+                if tower == Tower::Image {
+                    activation = named.map(Into::into);
+                }
+            }
+            Ok(ResolvedWeights {
+                layout: Some(layout),
+                activation,
+                logit: crate::zero_shot::logit_params(&checkpoint)?,
+            })
+        }
+    }
 }
 
 /// Detects `checkpoint`'s layout, checks that `arch` accepts it and that

@@ -46,6 +46,7 @@ use self::convnext::ConvNext;
 use self::cpu_resnet::ResNetNetwork;
 use self::efficientnet_lite::EfficientNetLite;
 pub use self::families::{Architecture, checkpoint_layouts};
+pub(crate) use self::families::{network, resolve};
 use self::layers::Dense;
 use self::layout::Layout;
 use self::network::Network;
@@ -92,8 +93,6 @@ enum Weights<'a> {
     /// the coordinator resolved.
     File(&'a Path, &'a ResolvedWeights),
 }
-
-pub(crate) use self::check::resolve;
 
 impl Model {
     /// Seeded random weights (for benchmarks). They are drawn on the host

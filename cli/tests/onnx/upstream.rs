@@ -218,6 +218,21 @@ fn class_names_come_from_labels_or_the_models_config() {
     }
 }
 
+/// `pipeline infer` over the images into `cwd/out` with `--model model`,
+/// remote models cached in `cwd/models`, reads retried three times.
+fn infer_cached(cwd: &Path, out: &str, model: &str) -> std::process::Output {
+    crate::common::pipeline(cwd)
+        .env("PIPELINE_MODELS_DIR", cwd.join("models"))
+        .args(["infer", "--quiet", "--gpus", "cpu", "--io-retries", "3"])
+        .arg("--data")
+        .arg(folder().join("images"))
+        .arg("--out")
+        .arg(cwd.join(out))
+        .args(["--model", model])
+        .output()
+        .expect("pipeline runs")
+}
+
 /// `--model URL`: the model and the config files beside it fetched from an
 /// HTTP server on 127.0.0.1 (through two 5xx answers, retried) into the
 /// model cache, then the same records as the local file; a location with
@@ -231,18 +246,7 @@ fn a_model_at_a_url_runs_as_its_local_copy() {
     let cwd = dir.path();
     let server = fixtures::fault_server::start(&folder(), 0).expect("server starts");
     let base = server.base();
-    let run = |out: &str, model: &str| {
-        crate::common::pipeline(cwd)
-            .env("PIPELINE_MODELS_DIR", cwd.join("models"))
-            .args(["infer", "--quiet", "--gpus", "cpu", "--io-retries", "3"])
-            .arg("--data")
-            .arg(folder().join("images"))
-            .arg("--out")
-            .arg(cwd.join(out))
-            .args(["--model", model])
-            .output()
-            .expect("pipeline runs")
-    };
+    let run = |out: &str, model: &str| infer_cached(cwd, out, model);
     let local = run("local.jsonl", &onnx("hf_vit"));
     assert_eq!(local.status.code(), Some(0), "{}", stderr(&local));
     let url = format!("{base}/flaky/2/hf_vit/model.onnx");
@@ -298,18 +302,7 @@ fn a_model_with_external_data_runs_with_its_file() {
     let cwd = dir.path();
     let server = fixtures::fault_server::start(&folder(), 0).expect("server starts");
     let base = server.base();
-    let run = |out: &str, model: &str| {
-        crate::common::pipeline(cwd)
-            .env("PIPELINE_MODELS_DIR", cwd.join("models"))
-            .args(["infer", "--quiet", "--gpus", "cpu", "--io-retries", "3"])
-            .arg("--data")
-            .arg(folder().join("images"))
-            .arg("--out")
-            .arg(cwd.join(out))
-            .args(["--model", model])
-            .output()
-            .expect("pipeline runs")
-    };
+    let run = |out: &str, model: &str| infer_cached(cwd, out, model);
     let read = |out: &str| std::fs::read(cwd.join(out)).expect("output");
     let whole = run("whole.jsonl", &onnx("hf_vit"));
     assert_eq!(whole.status.code(), Some(0), "{}", stderr(&whole));

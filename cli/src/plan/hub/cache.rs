@@ -393,8 +393,8 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
         .limit
         .clone()
         .map_err(|e| format!("--model {id}: {e}"))?;
-    let stalled = |what: &str| {
-        format!(
+    let stalled = |what: &str, why: stall::Unanswered| match why {
+        stall::Unanswered::Stalled => format!(
             "--model {id}: the hub{} sent nothing for {} s while fetching {what}; \
              HF_HUB_DOWNLOAD_TIMEOUT sets how long to wait (a download resumes where it stopped)",
             env.endpoint
@@ -402,7 +402,8 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
                 .map(|e| format!(" at {e}"))
                 .unwrap_or_default(),
             limit.as_secs_f64()
-        )
+        ),
+        stall::Unanswered::Failed(why) => format!("--model {id}: fetching {what}: {why}"),
     };
     let mut builder = ApiBuilder::from_cache(Cache::new(env.cache.clone()))
         .with_token(env.token.clone())
@@ -425,7 +426,7 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
             with_retries(&beat, || api.repo(repo.clone()).info())
         })
     }
-    .map_err(|_| stalled("the repo's file list"))?
+    .map_err(|why| stalled("the repo's file list", why))?
     .map_err(|e| request_error(env, id, "the repo", &e))?;
     let commit = info.sha.to_ascii_lowercase();
     if !is_commit(&commit) {
@@ -476,7 +477,7 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
                     .download_with_progress(&file, beat.clone())
             })
         })
-        .map_err(|_| stalled(name))
+        .map_err(|why| stalled(name, why))
     };
     let dir = repo.join("snapshots").join(&commit);
     let mut files = Vec::new();

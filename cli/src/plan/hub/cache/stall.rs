@@ -97,18 +97,25 @@ impl Progress for Beat {
     }
 }
 
-/// `limit` passed without a heartbeat.
+/// Why a watched call gave no result.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) struct Stalled;
+pub(super) enum Unanswered {
+    /// `limit` passed without a heartbeat.
+    Stalled,
+    /// Its thread did not start, or ended without a result (it panicked):
+    /// why, for the run's one-line error.
+    Failed(String),
+}
 
 /// `call` on a thread of its own, handed its [`Beat`] (with a progress
-/// bar when `bar`), its result once it returns; [`Stalled`] once `limit`
-/// passes without a beat (a try's start counts: `call` ticks it).
+/// bar when `bar`), its result once it returns; [`Unanswered::Stalled`]
+/// once `limit` passes without a beat (a try's start counts: `call` ticks
+/// it).
 pub(super) fn watched<T: Send + 'static>(
     limit: Duration,
     bar: bool,
     call: impl FnOnce(Beat) -> T + Send + 'static,
-) -> Result<T, Stalled> {
+) -> Result<T, Unanswered> {
     let beat = Beat {
         started: Instant::now(),
         last: Arc::new(AtomicU64::new(0)),
@@ -121,18 +128,22 @@ pub(super) fn watched<T: Send + 'static>(
         .spawn(move || {
             let _ = done.send(call(beat));
         })
-        .expect("a thread for a hub request");
+        .map_err(|e| Unanswered::Failed(format!("no thread for a hub request: {e}")))?;
     loop {
         let Some(left) = limit.checked_sub(watch.idle()).filter(|l| !l.is_zero()) else {
             if let Some(bar) = &watch.bar {
                 bar.abandon();
             }
-            return Err(Stalled);
+            return Err(Unanswered::Stalled);
         };
         match result.recv_timeout(left.min(LOOK)) {
             Ok(value) => return Ok(value),
             Err(RecvTimeoutError::Timeout) => {}
-            Err(RecvTimeoutError::Disconnected) => panic!("a hub request's thread panicked"),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Unanswered::Failed(
+                    "a hub request ended without an answer (its thread panicked)".to_owned(),
+                ));
+            }
         }
     }
 }
@@ -176,8 +187,12 @@ mod tests {
         let silent = watched(limit, false, |_beat| {
             std::thread::sleep(Duration::from_secs(30));
         });
-        assert_eq!(silent, Err(Stalled));
+        assert_eq!(silent, Err(Unanswered::Stalled));
         let took = started.elapsed();
         assert!(took >= limit && took < Duration::from_secs(10), "{took:?}");
+        // A request that dies on its thread is an error, not this thread's
+        // panic.
+        let died = watched(limit, false, |_beat| -> u8 { panic!("injected") });
+        assert!(matches!(died, Err(Unanswered::Failed(why)) if why.contains("panicked")));
     }
 }

@@ -132,11 +132,18 @@ impl ModelKind {
 
     /// The Hugging Face repo whose checkpoint this name loads, where one
     /// is published in a layout it reads: `--model` with that id runs the
-    /// same network from the Hugging Face cache (#42), as an embedder
-    /// (zero-shot `--classes` needs the name and `--weights`). The
-    /// torchvision models and EfficientNet-Lite0 have none.
+    /// same network from the Hugging Face cache (#42) (a tower as an
+    /// embedder: zero-shot `--classes` needs the name and `--weights`).
+    /// The ResNets' are timm's copies of torchvision's weights (`tv_in1k`,
+    /// torchvision's names and transform); torchvision's ViTs and
+    /// ConvNeXts, trained by torchvision, and EfficientNet-Lite0 have none.
     pub fn hub_id(self) -> Option<&'static str> {
         match self {
+            Self::Resnet18 => Some("timm/resnet18.tv_in1k"),
+            Self::Resnet34 => Some("timm/resnet34.tv_in1k"),
+            Self::Resnet50 => Some("timm/resnet50.tv_in1k"),
+            Self::Resnet101 => Some("timm/resnet101.tv_in1k"),
+            Self::Resnet152 => Some("timm/resnet152.tv_in1k"),
             Self::ClipVitB32 => Some("openai/clip-vit-base-patch32"),
             Self::ClipVitB16 => Some("openai/clip-vit-base-patch16"),
             Self::ClipVitL14 => Some("openai/clip-vit-large-patch14"),

@@ -208,46 +208,61 @@ const TINY: ModelSpec = ModelSpec {
     memory: memory(4, MILLION / 10),
     engines: BURN,
 };
-const RESNET18: ModelSpec = torchvision(
-    M::Resnet18,
-    "resnet18",
-    Family::Resnet,
-    512,
-    PreprocessSpec::IMAGENET,
-    memory(40, 12 * MILLION),
-);
-const RESNET34: ModelSpec = torchvision(
-    M::Resnet34,
-    "resnet34",
-    Family::Resnet,
-    512,
-    PreprocessSpec::IMAGENET,
-    memory(50, 22 * MILLION),
-);
-const RESNET50: ModelSpec = torchvision(
-    M::Resnet50,
-    "resnet50",
-    Family::Resnet,
-    2048,
-    PreprocessSpec::IMAGENET,
-    memory(120, 26 * MILLION),
-);
-const RESNET101: ModelSpec = torchvision(
-    M::Resnet101,
-    "resnet101",
-    Family::Resnet,
-    2048,
-    PreprocessSpec::IMAGENET,
-    memory(160, 45 * MILLION),
-);
-const RESNET152: ModelSpec = torchvision(
-    M::Resnet152,
-    "resnet152",
-    Family::Resnet,
-    2048,
-    PreprocessSpec::IMAGENET,
-    memory(200, 60 * MILLION),
-);
+const RESNET18: ModelSpec = ModelSpec {
+    official_weights: "torchvision.models (IMAGENET1K_V1 weights; the same on the Hugging Face hub as timm/resnet18.tv_in1k)",
+    ..torchvision(
+        M::Resnet18,
+        "resnet18",
+        Family::Resnet,
+        512,
+        PreprocessSpec::IMAGENET,
+        memory(40, 12 * MILLION),
+    )
+};
+const RESNET34: ModelSpec = ModelSpec {
+    official_weights: "torchvision.models (IMAGENET1K_V1 weights; the same on the Hugging Face hub as timm/resnet34.tv_in1k)",
+    ..torchvision(
+        M::Resnet34,
+        "resnet34",
+        Family::Resnet,
+        512,
+        PreprocessSpec::IMAGENET,
+        memory(50, 22 * MILLION),
+    )
+};
+const RESNET50: ModelSpec = ModelSpec {
+    official_weights: "torchvision.models (IMAGENET1K_V1 weights; the same on the Hugging Face hub as timm/resnet50.tv_in1k)",
+    ..torchvision(
+        M::Resnet50,
+        "resnet50",
+        Family::Resnet,
+        2048,
+        PreprocessSpec::IMAGENET,
+        memory(120, 26 * MILLION),
+    )
+};
+const RESNET101: ModelSpec = ModelSpec {
+    official_weights: "torchvision.models (IMAGENET1K_V1 weights; the same on the Hugging Face hub as timm/resnet101.tv_in1k)",
+    ..torchvision(
+        M::Resnet101,
+        "resnet101",
+        Family::Resnet,
+        2048,
+        PreprocessSpec::IMAGENET,
+        memory(160, 45 * MILLION),
+    )
+};
+const RESNET152: ModelSpec = ModelSpec {
+    official_weights: "torchvision.models (IMAGENET1K_V1 weights; the same on the Hugging Face hub as timm/resnet152.tv_in1k)",
+    ..torchvision(
+        M::Resnet152,
+        "resnet152",
+        Family::Resnet,
+        2048,
+        PreprocessSpec::IMAGENET,
+        memory(200, 60 * MILLION),
+    )
+};
 const EFFICIENTNET_LITE0: ModelSpec = ModelSpec {
     kind: M::EfficientnetLite0,
     name: "efficientnet_lite0",

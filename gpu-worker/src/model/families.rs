@@ -379,9 +379,10 @@ pub(crate) fn vit_config_for(
 
 /// The weights at `path` for `arch`, as every engine builds from them:
 /// the layout told from the tensor names (checked against the shapes
-/// `arch` needs) and the activation a CLIP config beside the file names
-/// for the image tower; each of `towers`' configs must read. The CNNs
-/// that load by their own field names have neither.
+/// `arch` needs), the activation a CLIP config beside the file names for
+/// the image tower (each of `towers`' configs must read), and the
+/// checkpoint's zero-shot logit scale and bias. The CNNs that load by
+/// their own field names have none of these.
 pub(crate) fn resolve(
     arch: &Architecture,
     name: &str,

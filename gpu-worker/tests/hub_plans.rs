@@ -196,3 +196,35 @@ fn a_hub_resnet_is_checked_by_names_and_shapes() {
         "{error}"
     );
 }
+
+/// The CUDA engine's plan is built from what the coordinator resolved
+/// (#42 item 7), as the burn engine's network is: the resolution the
+/// coordinator makes (`Model::resolve_hub_file`) gives the plan the
+/// wrapper gives; another activation than the config's is the plan's;
+/// weights unresolved are refused.
+#[test]
+fn the_cuda_plan_takes_the_resolved_weights() {
+    use gpu_worker::cuda::plan::{vit_plan, vit_plan_resolved};
+    use pipeline_core::{HubActivation, ResolvedWeights};
+    let repo = "tiny-org--clip-small";
+    let text =
+        std::fs::read_to_string(repos().join(repo).join("config.json")).expect("config.json");
+    let shape = hub_config(&text).expect("a CLIP config").shape;
+    let arch = Architecture::of_hub(&shape);
+    let weights = repos().join(repo).join("model.safetensors");
+    let resolved = Model::resolve_hub_file(&shape, repo, &weights).expect("resolves");
+    let wrapped = vit_plan(&arch, repo, &weights).expect("a plan");
+    let engine = vit_plan_resolved(&arch, repo, &weights, &resolved).expect("a plan");
+    assert_eq!(engine, wrapped);
+    assert_eq!(engine.config.activation, gpu_worker::Activation::QuickGelu);
+    let gelu = ResolvedWeights {
+        activation: Some(HubActivation::Gelu),
+        ..resolved
+    };
+    let told = vit_plan_resolved(&arch, repo, &weights, &gelu).expect("a plan");
+    assert_eq!(told.config.activation, gpu_worker::Activation::Gelu);
+    let error = vit_plan_resolved(&arch, repo, &weights, &ResolvedWeights::default())
+        .expect_err("unresolved weights")
+        .to_string();
+    assert!(error.contains("not resolved"), "{error}");
+}

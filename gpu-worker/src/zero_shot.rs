@@ -305,8 +305,9 @@ pub(crate) fn logit_params(checkpoint: &Checkpoint) -> Result<Option<LogitParams
 }
 
 /// The model a class matrix scores against: its family, its name (for
-/// errors), the width of its normalised image embedding and its weight
-/// file (`None`: seeded random weights).
+/// errors), the width of its normalised image embedding, its weight file
+/// (`None`: seeded random weights) and the logit scale and bias the
+/// coordinator read from it (`ResolvedWeights::logit`).
 #[derive(Debug, Clone, Copy)]
 pub struct ZeroShotModel<'a> {
     /// CLIP or SigLIP; any other family is refused.
@@ -315,18 +316,21 @@ pub struct ZeroShotModel<'a> {
     pub name: &'a str,
     /// Width of its image embedding.
     pub dim: usize,
-    /// Its weights, holding `logit_scale` (and `logit_bias`).
+    /// Its weights.
     pub weights: Option<&'a Path>,
+    /// Their `logit_scale` (and `logit_bias`), where they hold one.
+    pub logit: Option<LogitParams>,
 }
 
 impl<'a> ZeroShotModel<'a> {
-    /// A built-in model with `weights`.
-    pub fn builtin(kind: ModelKind, weights: Option<&'a Path>) -> Self {
+    /// A built-in model with `weights`, whose logit parameters are `logit`.
+    pub fn builtin(kind: ModelKind, weights: Option<&'a Path>, logit: Option<LogitParams>) -> Self {
         Self {
             family: kind.family(),
             name: kind.name(),
             dim: kind.feature_dim(),
             weights,
+            logit,
         }
     }
 }
@@ -348,10 +352,7 @@ pub fn check(model: &ZeroShotModel<'_>, classes: &ClassMatrix) -> Result<(), Zer
         });
     }
     if let Some(weights) = model.weights {
-        // Its header, and the two scalars' bytes.
-        let checkpoint = Checkpoint::open_shapes(weights)?;
-        let params = logit_params(&checkpoint)?;
-        resolve(model.name, params, &rule, weights)?;
+        resolve(model.name, model.logit, &rule, weights)?;
     }
     Ok(())
 }
@@ -561,9 +562,18 @@ mod tests {
     #[test]
     fn only_clip_and_siglip_classify_zero_shot() {
         let m = ClassMatrix::new(vec!["a".into()], 512, vec![1.0; 512]);
-        assert!(check(&ZeroShotModel::builtin(ModelKind::ClipVitB32, None), &m).is_ok());
-        let wrong =
-            check(&ZeroShotModel::builtin(ModelKind::ClipVitL14, None), &m).expect_err("768 wide");
+        assert!(
+            check(
+                &ZeroShotModel::builtin(ModelKind::ClipVitB32, None, None),
+                &m
+            )
+            .is_ok()
+        );
+        let wrong = check(
+            &ZeroShotModel::builtin(ModelKind::ClipVitL14, None, None),
+            &m,
+        )
+        .expect_err("768 wide");
         assert!(
             matches!(
                 wrong,
@@ -575,9 +585,34 @@ mod tests {
             ),
             "{wrong}"
         );
-        let head =
-            check(&ZeroShotModel::builtin(ModelKind::Resnet50, None), &m).expect_err("resnet");
+        let head = check(&ZeroShotModel::builtin(ModelKind::Resnet50, None, None), &m)
+            .expect_err("resnet");
         assert!(head.to_string().contains("CLIP or SigLIP"), "{head}");
+        // Weights: the logit parameters the coordinator read from them, else
+        // the family's fallback (CLIP's), else refused (SigLIP has none).
+        let weights = Some(Path::new("w.safetensors"));
+        let siglip = |logit| {
+            check(
+                &ZeroShotModel::builtin(ModelKind::SiglipBasePatch16_224, weights, logit),
+                &ClassMatrix::new(vec!["a".into()], 768, vec![1.0; 768]),
+            )
+        };
+        let read = LogitParams {
+            log_scale: 2.0,
+            bias: Some(-1.0),
+        };
+        assert!(siglip(Some(read)).is_ok());
+        assert!(matches!(
+            siglip(None),
+            Err(ZeroShotError::NoLogitParams { .. })
+        ));
+        assert!(
+            check(
+                &ZeroShotModel::builtin(ModelKind::ClipVitB32, weights, None),
+                &m
+            )
+            .is_ok()
+        );
         assert_eq!(
             ZeroShotRule::of(Family::Siglip).map(|r| r.activation),
             Some(Probabilities::Sigmoid)

@@ -256,7 +256,7 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
         Some(value) => zero_shot::classes(
             value,
             args,
-            &ZeroShotModel::builtin(model, weights.as_deref()),
+            &ZeroShotModel::builtin(model, weights.as_deref(), resolved.logit),
             || {
                 crate::embed_text::text_model(
                     model.name(),

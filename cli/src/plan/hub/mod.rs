@@ -203,6 +203,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
                 name: &id.repo,
                 dim: shape.feature_dim(),
                 weights: Some(&weights),
+                logit: resolved.logit,
             },
             || crate::embed_text::text_model(&pinned.to_string(), None, args.tokenizer.as_deref()),
             (&devices[0], engine),

@@ -545,7 +545,8 @@ fn external_data(path: &Path, name: &str) -> Result<Vec<(String, PathBuf)>, Stri
             } else {
                 Err(format!(
                     "--model {name}: the model keeps its weights in {file} beside it \
-                     (its external data), which is not there"
+                     (its external data), which is not there; copy it from where the model \
+                     came from"
                 ))
             }
         })

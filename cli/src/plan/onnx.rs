@@ -69,7 +69,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     // Absolute, links kept: a Hugging Face cache's snapshot links to a blob
     // whose folder holds neither the config nor external weights.
     let path = std::path::absolute(&path).map_err(|e| format!("--model {name}: {e}"))?;
-    let external = external_data(&path, name)?;
+    let (fnv64, _external) = identify(&path, name)?;
     let (devices, device_notice) = devices(args.engine, &args.gpus, &path)?;
     let graph = gpu_worker::onnx::graph::describe(&path).map_err(|e| format!("--model: {e}"))?;
     // --task raw reads a list of outputs (--output A,B, else all), the
@@ -134,7 +134,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             name: String::new(),
             device: DeviceSpec::Cpu,
             model: ModelRef::Onnx(OnnxModel {
-                fnv64: fingerprint(&path, &external)?,
+                fnv64,
                 onnx: path,
                 output,
                 width,
@@ -525,14 +525,21 @@ fn config_beside(model: &Path) -> Result<Option<(PreprocessSpec, PathBuf)>, Stri
     Ok(None)
 }
 
-/// The external-data files the model at `path` keeps its weights in
-/// (`gpu_worker::onnx::external`), beside it, each checked to be there:
-/// ONNX Runtime's own error names neither the file nor what it is. A file
-/// that does not parse as a model names none here; reading its graph
-/// says why it is no model.
-fn external_data(path: &Path, name: &str) -> Result<Vec<(String, PathBuf)>, String> {
+/// The model's fingerprint and its external-data files, from one read of
+/// its bytes (a second read cost a tenth of a second per 100 MB).
+fn identify(path: &Path, name: &str) -> Result<(String, Vec<(String, PathBuf)>), String> {
     let bytes = std::fs::read(path).map_err(|e| format!("--model {name}: {e}"))?;
-    let files = gpu_worker::onnx::external::external_files(&bytes)
+    let external = external_data(&bytes, path, name)?;
+    Ok((fingerprint(&bytes, &external)?, external))
+}
+
+/// The external-data files the model at `path` (whose bytes are `bytes`)
+/// keeps its weights in (`gpu_worker::onnx::external`), beside it, each
+/// checked to be there: ONNX Runtime's own error names neither the file
+/// nor what it is. A file that does not parse as a model names none here;
+/// reading its graph says why it is no model.
+fn external_data(bytes: &[u8], path: &Path, name: &str) -> Result<Vec<(String, PathBuf)>, String> {
+    let files = gpu_worker::onnx::external::external_files(bytes)
         .map_err(|e| format!("--model {name}: {e}"))?
         .unwrap_or_default();
     let folder = path.parent().unwrap_or(Path::new("."));
@@ -556,9 +563,9 @@ fn external_data(path: &Path, name: &str) -> Result<Vec<(String, PathBuf)>, Stri
 /// FNV-1a 64 of the model's bytes, then of each external-data file's name
 /// and bytes, as hex: a model without external data keeps the fingerprint
 /// it always had, so earlier runs resume.
-fn fingerprint(path: &Path, external: &[(String, PathBuf)]) -> Result<String, String> {
+fn fingerprint(model: &[u8], external: &[(String, PathBuf)]) -> Result<String, String> {
     let mut hash = Fnv64::default();
-    hash_file(&mut hash, path)?;
+    hash.write(model);
     for (name, file) in external {
         hash.write(name.as_bytes());
         hash_file(&mut hash, file)?;

@@ -179,6 +179,70 @@ fn an_onnx_classifier_runs_every_image_once_in_order_on_the_exact_crop() {
     );
 }
 
+/// The coordinator finds ONNX Runtime once: its worker loads the library
+/// it found, and does not search again. The search asks the `python3` on
+/// `PATH` where pip's packages are (half a second through a pyenv shim);
+/// here that `python3` is a script that logs each call and answers with a
+/// folder holding pip's layout of the runtime.
+#[test]
+fn the_worker_loads_the_runtime_the_coordinator_found() {
+    if !runtime_or_skip() {
+        return;
+    }
+    let found = &gpu_worker::onnx::runtime::onnx_runtime()
+        .as_ref()
+        .expect("loads")
+        .library;
+    let library = Path::new(found);
+    if !library.is_absolute() {
+        eprintln!("skipped: the system's loader finds ONNX Runtime here ({found})");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let data = dataset(cwd, 4, 43, false);
+    let packages = cwd.join("site-packages");
+    let capi = packages.join("onnxruntime/capi");
+    std::fs::create_dir_all(&capi).expect("mkdir");
+    std::os::unix::fs::symlink(library, capi.join(library.file_name().expect("a file")))
+        .expect("link");
+    let bin = cwd.join("bin");
+    std::fs::create_dir_all(&bin).expect("mkdir");
+    let log = cwd.join("python3.log");
+    let python = bin.join("python3");
+    std::fs::write(
+        &python,
+        format!(
+            "#!/bin/sh\necho asked >> '{}'\necho '{}'\n",
+            log.display(),
+            packages.display()
+        ),
+    )
+    .expect("write");
+    std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let out = cwd.join("out.jsonl");
+    let onnx = model("classifier_known");
+    let run = common::pipeline(cwd)
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("HOME", cwd.join("home"))
+        .args(["infer", "--quiet", "--gpus", "cpu", "--data"])
+        .arg(&data.root)
+        .arg("--out")
+        .arg(&out)
+        .arg("--model")
+        .arg(&onnx)
+        .output()
+        .expect("pipeline runs");
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    assert_eq!(common::records(&out).len(), data.good.len());
+    let asked = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        asked.lines().count() <= 1,
+        "the search ran in the worker too: {asked:?}"
+    );
+}
+
 /// An embedding model of any input size runs at `--size` with the
 /// statistics given (resume's refusal of a changed file is
 /// `coordinator/src/identity.rs`'s test).

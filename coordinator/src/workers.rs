@@ -229,6 +229,7 @@ mod tests {
             limits: DecodeLimits::default(),
             remote: Default::default(),
             cuda_uuids: [(1, "GPU-1111".to_owned()), (3, "GPU-3333".to_owned())].into(),
+            onnx_runtime: None,
         }
     }
 

@@ -523,6 +523,7 @@ mod tests {
             limits: DecodeLimits::default(),
             remote: Default::default(),
             cuda_uuids: Default::default(),
+            onnx_runtime: None,
         };
         let error = match open_engine(&config) {
             Ok(_) => panic!("tiny has no CUDA engine"),

@@ -476,6 +476,7 @@ fn engine_case(model: ModelKind) {
         limits: DecodeLimits::default(),
         remote: Default::default(),
         cuda_uuids: Default::default(),
+        onnx_runtime: None,
     };
     let engine = CudaEngine::open(&config).unwrap_or_else(|e| panic!("{model}: {e}"));
     let side = config.preprocess.crop as usize;

@@ -40,7 +40,7 @@ use crate::source::{Location, RemoteSpec};
 use crate::span_times::SpanTimes;
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 10;
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -105,6 +105,11 @@ pub struct WorkerConfig {
     /// the GPU by it.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub cuda_uuids: BTreeMap<usize, String>,
+    /// The ONNX Runtime library the coordinator loaded (a file, or the
+    /// name the system's loader found), for an ONNX model: the worker loads
+    /// it without searching again. `None`: the worker searches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onnx_runtime: Option<String>,
 }
 
 fn is_default(resolved: &ResolvedWeights) -> bool {

@@ -312,6 +312,7 @@ pub(crate) fn plan_workers(args: &RunArgs, flags: &ModelFlags) -> Result<Planned
             limits: decode_limits(&args.limits),
             remote: remote_spec(args)?,
             cuda_uuids,
+            onnx_runtime: None,
         },
         notices: vec![device_notice.unwrap_or_default(), weights_notice],
         class_dir,

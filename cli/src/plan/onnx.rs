@@ -162,6 +162,12 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
             limits: decode_limits(&args.limits),
             remote: super::remote_spec(args)?,
             cuda_uuids,
+            // Loaded by `describe` above: each worker loads the same
+            // library without searching again.
+            onnx_runtime: gpu_worker::onnx::runtime::onnx_runtime()
+                .as_ref()
+                .ok()
+                .map(|r| r.library.clone()),
         },
         notices: vec![
             device_notice.unwrap_or_default(),

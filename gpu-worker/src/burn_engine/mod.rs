@@ -419,6 +419,7 @@ mod tests {
             limits: DecodeLimits::default(),
             remote: Default::default(),
             cuda_uuids: Default::default(),
+            onnx_runtime: None,
         };
         let pixels: Vec<u8> = (0..2 * 3 * side * side)
             .map(|i| ((i * 7 + i / 97) % 251) as u8)

@@ -465,6 +465,7 @@ mod tests {
             limits: DecodeLimits::default(),
             remote: Default::default(),
             cuda_uuids: Default::default(),
+            onnx_runtime: None,
         }
     }
 

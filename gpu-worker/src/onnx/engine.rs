@@ -181,6 +181,11 @@ impl OnnxEngine {
                 config.model
             )));
         };
+        if let Some(library) = &config.onnx_runtime {
+            super::runtime::use_library(library)
+                .as_ref()
+                .map_err(|e| OpenError::Model(e.clone()))?;
+        }
         let (cuda, threads) = match config.device {
             DeviceSpec::Cpu => (
                 false,

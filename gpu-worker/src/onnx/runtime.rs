@@ -13,6 +13,11 @@
 //!
 //! A runtime older than the API version `ort` needs is refused with the
 //! fix, as a missing one is: one line each.
+//!
+//! The coordinator searches; each worker loads the library the coordinator
+//! loaded (`WorkerConfig::onnx_runtime`, [`use_library`]) without
+//! searching again: the search can ask a `python3`, which through a pyenv
+//! shim takes half a second.
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -38,10 +43,13 @@ pub struct OnnxRuntime {
     pub providers: Vec<String>,
 }
 
-/// ONNX Runtime, searched for and loaded once per process; or why not, in
-/// one line with the fix.
+/// The process's ONNX Runtime: searched for, or the library a worker was
+/// given.
+static RUNTIME: OnceLock<Result<OnnxRuntime, String>> = OnceLock::new();
+
+/// ONNX Runtime, searched for and loaded once per process (unless
+/// [`use_library`] came first); or why not, in one line with the fix.
 pub fn onnx_runtime() -> &'static Result<OnnxRuntime, String> {
-    static RUNTIME: OnceLock<Result<OnnxRuntime, String>> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         let given = std::env::var_os("ORT_DYLIB_PATH")
             .filter(|v| !v.is_empty())
@@ -64,6 +72,16 @@ pub fn onnx_runtime() -> &'static Result<OnnxRuntime, String> {
             Some(e) => format!("{e}; {FIX}"),
             None => format!("ONNX Runtime is not installed: {FIX}"),
         })
+    })
+}
+
+/// Makes the library at `library` (a file, or a name for the system's
+/// loader: [`OnnxRuntime::library`] as the coordinator found it) the
+/// process's ONNX Runtime, with no search; or why it does not load, in one
+/// line. Where the process's runtime was already loaded, that one stays.
+pub fn use_library(library: &str) -> &'static Result<OnnxRuntime, String> {
+    RUNTIME.get_or_init(|| {
+        load(Path::new(library)).map_err(|e| format!("the coordinator's ONNX Runtime: {e}"))
     })
 }
 

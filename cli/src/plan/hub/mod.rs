@@ -259,6 +259,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             limits: decode_limits(&args.limits),
             remote: super::remote_spec(args)?,
             cuda_uuids,
+            onnx_runtime: None,
         },
         notices: vec![device_notice.unwrap_or_default(), model_notice],
         class_dir,

@@ -125,7 +125,9 @@ fn environment() -> Result<&'static ort::environment::Environment, String> {
 /// The model at `path`, as the tool would feed it; or why not, in one line
 /// (a file that is not a model ONNX Runtime loads, or one it cannot feed).
 pub fn describe(path: &Path) -> Result<Graph, String> {
-    graph_of(&session(path, 1)?, path)
+    // The graph's inputs and outputs are the file's: optimising it first
+    // (a third of a ResNet-50's load) would change nothing read here.
+    graph_of(&open(path, 1, false, false)?, path)
 }
 
 /// An ONNX Runtime session of the model at `path` on the CPU, with
@@ -138,6 +140,12 @@ pub fn session(path: &Path, threads: usize) -> Result<Session, String> {
 /// first visible GPU: workers get theirs as `CUDA_VISIBLE_DEVICES`) when
 /// `cuda`; a provider that cannot start is the error, never a silent CPU.
 pub fn session_on(path: &Path, threads: usize, cuda: bool) -> Result<Session, String> {
+    open(path, threads, cuda, true)
+}
+
+/// [`session_on`], its graph optimised (every level, ONNX Runtime's
+/// default) when `optimized`.
+fn open(path: &Path, threads: usize, cuda: bool, optimized: bool) -> Result<Session, String> {
     let env = environment()?;
     let one_line = |e: &dyn fmt::Display| {
         e.to_string()
@@ -149,6 +157,11 @@ pub fn session_on(path: &Path, threads: usize, cuda: bool) -> Result<Session, St
         .map_err(|e| format!("ONNX Runtime: {e}"))?
         .with_intra_threads(threads.max(1))
         .map_err(|e| format!("ONNX Runtime: {e}"))?;
+    if !optimized {
+        builder = builder
+            .with_optimization_level(ort::session::builder::GraphOptimizationLevel::Disable)
+            .map_err(|e| format!("ONNX Runtime: {e}"))?;
+    }
     if cuda {
         let provider = ort::ep::CUDA::default()
             .with_device_id(0)

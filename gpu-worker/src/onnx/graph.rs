@@ -174,6 +174,14 @@ fn open(path: &Path, threads: usize, cuda: bool, optimized: bool) -> Result<Sess
                 one_line(&e)
             )
         })?;
+    } else {
+        // The loader decodes on the same cores, at a lower priority: intra-op
+        // threads that spin between the graph's operators, at the normal
+        // one, take its time (mobilenet_v3_small end to end: 4.3 s → 3.1 s,
+        // BENCHMARKS.md, "ONNX models end to end, 2026-11-28").
+        builder = builder
+            .with_intra_op_spinning(false)
+            .map_err(|e| format!("ONNX Runtime: {e}"))?;
     }
     builder.commit_from_file(path).map_err(|e| {
         let why = e.to_string();

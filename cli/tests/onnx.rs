@@ -181,9 +181,10 @@ fn an_onnx_classifier_runs_every_image_once_in_order_on_the_exact_crop() {
 
 /// The coordinator finds ONNX Runtime once: its worker loads the library
 /// it found, and does not search again. The search asks the `python3` on
-/// `PATH` where pip's packages are (half a second through a pyenv shim);
-/// here that `python3` is a script that logs each call and answers with a
-/// folder holding pip's layout of the runtime.
+/// `PATH` where pip's packages are (half a second through a pyenv shim),
+/// and only when no nearer folder (an active virtual environment's) holds
+/// the runtime; here that `python3` is a script that logs each call and
+/// answers with a folder holding pip's layout of the runtime.
 #[test]
 fn the_worker_loads_the_runtime_the_coordinator_found() {
     if !runtime_or_skip() {
@@ -202,10 +203,13 @@ fn the_worker_loads_the_runtime_the_coordinator_found() {
     let cwd = dir.path();
     let data = dataset(cwd, 4, 43, false);
     let packages = cwd.join("site-packages");
-    let capi = packages.join("onnxruntime/capi");
-    std::fs::create_dir_all(&capi).expect("mkdir");
-    std::os::unix::fs::symlink(library, capi.join(library.file_name().expect("a file")))
-        .expect("link");
+    let venv = cwd.join("venv");
+    for packages in [&packages, &venv.join("lib/python3.11/site-packages")] {
+        let capi = packages.join("onnxruntime/capi");
+        std::fs::create_dir_all(&capi).expect("mkdir");
+        std::os::unix::fs::symlink(library, capi.join(library.file_name().expect("a file")))
+            .expect("link");
+    }
     let bin = cwd.join("bin");
     std::fs::create_dir_all(&bin).expect("mkdir");
     let log = cwd.join("python3.log");
@@ -221,26 +225,34 @@ fn the_worker_loads_the_runtime_the_coordinator_found() {
     .expect("write");
     std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
-    let out = cwd.join("out.jsonl");
     let onnx = model("classifier_known");
-    let run = common::pipeline(cwd)
-        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
-        .env("HOME", cwd.join("home"))
-        .args(["infer", "--quiet", "--gpus", "cpu", "--data"])
-        .arg(&data.root)
-        .arg("--out")
-        .arg(&out)
-        .arg("--model")
-        .arg(&onnx)
-        .output()
-        .expect("pipeline runs");
-    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
-    assert_eq!(common::records(&out).len(), data.good.len());
-    let asked = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        asked.lines().count() <= 1,
-        "the search ran in the worker too: {asked:?}"
-    );
+    let asked = |venv: Option<&Path>| {
+        let _ = std::fs::remove_file(&log);
+        let out = cwd.join("out.jsonl");
+        let mut cmd = common::pipeline(cwd);
+        if let Some(venv) = venv {
+            cmd.env("VIRTUAL_ENV", venv);
+        }
+        let run = cmd
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("HOME", cwd.join("home"))
+            .args(["infer", "--quiet", "--overwrite", "--gpus", "cpu", "--data"])
+            .arg(&data.root)
+            .arg("--out")
+            .arg(&out)
+            .arg("--model")
+            .arg(&onnx)
+            .output()
+            .expect("pipeline runs");
+        assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+        assert_eq!(common::records(&out).len(), data.good.len());
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(asked(Some(&venv)), 0, "the virtual environment holds it");
+    assert!(asked(None) <= 1, "the search ran in the worker too");
 }
 
 /// An embedding model of any input size runs at `--size` with the

@@ -95,18 +95,6 @@ pub fn interpreter_site_packages() -> &'static [PathBuf] {
     })
 }
 
-/// Every `site-packages` to search, in order, each once: those of
-/// [`python_prefixes`], then [`interpreter_site_packages`].
-pub fn all_site_packages() -> Vec<PathBuf> {
-    let mut dirs = site_packages(&python_prefixes());
-    for dir in interpreter_site_packages() {
-        if !dirs.contains(dir) {
-            dirs.push(dir.clone());
-        }
-    }
-    dirs
-}
-
 /// What `program args` prints, if it exits successfully within
 /// [`ASK_TIMEOUT`] (a Python that starts slowly, on a network home or
 /// with heavy `.pth` files, is killed and not asked again).

@@ -9,7 +9,7 @@
 //! 3. pip's `onnxruntime` (or `onnxruntime-gpu`) wheel, whose
 //!    `onnxruntime/capi/` holds `libonnxruntime.so.<version>`, in the
 //!    Python installations `python_env.rs` lists (the `python3` on `PATH`
-//!    asked last).
+//!    asked last, and only when nothing before it loads).
 //!
 //! A runtime older than the API version `ort` needs is refused with the
 //! fix, as a missing one is: one line each.
@@ -21,6 +21,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+
+use crate::python_env;
 
 /// The oldest ONNX Runtime the tool runs with: `ort`'s API version.
 pub const MIN_MINOR: u32 = ort::MINOR_VERSION;
@@ -57,16 +59,21 @@ pub fn onnx_runtime() -> &'static Result<OnnxRuntime, String> {
         if let Some(path) = given {
             return load(&path).map_err(|e| format!("ORT_DYLIB_PATH: {e}"));
         }
-        let pip = crate::python_env::all_site_packages();
+        let near = python_env::site_packages(&python_env::python_prefixes());
         let mut last = None;
-        for candidate in candidates(&pip) {
-            match load(&candidate) {
-                Ok(runtime) => return Ok(runtime),
-                // Not found by name is the common case, not worth saying;
-                // one found there that is too old, or not ONNX Runtime, is.
-                Err(e) if !candidate.is_absolute() && e.contains(NOT_LOADED) => {}
-                Err(e) => last = Some(e),
-            }
+        if let Some(runtime) = first_loading(candidates(&near), &mut last) {
+            return Ok(runtime);
+        }
+        // The python3 on PATH is asked only when nothing nearer loads:
+        // starting it is the slow part of the search (half a second through
+        // a pyenv shim).
+        let asked: Vec<PathBuf> = python_env::interpreter_site_packages()
+            .iter()
+            .filter(|dir| !near.contains(dir))
+            .cloned()
+            .collect();
+        if let Some(runtime) = first_loading(wheel_candidates(&asked), &mut last) {
+            return Ok(runtime);
         }
         Err(match last {
             Some(e) => format!("{e}; {FIX}"),
@@ -85,11 +92,36 @@ pub fn use_library(library: &str) -> &'static Result<OnnxRuntime, String> {
     })
 }
 
-/// Where to look, in order: the system's loader by name, then each
-/// `site-packages`' `onnxruntime/capi/libonnxruntime.so*` (the highest
-/// version first within one).
+/// The first of `candidates` that loads; what was wrong with the others
+/// worth saying in `last`.
+fn first_loading(
+    candidates: impl IntoIterator<Item = PathBuf>,
+    last: &mut Option<String>,
+) -> Option<OnnxRuntime> {
+    for candidate in candidates {
+        match load(&candidate) {
+            Ok(runtime) => return Some(runtime),
+            // Not found by name is the common case, not worth saying; one
+            // found there that is too old, or not ONNX Runtime, is.
+            Err(e) if !candidate.is_absolute() && e.contains(NOT_LOADED) => {}
+            Err(e) => *last = Some(e),
+        }
+    }
+    None
+}
+
+/// Where to look, in order: the system's loader by name, then
+/// [`wheel_candidates`].
 pub fn candidates(site_packages: &[PathBuf]) -> Vec<PathBuf> {
     let mut found = vec![PathBuf::from("libonnxruntime.so")];
+    found.extend(wheel_candidates(site_packages));
+    found
+}
+
+/// Each `site-packages`' `onnxruntime/capi/libonnxruntime.so*`, in order
+/// (the highest version first within one).
+pub fn wheel_candidates(site_packages: &[PathBuf]) -> Vec<PathBuf> {
+    let mut found = Vec::new();
     for packages in site_packages {
         let capi = packages.join("onnxruntime/capi");
         let Ok(entries) = std::fs::read_dir(&capi) else {

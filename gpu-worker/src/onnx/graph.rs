@@ -176,11 +176,13 @@ fn open(path: &Path, threads: usize, cuda: bool, optimized: bool) -> Result<Sess
         })?;
     } else {
         // The loader decodes on the same cores, at a lower priority: intra-op
-        // threads that spin between the graph's operators, at the normal
-        // one, take its time (mobilenet_v3_small end to end: 4.3 s → 3.1 s,
-        // BENCHMARKS.md, "ONNX models end to end, 2026-11-28").
+        // threads that go on spinning after a pass, at the normal one, take
+        // its time while the next batch is decoded (mobilenet_v3_small end
+        // to end: 5.2 s → 2.9–3.2 s, BENCHMARKS.md, "ONNX models end to
+        // end, 2026-11-28"). They stop when a pass ends, and still spin
+        // between a pass's operators, where the model wants them.
         builder = builder
-            .with_intra_op_spinning(false)
+            .with_config_entry("session.force_spinning_stop", "1")
             .map_err(|e| format!("ONNX Runtime: {e}"))?;
     }
     builder.commit_from_file(path).map_err(|e| {

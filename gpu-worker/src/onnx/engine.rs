@@ -64,6 +64,8 @@ pub struct OnnxOptions {
 pub struct OnnxEngine {
     /// `Session::run` takes `&mut self`: one pass at a time.
     session: Mutex<Session>,
+    /// The image input's values, written in place each pass.
+    feed: Mutex<feed::Buffer>,
     input: ImageInput,
     output: Output,
     /// `--task raw`'s outputs, in order.
@@ -157,6 +159,7 @@ impl OnnxEngine {
         };
         Ok(Self {
             session: Mutex::new(session),
+            feed: Mutex::default(),
             input: graph.input,
             output: output.clone(),
             raw,
@@ -243,7 +246,8 @@ impl OnnxEngine {
         let mut first = 0;
         while first < padded {
             let started = Instant::now();
-            let input = feed::tensor(&self.input, self.channels, batch, first, run)
+            let mut buffer = self.feed.lock().unwrap_or_else(|p| p.into_inner());
+            let input = feed::tensor(&mut buffer, &self.input, self.channels, batch, first, run)
                 .map_err(failed("input", run))?;
             let uploaded = Instant::now();
             times.upload_s += (uploaded - started).as_secs_f64();

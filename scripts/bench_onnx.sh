@@ -6,6 +6,9 @@
 #   - end to end: `peer_onnx.py --data` (Pillow in a thread pool, batches of
 #     32) ÷ `pipeline infer` on the same folder, each timed as a whole
 #     command (start-up and writing included); above 1 is pipeline faster.
+#     The CPU seconds (user + system) of each side's median round are shown
+#     too: where both sides keep every core busy, their wall times can
+#     differ only as much as the work they do.
 #
 #   PYTHON=target/torch-venv/bin/python bash scripts/bench_onnx.sh ROUNDS DIR MODEL.onnx [MODEL.onnx ...]
 #
@@ -48,10 +51,23 @@ trap 'rm -rf "$tmp"' EXIT
 pre=(--resize 256 --crop 224)
 images=$(find "$data" -maxdepth 1 -type f | wc -l)
 
-echo "| model | pipeline model only, images/s | onnxruntime Python | ratio | pipeline e2e s | Python e2e s | Python ÷ pipeline |"
-echo "|---|---|---|---|---|---|---|"
+echo "| model | pipeline model only, images/s | onnxruntime Python | ratio | pipeline e2e s | Python e2e s | Python ÷ pipeline | CPU s, pipeline / Python |"
+echo "|---|---|---|---|---|---|---|---|"
+# The CPU seconds of the round whose wall time is the median.
+cpu_of_median() { # WALLS... -- CPUS...
+    local -a walls=() cpus=()
+    while [ "$1" != -- ]; do walls+=("$1"); shift; done
+    shift
+    cpus=("$@")
+    local m i
+    m=$(median "${walls[@]}")
+    for i in "${!walls[@]}"; do
+        if [ "$(echo "${walls[$i]} == $m" | bc)" = 1 ]; then printf '%.1f' "${cpus[$i]}"; return; fi
+    done
+    echo "-"
+}
 for model in "$@"; do
-    ours=() peer=() ours_e2e=() peer_e2e=()
+    ours=() peer=() ours_e2e=() peer_e2e=() ours_cpu=() peer_cpu=()
     for _ in $(seq "$rounds"); do
         "$pipeline" bench --model-only --gpus cpu --model "$model" --batch-size 32 --batches 32 \
             --json "$tmp/bench.json" >"$tmp/log" 2>&1 || { cat "$tmp/log" >&2; exit 1; }
@@ -59,12 +75,15 @@ for model in "$@"; do
         peer+=("$("$python" "$here/peer_onnx.py" --onnx "$model" --model-only --batch 32 --seconds 12)")
         ours_e2e+=("$(seconds "$pipeline" infer --quiet --gpus cpu --data "$data" --model "$model" \
             "${pre[@]}" --task embed --out "$tmp/out.npy" --format npy --overwrite)")
+        ours_cpu+=("$(cpu_seconds)")
         peer_e2e+=("$(seconds "$python" "$here/peer_onnx.py" --onnx "$model" --data "$data")")
+        peer_cpu+=("$(cpu_seconds)")
     done
     o=$(median "${ours[@]}") p=$(median "${peer[@]}")
     oe=$(median "${ours_e2e[@]}") pe=$(median "${peer_e2e[@]}")
-    printf '| %s (%s images) | %s | %s | **%.2f** | %s | %s | **%.2f** |\n' \
+    printf '| %s (%s images) | %s | %s | **%.2f** | %s | %s | **%.2f** | %s / %s |\n' \
         "$(basename "$model" .onnx)" "$images" "$(rounded "${ours[@]}")" "$(rounded "${peer[@]}")" \
         "$(echo "$o / $p" | bc -l)" "$(rounded "${ours_e2e[@]}")" "$(rounded "${peer_e2e[@]}")" \
-        "$(echo "$pe / $oe" | bc -l)"
+        "$(echo "$pe / $oe" | bc -l)" \
+        "$(cpu_of_median "${ours_e2e[@]}" -- "${ours_cpu[@]}")" "$(cpu_of_median "${peer_e2e[@]}" -- "${peer_cpu[@]}")"
 done

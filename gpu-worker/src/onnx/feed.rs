@@ -7,7 +7,8 @@
 //! between passes, which ONNX Runtime reads in place: on the CPU the model's
 //! threads wait for the feed, and a fresh 19 MB buffer per pass of 32 images
 //! (zeroed, then filled by one thread) was an eighth of a light model's
-//! time (BENCHMARKS.md, "ONNX models end to end").
+//! time (BENCHMARKS.md, "ONNX models: the feed, and what bounds end to
+//! end").
 
 use half::f16;
 use ort::session::SessionInputValue;
@@ -126,7 +127,7 @@ impl Fill<'_, '_> {
                     .with_min_len(16)
                     .enumerate()
                     .for_each(|(k, out)| {
-                        let (row, y) = (self.first + k / side.max(1), k % side.max(1));
+                        let (row, y) = (self.first + k / side, k % side);
                         for c in 0..3 {
                             let s = self.channels.source(c);
                             let out = out[c..].iter_mut().step_by(3);

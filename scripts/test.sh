@@ -26,6 +26,18 @@ if ((${#missing[@]})); then
     fi
 fi
 
+# One build cache for every clone on this machine: a clone without its own
+# target/ links it to a fixed folder outside the clone, so CI's fresh clone
+# after a developer's run (or another CI run) rebuilds only what changed.
+# PIPELINE_BUILD_CACHE names another folder; `none` keeps target/ in the
+# clone. A fresh machine has an empty cache and builds cold, as before.
+cache=${PIPELINE_BUILD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/pipeline/target}
+if [[ $cache != none && ! -e target && ! -L target ]]; then
+    mkdir -p "$cache"
+    ln -s "$cache" target
+    echo "test.sh: target/ is the shared build cache $cache"
+fi
+
 # A cold build (the CI's clean clone) writes about 10 GiB under target/.
 # Incremental caches would add 2 GiB that a build done once never reads,
 # and a disk that fills mid-link shows only as the linker's bus error, so

@@ -12,6 +12,11 @@
 //!   (`gpu-worker/src/engine/factory.rs`), inside its own folder, and by
 //!   `lib.rs`'s re-export for tests and benchmarks: the worker and the
 //!   rest of the seam pick no engine themselves.
+//! - Every relative link of every Markdown file of the repository leads to
+//!   a file that is there, and every `#anchor` into a Markdown file to one
+//!   of its headings: the docs are split across pages (ARCHITECTURE.md is
+//!   a map of `docs/architecture/`), and a moved page or a renamed heading
+//!   must not leave a link behind.
 //!
 //! Each crate's files are parsed with `syn`. An edge `a → b` is any path in
 //! `a` that starts at `crate`, `self` or `super` and names `b`'s module or
@@ -502,4 +507,407 @@ impl<'ast> Visit<'ast> for Paths<'_> {
 
     // `pub(super)`, `pub(in crate::x)`: who may see an item, not a use.
     fn visit_vis_restricted(&mut self, _: &'ast syn::VisRestricted) {}
+}
+
+/// Every Markdown file of the repository (README, ARCHITECTURE,
+/// BENCHMARKS, the guide and `docs/architecture/`, `samples/`, any other):
+/// each relative link leads to a file or folder that is there, and each
+/// `#anchor` into a Markdown file names one of its headings, as GitHub
+/// makes their ids. Moving a page or renaming a heading breaks a link
+/// here, not in a reader's browser.
+#[test]
+fn every_markdown_link_leads_to_a_file_and_every_anchor_to_a_heading() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("cli sits in the workspace");
+    let pages: BTreeMap<PathBuf, String> = markdown_files(root)
+        .into_iter()
+        .map(|rel| {
+            let text = std::fs::read_to_string(root.join(&rel))
+                .unwrap_or_else(|e| panic!("{}: {e}", rel.display()));
+            (rel, text)
+        })
+        .collect();
+    for page in ["README.md", "ARCHITECTURE.md", "BENCHMARKS.md"] {
+        assert!(
+            pages.contains_key(Path::new(page)),
+            "{page} is among the Markdown files read: {:?}",
+            pages.keys().collect::<Vec<_>>()
+        );
+    }
+    let (broken, links) = broken_links(&pages, |rel| root.join(rel).exists());
+    // The map alone links every topic page: a checker that stopped
+    // finding links would pass with none.
+    assert!(links >= 30, "only {links} relative links found");
+    assert!(
+        broken.is_empty(),
+        "Markdown links that lead nowhere:\n{}",
+        broken.join("\n")
+    );
+}
+
+/// The link check finds a link to a missing file and an anchor to a
+/// missing heading, and passes links that resolve: across folders, to a
+/// heading by GitHub's id, to the same page, to a folder, and ignores
+/// code and web addresses.
+#[test]
+fn the_link_check_finds_missing_files_and_missing_headings() {
+    let pages: BTreeMap<PathBuf, String> = [
+        (
+            "README.md",
+            "# Top\n\
+             See [the guide](docs/guide.md), [its flags](docs/guide.md#the---gpus-flag-gpun),\n\
+             [again](docs/guide.md#notes-1), [a folder](docs/), [top](#top),\n\
+             [the web](https://example.org/x.md), `[code](nowhere.md)`,\n\
+             [gone](docs/missing.md), [no such heading](docs/guide.md#flags).\n\
+             ```\n[in a block](nowhere.md)\n```\n",
+        ),
+        (
+            "docs/guide.md",
+            "# The `--gpus` flag (`gpu:N`)\n## Notes\n## Notes\n\
+             Back to [the readme](../README.md#top) and [the map](../ARCHITECTURE.md).\n\
+             [defined]: ../samples/cat.jpg\n",
+        ),
+    ]
+    .into_iter()
+    .map(|(p, t)| (PathBuf::from(p), t.to_owned()))
+    .collect();
+    let others = ["docs", "samples/cat.jpg"];
+    let exists = |rel: &Path| pages.contains_key(rel) || others.iter().any(|o| Path::new(o) == rel);
+    let (broken, links) = broken_links(&pages, exists);
+    assert_eq!(
+        broken,
+        [
+            "README.md:5: docs/missing.md: no such file",
+            "README.md:5: docs/guide.md#flags: no heading `flags` in docs/guide.md",
+            "docs/guide.md:4: ../ARCHITECTURE.md: no such file",
+        ]
+    );
+    assert_eq!(links, 10);
+}
+
+#[test]
+fn headings_become_githubs_ids() {
+    let ids = heading_ids(
+        "# The life of one image\n\
+         ## `pipeline bench` in depth\n\
+         ### Loader after Pillow 13's pass order (2026-11-26, #39)\n\
+         ## [Linked](x.md) and **bold**: a_b, c—d × e\n\
+         ## Notes\n## Notes\n#not-a-heading\n\
+         ```\n# in a block\n```\n",
+    );
+    let expected = [
+        "the-life-of-one-image",
+        "pipeline-bench-in-depth",
+        "loader-after-pillow-13s-pass-order-2026-11-26-39",
+        "linked-and-bold-a_b-cd--e",
+        "notes",
+        "notes-1",
+    ];
+    assert_eq!(
+        ids,
+        expected
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect::<BTreeSet<_>>()
+    );
+}
+
+/// Every `.md` file under `root`, relative to it, skipping build outputs
+/// (`target/`) and hidden folders (`.git/`).
+fn markdown_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.expect("a readable folder entry").path();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if name.starts_with('.') || name == "target" {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "md") {
+                let rel = path.strip_prefix(root).expect("under the root");
+                out.push(rel.to_path_buf());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Each relative link of `pages` (path from the repository root → text)
+/// that leads nowhere, as `page:line: target: why`, and how many relative
+/// links there were. `exists` says whether a path from the root is a file
+/// or folder; anchors are checked in the Markdown files of `pages`.
+fn broken_links(
+    pages: &BTreeMap<PathBuf, String>,
+    exists: impl Fn(&Path) -> bool,
+) -> (Vec<String>, usize) {
+    let ids: BTreeMap<&PathBuf, BTreeSet<String>> = pages
+        .iter()
+        .map(|(page, text)| (page, heading_ids(text)))
+        .collect();
+    let mut broken = Vec::new();
+    let mut count = 0;
+    for (page, text) in pages {
+        let dir = page.parent().unwrap_or(Path::new(""));
+        for (line, target) in link_targets(text) {
+            if target.contains("://") || target.starts_with("mailto:") {
+                continue;
+            }
+            count += 1;
+            let (file, anchor) = match target.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (target.as_str(), None),
+            };
+            let at = format!("{}:{line}: {target}", page.display());
+            let resolved = if file.is_empty() {
+                Some(page.clone())
+            } else {
+                normalise(&dir.join(percent_decoded(file)))
+            };
+            let Some(resolved) = resolved.filter(|r| r == page || exists(r)) else {
+                broken.push(format!("{at}: no such file"));
+                continue;
+            };
+            let Some(anchor) = anchor.filter(|_| resolved.extension().is_some_and(|e| e == "md"))
+            else {
+                continue;
+            };
+            let anchor = percent_decoded(anchor);
+            match ids.get(&resolved) {
+                Some(known) if known.contains(&anchor) => {}
+                Some(_) => broken.push(format!(
+                    "{at}: no heading `{anchor}` in {}",
+                    resolved.display()
+                )),
+                None => broken.push(format!(
+                    "{at}: an anchor into {}, which is not among the pages read",
+                    resolved.display()
+                )),
+            }
+        }
+    }
+    (broken, count)
+}
+
+/// `path` with `.` and `..` taken out; `None` if it climbs above the root.
+fn normalise(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            std::path::Component::CurDir => {}
+            std::path::Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            std::path::Component::Normal(name) => out.push(name),
+            // An absolute path is no relative link.
+            std::path::Component::RootDir | std::path::Component::Prefix(_) => return None,
+        }
+    }
+    Some(out)
+}
+
+/// `%20` and its kind as the bytes they stand for.
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The lines of `text` outside fenced code blocks (```` ``` ```` or
+/// `~~~`), numbered from 1.
+fn prose_lines(text: &str) -> Vec<(usize, &str)> {
+    let mut fence: Option<String> = None;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let marker: String = line
+            .trim_start()
+            .chars()
+            .take_while(|c| *c == '`' || *c == '~')
+            .collect();
+        if marker.len() >= 3 {
+            match &fence {
+                Some(open) if marker.starts_with(open.as_str()) => fence = None,
+                Some(_) => {}
+                None => fence = Some(marker),
+            }
+            continue;
+        }
+        if fence.is_none() {
+            out.push((i + 1, line));
+        }
+    }
+    out
+}
+
+/// `line` with each inline code span (`` `x` ``) replaced by its text
+/// without the backticks, or with `blank`, by spaces: a heading keeps the
+/// words, and a `[link](in code)` is not read.
+fn code_spans(line: &str, blank: bool) -> String {
+    let chars: Vec<char> = line.chars().collect();
+    let mut out = String::with_capacity(line.len());
+    let mut i = 0;
+    while i < chars.len() {
+        if chars[i] != '`' {
+            out.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        let run = chars[i..].iter().take_while(|c| **c == '`').count();
+        // The closing run of the same length.
+        let close = (i + run..chars.len()).find(|&j| {
+            chars[j - 1] != '`' && chars[j..].iter().take_while(|c| **c == '`').count() == run
+        });
+        match close {
+            Some(j) => {
+                for c in &chars[i + run..j] {
+                    out.push(if blank { ' ' } else { *c });
+                }
+                i = j + run;
+            }
+            None => {
+                out.extend(&chars[i..i + run]);
+                i += run;
+            }
+        }
+    }
+    out
+}
+
+/// The target of every inline link and image (`[text](target "title")`)
+/// and every reference definition (`[name]: target`) outside code, with
+/// its line.
+fn link_targets(text: &str) -> Vec<(usize, String)> {
+    let mut out = Vec::new();
+    for (line, raw) in prose_lines(text) {
+        let prose = code_spans(raw, true);
+        let trimmed = prose.trim_start();
+        if trimmed.starts_with('[')
+            && let Some((_, target)) = trimmed.split_once("]: ")
+            && !trimmed.starts_with("[^")
+        {
+            if let Some(target) = target.split_whitespace().next() {
+                out.push((line, target.trim_matches(['<', '>']).to_owned()));
+            }
+            continue;
+        }
+        let mut rest = prose.as_str();
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let end = after.find(')').unwrap_or(after.len());
+            let inside = after[..end].trim();
+            let target = match inside.strip_prefix('<') {
+                Some(angled) => angled.split('>').next().unwrap_or_default(),
+                None => inside.split_whitespace().next().unwrap_or_default(),
+            };
+            if !target.is_empty() {
+                out.push((line, target.to_owned()));
+            }
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+/// The ids GitHub gives the headings of a Markdown text: the heading's
+/// text (a link's words, code without its backticks) lower-cased, each
+/// space a `-`, every other character but letters, digits, `-` and `_`
+/// dropped; a repeated id gets `-1`, `-2`, …. Also the `id`s and `name`s of
+/// HTML anchors.
+fn heading_ids(text: &str) -> BTreeSet<String> {
+    let mut ids = BTreeSet::new();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, line) in prose_lines(text) {
+        let trimmed = line.trim_start();
+        for attr in ["id=\"", "name=\""] {
+            let mut rest = line;
+            while let Some(at) = rest.find("<a ") {
+                rest = &rest[at + 3..];
+                let tag = &rest[..rest.find('>').unwrap_or(rest.len())];
+                if let Some(value) = tag.split(attr).nth(1).and_then(|v| v.split('"').next()) {
+                    ids.insert(value.to_owned());
+                }
+            }
+        }
+        if line.len() - trimmed.len() > 3 {
+            continue;
+        }
+        let hashes = trimmed.chars().take_while(|c| *c == '#').count();
+        let rest = &trimmed[hashes..];
+        if !(1..=6).contains(&hashes) || !(rest.is_empty() || rest.starts_with([' ', '\t'])) {
+            continue;
+        }
+        let title = rest.trim().trim_end_matches('#').trim_end();
+        let slug = slug(&link_words(&code_spans(title, false)));
+        let id = match seen.get_mut(&slug) {
+            Some(n) => {
+                *n += 1;
+                format!("{slug}-{n}")
+            }
+            None => {
+                seen.insert(slug.clone(), 0);
+                slug
+            }
+        };
+        ids.insert(id);
+    }
+    ids
+}
+
+/// `[words](target)` as its words.
+fn link_words(text: &str) -> String {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find("](").map(|c| open + c) else {
+            break;
+        };
+        let Some(end) = rest[close..].find(')').map(|e| close + e) else {
+            break;
+        };
+        out.push_str(rest[..open].trim_end_matches('!'));
+        out.push_str(&rest[open + 1..close]);
+        rest = &rest[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// GitHub's id for a heading's text.
+fn slug(title: &str) -> String {
+    title
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            '-' | '_' => Some(c),
+            c if c.is_alphanumeric() => Some(c),
+            _ => None,
+        })
+        .collect()
 }

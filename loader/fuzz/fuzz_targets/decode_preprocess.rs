@@ -1,7 +1,8 @@
 //! Any bytes through the loader's per-item work (format sniffing, header
 //! checks, decode under limits, resize, crop): it must return a crop or an
 //! error, never panic, and never allocate past the limits (run with
-//! `-malloc_limit_mb` just above `max_alloc_bytes`, see ARCHITECTURE.md).
+//! `-malloc_limit_mb` just above `max_alloc_bytes`, see
+//! docs/architecture/testing.md, "Fuzzing the loader").
 //! Odd-length inputs take the JPEG draft (reduced-DCT) path.
 //!
 //! Every crop it makes is made again on the scalar resampler path and

@@ -2,7 +2,7 @@
 # Fetches Pillow's own test images — hundreds of real broken, truncated,
 # fuzzer-found and decompression-bomb files — from the Pillow source
 # distribution (fetched by pip, through its configured index), for the loader's corpus test
-# (loader/tests/pillow_corpus.rs). Only the formats `pipeline` scans are kept.
+# (loader/tests/it/pillow_corpus.rs). Only the formats `pipeline` scans are kept.
 #
 #   scripts/fetch-pillow-images.sh     # into $PIPELINE_PILLOW_IMAGES, else target/pillow-images
 #

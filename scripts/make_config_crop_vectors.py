@@ -1,5 +1,5 @@
 """Crops of the sample photos as a model's own preprocessing config says,
-for `loader/tests/config_crops.rs` (#41's preprocessing description,
+for `loader/tests/it/config_crops.rs` (#41's preprocessing description,
 `pipeline_core::spec_from_config`): each Hugging Face case is a real
 image processor of transformers (its PIL one), saved with
 `save_pretrained` as users' `preprocessor_config.json` is, then run on the

@@ -1,5 +1,5 @@
 """Random images and the crops Pillow makes of them, for the loader's
-property test against Pillow itself (`loader/tests/pillow_exact.rs`, #39).
+property test against Pillow itself (`loader/tests/it/pillow_exact.rs`, #39).
 
 From a seed, it makes `--count` images of random sizes, weighted toward the
 edges (portraits at least twice as tall as wide and wider than the target,

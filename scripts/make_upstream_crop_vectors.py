@@ -1,5 +1,5 @@
 """Centre crops of the sample photos as each upstream preprocesses them,
-for `loader/tests/upstream_crops.rs`: torchvision's `Resize` + `CenterCrop`
+for `loader/tests/it/upstream_crops.rs`: torchvision's `Resize` + `CenterCrop`
 (what open_clip, torchvision and torch-hub DINOv2 checkpoints are used
 with) and Hugging Face's image processors (what HF-layout CLIP, SigLIP and
 DINOv2 checkpoints are used with). The two round an odd crop margin

@@ -17,7 +17,7 @@
 //! vertical pass eight lanes (`x86.rs`); each path is exact by
 //! construction, can be forced ([`ResamplePath`]), and is tested against
 //! the scalar one here and against Pillow itself in
-//! `loader/tests/pillow_exact.rs`.
+//! `loader/tests/it/pillow_exact.rs`.
 
 use std::ops::Range;
 

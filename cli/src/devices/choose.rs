@@ -13,12 +13,14 @@ type Chosen = (Vec<DeviceSpec>, Option<String>);
 /// engine that runs on them (`cuda_fits`: whether the CUDA engine runs
 /// this model at this precision, else why not):
 /// - `auto`: the CUDA engine where `--gpus` picks NVIDIA GPUs only and it
-///   can run them (its libraries load, it fits); else burn's, on whatever
-///   `--gpus` picks, saying why NVIDIA GPUs run on Vulkan;
+///   can run them (each at or above its minimum compute capability, its
+///   libraries load, it fits); else burn's, on whatever `--gpus` picks,
+///   saying why NVIDIA GPUs run on Vulkan;
 /// - `cpu`: the CPU, from `--gpus all` or `cpu`;
 /// - `vulkan`: GPUs (or lavapipe) only: none is an error, not the CPU;
 /// - `cuda`: the CUDA engine on GPUs only, when NVIDIA's libraries load
-///   (else an error naming each missing one with its fix).
+///   (else an error naming each missing one with its fix) and each GPU
+///   picked is one it runs (else an error naming it).
 pub(crate) fn engine_devices(
     engine: EngineArg,
     gpus: &str,
@@ -47,6 +49,17 @@ pub(crate) fn engine_devices(
                 "--engine cuda: no NVIDIA GPU to run on (--gpus {}); --engine cpu runs the CPU",
                 gpus.trim()
             ));
+        }
+        // Refused here, in one line, rather than by every worker at start.
+        // A probe that failed has already been said by `chosen_devices`;
+        // the engine's own check at start remains.
+        if let Ok(probe) = crate::probe::probe() {
+            let picked = capabilities(&probe, &devices);
+            if let Some(why) = below_minimum(&picked)
+                .or_else(|| unsupported_gpu(&picked, &gpu_worker::cuda::kernels::supported_archs()))
+            {
+                return Err(format!("--engine cuda: {why}; --engine vulkan runs it"));
+            }
         }
         return Ok((devices, EngineKind::Cuda, notice));
     }
@@ -150,23 +163,16 @@ fn auto_cuda(gpus: &str, cuda_fits: Result<(), String>) -> Result<Option<Chosen>
     let cuda_pick = picked.as_ref().map(|(devices, _)| devices.as_slice());
     let on_gpus = cuda_pick
         .is_some_and(|d| !d.is_empty() && d.iter().all(|d| matches!(d, DeviceSpec::Gpu(_))));
-    // NVIDIA's libraries are loaded only where the CUDA engine would run;
-    // then each GPU picked must be one their NVRTC compiles for (CUDA 13
-    // left out the GPUs before Turing).
+    // Each GPU picked must be one the engine runs (its kernels need
+    // Ampere) before NVIDIA's libraries are loaded, which happens only
+    // where the CUDA engine would run; then one their NVRTC compiles for
+    // (CUDA 13 left out the GPUs before Turing).
     let missing = if on_gpus && cuda_fits.is_ok() {
-        gpu_worker::cuda::libs::cuda_libraries()
-            .missing_line()
+        let picked_gpus = capabilities(&probe, cuda_pick.unwrap_or_default());
+        below_minimum(&picked_gpus)
+            .or_else(|| gpu_worker::cuda::libs::cuda_libraries().missing_line())
             .or_else(|| {
-                let picked: Vec<(&str, Option<(i32, i32)>)> = cuda_pick
-                    .unwrap_or_default()
-                    .iter()
-                    .filter_map(|d| match d {
-                        DeviceSpec::Gpu(i) => probe.gpus.get(*i),
-                        _ => None,
-                    })
-                    .map(|g| (g.name.as_str(), g.capability))
-                    .collect();
-                unsupported_gpu(&picked, &gpu_worker::cuda::kernels::supported_archs())
+                unsupported_gpu(&picked_gpus, &gpu_worker::cuda::kernels::supported_archs())
             })
     } else {
         None
@@ -193,6 +199,39 @@ fn auto_cuda(gpus: &str, cuda_fits: Result<(), String>) -> Result<Option<Chosen>
             Ok(Some((devices, Some(notice))))
         }
     }
+}
+
+/// The name and compute capability of each GPU of `devices`, as the probe
+/// saw them.
+fn capabilities<'a>(
+    probe: &'a crate::probe::Probe,
+    devices: &[DeviceSpec],
+) -> Vec<(&'a str, Option<(i32, i32)>)> {
+    devices
+        .iter()
+        .filter_map(|d| match d {
+            DeviceSpec::Gpu(i) => probe.gpus.get(*i),
+            _ => None,
+        })
+        .map(|g| (g.name.as_str(), g.capability))
+        .collect()
+}
+
+/// Why the CUDA engine cannot run one of `gpus` (name, compute
+/// capability): it is older than the engine's minimum
+/// ([`gpu_worker::cuda::MIN_COMPUTE_CAPABILITY`], the number `Gpu::open`
+/// refuses below). `None` where every GPU is at or above it, or did not
+/// say.
+fn below_minimum(gpus: &[(&str, Option<(i32, i32)>)]) -> Option<String> {
+    let minimum = gpu_worker::cuda::MIN_COMPUTE_CAPABILITY;
+    gpus.iter().find_map(|&(name, capability)| {
+        let (major, minor) = capability.filter(|c| *c < minimum)?;
+        Some(format!(
+            "the CUDA engine needs compute capability {}.{} (Ampere) or newer, and {name} is \
+             {major}.{minor}",
+            minimum.0, minimum.1
+        ))
+    })
 }
 
 /// Why the CUDA engine cannot run one of `gpus` (name, compute capability):
@@ -408,31 +447,69 @@ mod tests {
         }
     }
 
-    /// `auto` keeps the CUDA engine off a GPU its NVRTC cannot compile
-    /// for (a Pascal under CUDA 13), names it, and says nothing where it
-    /// can, or where the GPU or NVRTC did not say.
+    /// `auto` and `--engine cuda` keep the CUDA engine off a GPU older
+    /// than its minimum, 8.0 (a T4 or RTX 2080 at 7.5, a V100 at 7.0),
+    /// naming the minimum and the GPU, over every capability from 3.0 to
+    /// 12.9; an A100 (8.0) and anything newer run, as does a GPU that did
+    /// not say.
+    #[test]
+    fn a_gpu_older_than_the_engines_minimum_stays_off_the_cuda_engine() {
+        use super::below_minimum;
+        assert_eq!(gpu_worker::cuda::MIN_COMPUTE_CAPABILITY, (8, 0));
+        assert_eq!(
+            below_minimum(&[("Tesla T4", Some((7, 5)))]).as_deref(),
+            Some(
+                "the CUDA engine needs compute capability 8.0 (Ampere) or newer, and Tesla T4 \
+                 is 7.5"
+            )
+        );
+        assert_eq!(
+            below_minimum(&[("A100", Some((8, 0))), ("Tesla V100", Some((7, 0)))]).as_deref(),
+            Some(
+                "the CUDA engine needs compute capability 8.0 (Ampere) or newer, and Tesla \
+                 V100 is 7.0"
+            )
+        );
+        assert_eq!(below_minimum(&[("A100", Some((8, 0)))]), None);
+        assert_eq!(below_minimum(&[("unknown", None)]), None);
+        for major in 3..=12 {
+            for minor in 0..=9 {
+                let why = below_minimum(&[("H100", Some((9, 0))), ("gpu", Some((major, minor)))]);
+                assert_eq!(why.is_some(), major < 8, "{major}.{minor}: {why:?}");
+                if let Some(why) = why {
+                    assert!(
+                        why.contains("8.0") && why.ends_with(&format!("gpu is {major}.{minor}")),
+                        "{why}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Above the minimum, the CUDA engine stays off a GPU its NVRTC
+    /// cannot compile for (a future NVRTC that left out Ampere), names
+    /// it, and says nothing where it can, or where the GPU or NVRTC did
+    /// not say.
     #[test]
     fn a_gpu_older_than_nvrtcs_oldest_architecture_stays_on_vulkan() {
         use super::unsupported_gpu;
         let cuda13 = [75, 80, 86, 89, 90, 100, 120];
         assert_eq!(unsupported_gpu(&[("H100", Some((9, 0)))], &cuda13), None);
-        assert_eq!(
-            unsupported_gpu(&[("RTX 2080", Some((7, 5)))], &cuda13),
-            None
-        );
+        assert_eq!(unsupported_gpu(&[("A100", Some((8, 0)))], &cuda13), None);
         // Newer than NVRTC knows: PTX for the newest, not refused.
         assert_eq!(unsupported_gpu(&[("next", Some((13, 0)))], &cuda13), None);
         assert_eq!(unsupported_gpu(&[("unknown", None)], &cuda13), None);
-        assert_eq!(unsupported_gpu(&[("GTX 1080", Some((6, 1)))], &[]), None);
+        assert_eq!(unsupported_gpu(&[("A100", Some((8, 0)))], &[]), None);
+        let hopper_on = [90, 100, 120];
         let why = unsupported_gpu(
-            &[("H100", Some((9, 0))), ("GTX 1080", Some((6, 1)))],
-            &cuda13,
+            &[("H100", Some((9, 0))), ("A100", Some((8, 0)))],
+            &hopper_on,
         )
-        .expect("the Pascal is refused");
+        .expect("the Ampere is refused");
         assert_eq!(
             why,
-            "the CUDA engine's NVRTC compiles for compute capability 7.5 and newer, and GTX \
-             1080 is 6.1"
+            "the CUDA engine's NVRTC compiles for compute capability 9.0 and newer, and A100 \
+             is 8.0"
         );
     }
 

@@ -30,3 +30,11 @@ pub mod plan;
 pub mod text_run;
 pub mod vit_run;
 mod zero_shot_head;
+
+/// The oldest compute capability the CUDA engine runs, `(8, 0)`
+/// (Ampere): its attention kernel's tensor-core `mma.sync.m16n8k16` on
+/// f16 needs sm_80 (Turing's 7.5 has only the `m16n8k8` shape, Volta's
+/// 7.0 no such instruction), older than any architecture NVRTC may still
+/// compile for. `Gpu::open` refuses a GPU below it and `--engine auto`
+/// keeps such a GPU on Vulkan, both from this one number.
+pub const MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 0);

@@ -157,10 +157,11 @@ impl Gpu {
         let capability = ctx
             .compute_capability()
             .map_err(driver("its compute capability"))?;
-        if capability < (8, 0) {
+        let (min_major, min_minor) = super::MIN_COMPUTE_CAPABILITY;
+        if capability < super::MIN_COMPUTE_CAPABILITY {
             return Err(GpuError(format!(
-                "compute capability {}.{}: the CUDA engine needs 8.0 (Ampere) or newer; \
-                 use --engine vulkan",
+                "compute capability {}.{}: the CUDA engine needs {min_major}.{min_minor} \
+                 (Ampere) or newer; use --engine vulkan",
                 capability.0, capability.1
             )));
         }

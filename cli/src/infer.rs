@@ -228,8 +228,7 @@ impl<'a> ConfigReport<'a> {
             hang_timeout_s: config.patience.hang_timeout.map(|d| d.as_secs_f64()),
             shard: config.sharding.shard.to_string(),
             shard_source: &config.sharding.source,
-            scheduler_gpus: coordinator::scheduler_gpus(&coordinator::process_env)
-                .map(|(_, source)| source),
+            scheduler_gpus: coordinator::scheduler_gpus_source(&coordinator::process_env),
         }
     }
 }

@@ -37,14 +37,21 @@ pub(crate) struct Adapter {
     /// An NVIDIA GPU's compute capability, `(9, 0)` for Hopper.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) capability: Option<(i32, i32)>,
+    /// An NVIDIA GPU's place in CUDA's default (fastest-first) order,
+    /// where the CUDA driver said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cuda_index: Option<usize>,
+    /// For a MIG instance (`kind` `mig`), the `--gpus` index of its GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) mig_of: Option<usize>,
 }
 
 fn yes() -> bool {
     true
 }
 
-/// What the child found: the GPUs in `--gpus` index order (PCI bus order),
-/// then every other adapter (lavapipe, …).
+/// What the child found: the GPUs in `--gpus` index order (PCI bus order,
+/// then each MIG instance), then every other adapter (lavapipe, …).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Probe {
     pub(crate) gpus: Vec<Adapter>,
@@ -74,6 +81,37 @@ impl Probe {
             .collect()
     }
 
+    /// The NVIDIA GPUs as CUDA enumerates them, each with its MIG
+    /// instances: what `CUDA_VISIBLE_DEVICES` names
+    /// (`coordinator::scheduler_gpus`).
+    pub(crate) fn nvidia_table(&self) -> Vec<coordinator::NvidiaDevice> {
+        self.gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, g)| g.mig_of.is_none())
+            .filter_map(|(i, g)| {
+                Some(coordinator::NvidiaDevice {
+                    index: i,
+                    uuid: g.uuid.clone()?,
+                    fastest_first: g.cuda_index,
+                    mig: self
+                        .gpus
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, m)| m.mig_of == Some(i))
+                        .filter_map(|(j, m)| Some((j, m.uuid.clone()?)))
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// Whether `--gpus` index `i` is a GPU in MIG mode (its instances run,
+    /// each a device of its own; CUDA gives the whole GPU none).
+    pub(crate) fn in_mig_mode(&self, i: usize) -> bool {
+        self.gpus.iter().any(|g| g.mig_of == Some(i))
+    }
+
     /// The `--gpus` index of the GPU at PCI bus id `id`.
     pub(crate) fn gpu_by_pci(&self, id: &str) -> Option<usize> {
         self.gpus.iter().position(|g| {
@@ -96,13 +134,18 @@ fn adapter(a: gpu_worker::AdapterSummary) -> Adapter {
         uuid: a.uuid,
         vulkan: a.vulkan,
         capability: a.capability,
+        cuda_index: a.cuda_index,
+        mig_of: a.mig_of,
     }
 }
 
 /// The child's side: enumerate in this process and print JSON.
 pub(crate) fn print() -> Outcome {
     let probe = Probe {
-        gpus: gpu_worker::gpus().into_iter().map(adapter).collect(),
+        gpus: gpu_worker::gpus_with_cuda_order()
+            .into_iter()
+            .map(adapter)
+            .collect(),
         others: gpu_worker::adapters()
             .into_iter()
             .filter(|a| !matches!(a.kind, "discrete" | "integrated" | "virtual"))
@@ -131,14 +174,15 @@ fn run_probe() -> anyhow::Result<Probe> {
     let exe = std::env::current_exe().context("cannot find the pipeline executable")?;
     let mut command = Command::new(exe);
     // Every GPU of the machine, whatever this process may use: `--gpus`
-    // and the scheduler's variables choose among them afterwards, by PCI
-    // bus order (the CUDA driver, where NVML is missing, would otherwise
-    // list only what CUDA_VISIBLE_DEVICES lets it see).
+    // and the scheduler's variables choose among them afterwards (the
+    // CUDA driver would otherwise list only what CUDA_VISIBLE_DEVICES lets
+    // it see). The driver is asked its default order, fastest first, the
+    // one order it alone knows: bus order is the list's own.
     command
         .arg("probe-devices")
         .stdin(Stdio::null())
         .env_remove("CUDA_VISIBLE_DEVICES")
-        .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        .env("CUDA_DEVICE_ORDER", "FASTEST_FIRST");
     if let Some(dir) = pipeline_core::runtime_dir_for_children() {
         command.env("XDG_RUNTIME_DIR", dir);
     }
@@ -155,4 +199,63 @@ fn run_probe() -> anyhow::Result<Probe> {
         );
     }
     serde_json::from_slice(&output.stdout).context("device enumeration said something unreadable")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Adapter, Probe};
+
+    fn adapter(uuid: Option<&str>, cuda_index: Option<usize>, mig_of: Option<usize>) -> Adapter {
+        Adapter {
+            name: "gpu".to_owned(),
+            kind: if mig_of.is_some() { "mig" } else { "discrete" }.to_owned(),
+            backend: "cuda".to_owned(),
+            driver: String::new(),
+            pci_bus_id: None,
+            memory: None,
+            spec: None,
+            uuid: uuid.map(str::to_owned),
+            vulkan: false,
+            capability: None,
+            cuda_index,
+            mig_of,
+        }
+    }
+
+    /// The table `CUDA_VISIBLE_DEVICES` is read over holds each NVIDIA GPU
+    /// by its `--gpus` index with CUDA's place for it and its MIG
+    /// instances, and nothing else: not another vendor's GPU, not a MIG
+    /// instance as a GPU of its own.
+    #[test]
+    fn the_nvidia_table_holds_each_gpu_with_its_mig_instances() {
+        let probe = Probe {
+            gpus: vec![
+                adapter(None, None, None),
+                adapter(Some("GPU-a"), Some(1), None),
+                adapter(Some("GPU-b"), Some(0), None),
+                adapter(Some("MIG-b1"), None, Some(2)),
+                adapter(Some("MIG-b2"), None, Some(2)),
+            ],
+            others: Vec::new(),
+            nvidia: Vec::new(),
+        };
+        let table: Vec<_> = probe
+            .nvidia_table()
+            .into_iter()
+            .map(|d| (d.index, d.uuid, d.fastest_first, d.mig))
+            .collect();
+        assert_eq!(
+            table,
+            vec![
+                (1, "GPU-a".to_owned(), Some(1), vec![]),
+                (
+                    2,
+                    "GPU-b".to_owned(),
+                    Some(0),
+                    vec![(3, "MIG-b1".to_owned()), (4, "MIG-b2".to_owned())]
+                ),
+            ]
+        );
+        assert!(probe.in_mig_mode(2) && !probe.in_mig_mode(1) && !probe.in_mig_mode(3));
+    }
 }

@@ -13,9 +13,15 @@
 //!    (the Job's `completions`, which the pod cannot see).
 //!
 //! GPUs: `CUDA_VISIBLE_DEVICES`, else `SLURM_STEP_GPUS`, else
-//! `SLURM_JOB_GPUS`, limit `--gpus all`.
+//! `SLURM_JOB_GPUS`, limit `--gpus all`. `CUDA_VISIBLE_DEVICES` is read as
+//! CUDA reads it, over NVIDIA's enumeration (`visible.rs`), where the
+//! machine has NVIDIA GPUs; Slurm's variables, and `CUDA_VISIBLE_DEVICES`
+//! on a machine without NVIDIA's GPUs (Slurm sets it for every vendor's),
+//! are the tool's `gpu:N` indices.
 
 use pipeline_core::Shard;
+
+use crate::visible::{DeviceOrder, NvidiaDevice, cuda_visible};
 
 /// Reads one environment variable (a closure, so tests need no real env).
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -148,21 +154,47 @@ pub fn choose_shard(
     Ok(None)
 }
 
-/// The GPUs the scheduler handed this process, as indices, and the
-/// variable that said so; `None` when nothing limits them.
-pub fn scheduler_gpus(env: Env<'_>) -> Option<(Vec<usize>, String)> {
+/// The variable that limits this process's GPUs and its value; `None`
+/// when nothing does.
+fn gpu_limit(env: Env<'_>) -> Option<(&'static str, String)> {
     // An empty CUDA_VISIBLE_DEVICES means "no GPU"; the Slurm variables
     // count only when they hold something.
     let cuda = env("CUDA_VISIBLE_DEVICES").map(|v| ("CUDA_VISIBLE_DEVICES", v));
     let slurm = ["SLURM_STEP_GPUS", "SLURM_JOB_GPUS"]
         .into_iter()
         .find_map(|name| Some((name, env(name).filter(|v| !v.trim().is_empty())?)));
-    let (name, value) = cuda.or(slurm)?;
+    cuda.or(slurm)
+}
+
+/// Which variable limits this process's GPUs, as `NAME=value`, for the
+/// log and the report; `None` when nothing does.
+pub fn scheduler_gpus_source(env: Env<'_>) -> Option<String> {
+    gpu_limit(env).map(|(name, value)| format!("{name}={value}"))
+}
+
+/// The GPUs the scheduler handed this process, as `gpu:N` indices, and the
+/// variable that said so; `None` when nothing limits them.
+/// `CUDA_VISIBLE_DEVICES` is resolved against `nvidia`, the machine's
+/// NVIDIA GPUs (see [`crate::cuda_visible`]), and what it names that is no
+/// GPU is the error, in one line; without NVIDIA GPUs, and for Slurm's
+/// variables, the integers are `gpu:N` and the rest is ignored.
+pub fn scheduler_gpus(
+    env: Env<'_>,
+    nvidia: &[NvidiaDevice],
+) -> Result<Option<(Vec<usize>, String)>, String> {
+    let Some((name, value)) = gpu_limit(env) else {
+        return Ok(None);
+    };
+    let source = format!("{name}={value}");
+    if name == "CUDA_VISIBLE_DEVICES" && !nvidia.is_empty() {
+        let order = DeviceOrder::from_env(env("CUDA_DEVICE_ORDER").as_deref());
+        return cuda_visible(&value, order, nvidia).map(|gpus| Some((gpus, source)));
+    }
     let gpus = value
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    Some((gpus, format!("{name}={value}")))
+    Ok(Some((gpus, source)))
 }
 
 #[cfg(test)]
@@ -245,6 +277,11 @@ mod tests {
 
     #[test]
     fn gpus_come_from_cuda_then_the_slurm_step_then_the_job() {
+        // A machine without NVIDIA GPUs: every variable's integers are
+        // the tool's indices.
+        fn scheduler_gpus(env: Env<'_>) -> Option<(Vec<usize>, String)> {
+            super::scheduler_gpus(env, &[]).expect("integers")
+        }
         let env = env_of(&[("SLURM_STEP_GPUS", "1,3"), ("SLURM_JOB_GPUS", "0,1,2,3")]);
         assert_eq!(
             scheduler_gpus(&env),
@@ -260,6 +297,47 @@ mod tests {
         assert_eq!(
             scheduler_gpus(&none),
             Some((vec![], "CUDA_VISIBLE_DEVICES=".into()))
+        );
+    }
+
+    /// On a machine with NVIDIA GPUs, `CUDA_VISIBLE_DEVICES` counts them
+    /// in CUDA's order (`CUDA_DEVICE_ORDER` honoured), not every GPU, and
+    /// what names none is refused; Slurm's variables stay the tool's
+    /// indices, and `CUDA_VISIBLE_DEVICES` still wins over them.
+    #[test]
+    fn cuda_visible_devices_is_read_over_nvidias_enumeration() {
+        // gpu:0 is an integrated GPU; gpu:1 and gpu:2 NVIDIA's, the
+        // second the faster.
+        let nvidia = [
+            NvidiaDevice {
+                index: 1,
+                uuid: "GPU-1111".into(),
+                fastest_first: Some(1),
+                mig: Vec::new(),
+            },
+            NvidiaDevice {
+                index: 2,
+                uuid: "GPU-2222".into(),
+                fastest_first: Some(0),
+                mig: Vec::new(),
+            },
+        ];
+        let gpus = |pairs: &[(&str, &str)]| {
+            scheduler_gpus(&env_of(pairs), &nvidia).map(|g| g.map(|(gpus, _)| gpus))
+        };
+        let cuda = ("CUDA_VISIBLE_DEVICES", "0");
+        assert_eq!(gpus(&[cuda]), Ok(Some(vec![2])));
+        let by_bus = ("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+        assert_eq!(gpus(&[cuda, by_bus]), Ok(Some(vec![1])));
+        assert_eq!(
+            gpus(&[("CUDA_VISIBLE_DEVICES", "GPU-2"), ("SLURM_JOB_GPUS", "0")]),
+            Ok(Some(vec![2]))
+        );
+        assert_eq!(gpus(&[("SLURM_JOB_GPUS", "0,1")]), Ok(Some(vec![0, 1])));
+        let refused = gpus(&[("CUDA_VISIBLE_DEVICES", "GPU-3")]).expect_err("no such GPU");
+        assert!(
+            refused.starts_with("CUDA_VISIBLE_DEVICES=GPU-3: "),
+            "{refused}"
         );
     }
 }

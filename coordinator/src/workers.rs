@@ -41,16 +41,14 @@ pub(crate) struct WorkerHandle {
 
 /// `CUDA_VISIBLE_DEVICES` for a worker: its own GPU only, by its UUID
 /// where it is an NVIDIA GPU (CUDA numbers GPUs fastest first unless told
-/// `CUDA_DEVICE_ORDER=PCI_BUS_ID`, and `gpu:N` is PCI bus order), else by
-/// its index; or none at all, so no library in the child touches another
-/// worker's GPU.
+/// `CUDA_DEVICE_ORDER=PCI_BUS_ID`, and counts NVIDIA's only, where `gpu:N`
+/// counts every GPU in PCI bus order), a MIG instance by its own `MIG-`
+/// UUID (its GPU's would give CUDA the whole GPU); or none at all (the
+/// CPU, lavapipe, another vendor's GPU, which CUDA cannot name), so no
+/// library in the child touches another worker's GPU.
 fn visible_devices(config: &WorkerConfig) -> String {
     match config.device {
-        DeviceSpec::Gpu(i) => config
-            .cuda_uuids
-            .get(&i)
-            .cloned()
-            .unwrap_or_else(|| i.to_string()),
+        DeviceSpec::Gpu(i) => config.cuda_uuids.get(&i).cloned().unwrap_or_default(),
         DeviceSpec::Cpu | DeviceSpec::Software => String::new(),
     }
 }
@@ -228,18 +226,25 @@ mod tests {
             preprocess: ModelKind::Tiny.default_preprocess(),
             limits: DecodeLimits::default(),
             remote: Default::default(),
-            cuda_uuids: [(1, "GPU-1111".to_owned()), (3, "GPU-3333".to_owned())].into(),
+            cuda_uuids: [
+                (1, "GPU-1111".to_owned()),
+                (3, "GPU-3333".to_owned()),
+                (4, "MIG-4444".to_owned()),
+            ]
+            .into(),
             onnx_runtime: None,
         }
     }
 
-    /// A worker sees its own GPU only: an NVIDIA GPU by its UUID, another
-    /// by its index, the CPU and lavapipe none.
+    /// A worker sees its own GPU only: an NVIDIA GPU by its UUID, a MIG
+    /// instance by its own; another vendor's GPU (whose `gpu:N` would name
+    /// some NVIDIA GPU to CUDA), the CPU and lavapipe none.
     #[test]
     fn workers_see_their_own_gpu_by_uuid() {
         assert_eq!(visible_devices(&on(DeviceSpec::Gpu(3))), "GPU-3333");
         assert_eq!(visible_devices(&on(DeviceSpec::Gpu(1))), "GPU-1111");
-        assert_eq!(visible_devices(&on(DeviceSpec::Gpu(2))), "2");
+        assert_eq!(visible_devices(&on(DeviceSpec::Gpu(4))), "MIG-4444");
+        assert_eq!(visible_devices(&on(DeviceSpec::Gpu(2))), "");
         assert_eq!(visible_devices(&on(DeviceSpec::Cpu)), "");
         assert_eq!(visible_devices(&on(DeviceSpec::Software)), "");
     }

@@ -27,8 +27,8 @@ pub mod zero_shot;
 pub use backoff::{BatchSizeChange, ItemResult, MAX_START_BATCH, OomBackoff, start_batch};
 pub use burn_engine::BurnEngine;
 pub use burn_engine::device::{
-    AdapterSummary, adapters, device_for, gpu_index_by_pci, gpus, nvml_gpu_names, open, open_with,
-    resolve_precision, same_pci_bus,
+    AdapterSummary, adapters, device_for, gpu_index_by_pci, gpus, gpus_with_cuda_order,
+    nvml_gpu_names, open, open_with, resolve_precision, same_pci_bus,
 };
 pub use engine::{
     DeviceError, Engine, EngineError, InFlight, OpenError, PendingPass, PixelBatch, predictions,

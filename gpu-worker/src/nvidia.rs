@@ -8,6 +8,12 @@
 //! missing, the CUDA driver's device queries (`cuDeviceGet*`, which need no
 //! context either). Either way one busy or broken GPU is left out, never the
 //! search: its error costs that GPU only.
+//!
+//! What `CUDA_VISIBLE_DEVICES` needs is found here too: each GPU's place in
+//! CUDA's own default order (fastest first, which only the CUDA driver
+//! knows: its heuristic is unpublished), asked of the driver without a
+//! context, and the MIG instances of a GPU in MIG mode (NVML only: the
+//! driver's queries do not list them).
 
 use std::ffi::c_int;
 
@@ -29,12 +35,97 @@ pub struct NvidiaGpu {
     /// Its compute capability, `(9, 0)` for Hopper, where the query
     /// answered.
     pub capability: Option<(i32, i32)>,
+    /// Its place in CUDA's enumeration under `CUDA_DEVICE_ORDER` as this
+    /// process has it (the probe child sets `FASTEST_FIRST`, CUDA's
+    /// default), where the CUDA driver answered.
+    pub cuda_index: Option<usize>,
+    /// Its MIG instances where MIG mode is on (NVML's; none where NVML is
+    /// missing), each a CUDA device of its own.
+    pub mig: Vec<MigInstance>,
+}
+
+/// One MIG instance of a GPU: a CUDA device of its own, named by its UUID.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigInstance {
+    /// e.g. `NVIDIA A100-SXM4-40GB MIG 3g.20gb`.
+    pub name: String,
+    /// `MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx`, as `nvidia-smi -L` and
+    /// `CUDA_VISIBLE_DEVICES` write it.
+    pub uuid: String,
+    /// Its total and free memory in bytes.
+    pub memory: Option<(u64, u64)>,
 }
 
 /// Every NVIDIA GPU of this machine, in the order found; empty without
 /// NVIDIA's driver.
 pub fn nvidia_gpus() -> Vec<NvidiaGpu> {
     nvml_gpus().unwrap_or_else(cuda_driver_gpus)
+}
+
+/// `gpus` with each one's place in the CUDA driver's enumeration filled
+/// in where missing (NVML's do not have it). Starts the driver (no
+/// context): for the probe child, not for every worker.
+pub fn with_cuda_order(mut gpus: Vec<NvidiaGpu>) -> Vec<NvidiaGpu> {
+    if gpus.iter().all(|g| g.cuda_index.is_some()) {
+        return gpus;
+    }
+    let order = cuda_driver_order();
+    for gpu in &mut gpus {
+        gpu.cuda_index = order.iter().position(|uuid| same_uuid(uuid, &gpu.uuid));
+    }
+    gpus
+}
+
+/// Whether two UUIDs name one device: their hex digits alike, whatever
+/// the prefix (`GPU-` from NVML, the driver's bytes written as `GPU-` by
+/// [`uuid_string`] though a MIG instance's are `MIG-` in NVML) and case.
+fn same_uuid(a: &str, b: &str) -> bool {
+    let body = |u: &str| {
+        let u = u.trim();
+        let lower = u.to_ascii_lowercase();
+        if lower.starts_with("gpu-") || lower.starts_with("mig-") {
+            lower[4..].to_owned()
+        } else {
+            lower
+        }
+    };
+    body(a) == body(b)
+}
+
+/// The UUIDs of the devices the CUDA driver lists, in its order; empty
+/// where it is missing or fails to start.
+fn cuda_driver_order() -> Vec<String> {
+    if !crate::cuda::libs::driver_loads() {
+        return Vec::new();
+    }
+    std::panic::catch_unwind(|| {
+        (0..driver::count())
+            .filter_map(|ordinal| Some(driver::describe(ordinal)?.uuid))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// The MIG instances of `device` where MIG mode is on; none where it is
+/// off, or NVML cannot say.
+fn mig_instances(device: &nvml_wrapper::Device<'_>) -> Vec<MigInstance> {
+    let on = device.mig_mode().is_ok_and(|m| m.current == 1);
+    if !on {
+        return Vec::new();
+    }
+    // NVML gives the most a GPU can hold; the indices without an
+    // instance answer NotFound.
+    let most = device.mig_device_count().unwrap_or(0);
+    (0..most)
+        .filter_map(|i| {
+            let mig = device.mig_device_by_index(i).ok()?;
+            Some(MigInstance {
+                name: mig.name().unwrap_or_else(|_| format!("MIG instance {i}")),
+                uuid: mig.uuid().ok()?,
+                memory: mig.memory_info().ok().map(|m| (m.total, m.free)),
+            })
+        })
+        .collect()
 }
 
 /// The GPUs NVML lists; `None` when NVML cannot start (no driver, or a
@@ -59,6 +150,8 @@ fn nvml_gpus() -> Option<Vec<NvidiaGpu>> {
                         .cuda_compute_capability()
                         .ok()
                         .map(|c| (c.major, c.minor)),
+                    cuda_index: None,
+                    mig: mig_instances(&device),
                 })
             })
             .collect(),
@@ -89,6 +182,8 @@ fn cuda_driver_gpus() -> Vec<NvidiaGpu> {
                     memory: None,
                     driver: version.clone(),
                     capability: found.capability,
+                    cuda_index: Some(ordinal),
+                    mig: Vec::new(),
                 })
             })
             .collect()
@@ -119,13 +214,19 @@ pub(crate) fn cuda_ordinal(uuid: Option<&str>, pci: Option<&str>) -> Result<usiz
             continue;
         };
         let hit = match (uuid, pci) {
-            (Some(uuid), _) => found.uuid.eq_ignore_ascii_case(uuid),
+            (Some(uuid), _) => same_uuid(&found.uuid, uuid),
             (None, Some(pci)) => crate::same_pci_bus(&found.pci_bus_id, pci),
             (None, None) => false,
         };
         if hit {
             return Ok(ordinal);
         }
+    }
+    // A worker given a MIG instance as `CUDA_VISIBLE_DEVICES` sees it
+    // alone, as ordinal 0, whichever UUID the driver's query answers for
+    // it (an older driver's is its parent's).
+    if count == 1 && uuid.is_some_and(|u| u.trim().to_ascii_lowercase().starts_with("mig-")) {
+        return Ok(0);
     }
     let which = match (uuid, pci) {
         (Some(uuid), _) => format!("with UUID {uuid}"),
@@ -229,6 +330,29 @@ mod tests {
             uuid_string(&bytes),
             "GPU-00112233-4455-6677-8899-aabbccddeeff"
         );
+    }
+
+    /// A UUID names its device whatever its prefix (the driver's bytes are
+    /// written `GPU-`, NVML writes a MIG instance's `MIG-`) and case; any
+    /// other digit names another.
+    #[test]
+    fn a_uuid_names_its_device_whatever_its_prefix_and_case() {
+        let gpu = "GPU-00112233-4455-6677-8899-aabbccddeeff";
+        for same in [
+            gpu,
+            "gpu-00112233-4455-6677-8899-AABBCCDDEEFF",
+            "MIG-00112233-4455-6677-8899-aabbccddeeff",
+            " GPU-00112233-4455-6677-8899-aabbccddeeff ",
+        ] {
+            assert!(same_uuid(gpu, same), "{same}");
+        }
+        for other in [
+            "GPU-00112233-4455-6677-8899-aabbccddeef0",
+            "GPU-00112233-4455-6677-8899-aabbccddee",
+            "",
+        ] {
+            assert!(!same_uuid(gpu, other), "{other}");
+        }
     }
 
     /// With no NVIDIA driver (this machine), nothing is found and nothing

@@ -319,16 +319,19 @@ pub(crate) fn chosen_devices(
     if flag.eq_ignore_ascii_case("all") {
         // A driver that crashes while enumerating costs the probe's
         // process; the run goes on on the CPU and says why.
-        let (gpus, nvidia) = match crate::probe::probe() {
-            Ok(probe) => (probe.gpus, probe.nvidia.len()),
+        let probe = match crate::probe::probe() {
+            Ok(probe) => probe,
             Err(e) => {
                 let notice = format!("pipeline: warning: {e}; running on the CPU (burn flex)");
                 return Ok((vec![DeviceSpec::Cpu], Some(notice)));
             }
         };
-        // GPU indices are PCI bus order, as nvidia-smi and CUDA with
-        // CUDA_DEVICE_ORDER=PCI_BUS_ID number them.
-        let given = coordinator::scheduler_gpus(&coordinator::process_env);
+        let (gpus, nvidia) = (&probe.gpus, probe.nvidia.len());
+        // GPU indices are PCI bus order (then MIG instances), as
+        // nvidia-smi numbers GPUs; CUDA_VISIBLE_DEVICES is read over
+        // NVIDIA's enumeration in CUDA's order, and what it names that is
+        // no GPU ends the command here rather than running on the CPU.
+        let given = coordinator::scheduler_gpus(&coordinator::process_env, &probe.nvidia_table())?;
         let chosen: Vec<DeviceSpec> = (0..gpus.len())
             .filter(|i| {
                 given
@@ -337,7 +340,8 @@ pub(crate) fn chosen_devices(
             })
             .filter(|i| match on {
                 Runs::Vulkan => gpus[*i].vulkan,
-                Runs::Cuda => gpus[*i].uuid.is_some(),
+                // A GPU in MIG mode runs as its instances.
+                Runs::Cuda => gpus[*i].uuid.is_some() && !probe.in_mig_mode(*i),
             })
             .map(DeviceSpec::Gpu)
             .collect();
@@ -409,7 +413,8 @@ pub(crate) fn chosen_devices(
             ));
         }
         if let DeviceSpec::Gpu(i) = spec {
-            let gpus = probe(part)?.gpus;
+            let machine = probe(part)?;
+            let gpus = &machine.gpus;
             let Some(gpu) = gpus.get(i) else {
                 return Err(format!(
                     "--gpus {part}: this machine has {} GPU(s) (see `pipeline devices`); \
@@ -418,6 +423,19 @@ pub(crate) fn chosen_devices(
                 ));
             };
             engine_runs_on(on, gpu).map_err(|why| format!("--gpus {part}: {why}"))?;
+            if on == Runs::Cuda && machine.in_mig_mode(i) {
+                let instances: Vec<String> = gpus
+                    .iter()
+                    .filter(|g| g.mig_of == Some(i))
+                    .filter_map(|g| g.spec.clone())
+                    .collect();
+                return Err(format!(
+                    "--gpus {part}: {} is in MIG mode, and CUDA runs its instances only: name \
+                     them ({})",
+                    gpu.name,
+                    instances.join(", ")
+                ));
+            }
         }
         if chosen.contains(&spec) {
             return Err(format!("--gpus lists {spec} twice"));
@@ -444,6 +462,8 @@ mod tests {
             uuid: uuid.map(str::to_owned),
             vulkan,
             capability: None,
+            cuda_index: None,
+            mig_of: None,
         }
     }
 

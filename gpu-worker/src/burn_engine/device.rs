@@ -11,7 +11,9 @@
 //! (`nvidia.rs`), joined by PCI bus id: an NVIDIA GPU that Vulkan cannot
 //! see (a CUDA container without the Vulkan loader) is still `gpu:N`, for
 //! the CUDA engine, and burn's engine says it has no Vulkan driver. burn's
-//! per-type index is looked up from the Vulkan adapter.
+//! per-type index is looked up from the Vulkan adapter. A GPU in MIG mode
+//! keeps its place; its MIG instances follow every whole GPU, each a
+//! `gpu:N` of its own for the CUDA engine.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -90,6 +92,12 @@ pub struct AdapterSummary {
     pub vulkan: bool,
     /// An NVIDIA GPU's compute capability, `(9, 0)` for Hopper.
     pub capability: Option<(i32, i32)>,
+    /// An NVIDIA GPU's place in CUDA's enumeration, where the CUDA driver
+    /// was asked ([`gpus_with_cuda_order`]).
+    pub cuda_index: Option<usize>,
+    /// For a MIG instance (`kind` `mig`, listed after every whole GPU),
+    /// the `gpu:N` index of the GPU it is part of.
+    pub mig_of: Option<usize>,
     /// How to ask for it: `gpu:N` or `software`.
     pub spec: Option<String>,
     /// burn's name for it (adapters of type `other` have none).
@@ -141,6 +149,8 @@ pub fn adapters() -> Vec<AdapterSummary> {
                 uuid: None,
                 vulkan: true,
                 capability: None,
+                cuda_index: None,
+                mig_of: None,
                 spec: (slot == 3).then(|| "software".to_owned()),
                 burn_kind,
             }
@@ -160,13 +170,34 @@ pub fn gpus() -> Vec<AdapterSummary> {
     joined_gpus(vulkan, crate::nvidia::nvidia_gpus())
 }
 
+/// [`gpus`], each NVIDIA GPU with its place in CUDA's enumeration under
+/// this process's `CUDA_DEVICE_ORDER` (`cuda_index`), asked of the CUDA
+/// driver: what `CUDA_VISIBLE_DEVICES`' indices mean. For the probe
+/// child, which starts the driver for it.
+pub fn gpus_with_cuda_order() -> Vec<AdapterSummary> {
+    let vulkan = adapters()
+        .into_iter()
+        .filter(|a| matches!(a.kind, "discrete" | "integrated" | "virtual"))
+        .collect();
+    joined_gpus(
+        vulkan,
+        crate::nvidia::with_cuda_order(crate::nvidia::nvidia_gpus()),
+    )
+}
+
 /// `vulkan`'s hardware adapters and `nvidia`'s GPUs as one list in PCI bus
-/// order, one entry per PCI bus id.
+/// order, one entry per PCI bus id; then each MIG instance, after every
+/// whole GPU (so that a GPU's `gpu:N` stays its place in bus order, as
+/// `nvidia-smi` numbers it), in its GPU's order.
 fn joined_gpus(
     mut gpus: Vec<AdapterSummary>,
     nvidia: Vec<crate::nvidia::NvidiaGpu>,
 ) -> Vec<AdapterSummary> {
+    let mut migs = Vec::new();
     for gpu in nvidia {
+        if !gpu.mig.is_empty() {
+            migs.push((gpu.uuid.clone(), gpu.mig));
+        }
         let key = pci_key(&gpu.pci_bus_id);
         let same = gpus
             .iter_mut()
@@ -176,6 +207,7 @@ fn joined_gpus(
                 adapter.memory = gpu.memory;
                 adapter.uuid = Some(gpu.uuid);
                 adapter.capability = gpu.capability;
+                adapter.cuda_index = gpu.cuda_index;
             }
             None => gpus.push(AdapterSummary {
                 name: gpu.name,
@@ -187,6 +219,8 @@ fn joined_gpus(
                 uuid: Some(gpu.uuid),
                 vulkan: false,
                 capability: gpu.capability,
+                cuda_index: gpu.cuda_index,
+                mig_of: None,
                 spec: None,
                 burn_kind: None,
             }),
@@ -199,6 +233,35 @@ fn joined_gpus(
             .and_then(pci_key)
             .unwrap_or(u64::MAX)
     });
+    let whole = gpus.len();
+    for parent in 0..whole {
+        let Some(at) = migs
+            .iter()
+            .position(|(uuid, _)| gpus[parent].uuid.as_ref() == Some(uuid))
+        else {
+            continue;
+        };
+        let (_, instances) = migs.swap_remove(at);
+        for mig in instances {
+            let gpu = &gpus[parent];
+            let instance = AdapterSummary {
+                name: mig.name,
+                kind: "mig",
+                backend: "cuda".to_owned(),
+                driver: gpu.driver.clone(),
+                pci_bus_id: gpu.pci_bus_id.clone(),
+                memory: mig.memory,
+                uuid: Some(mig.uuid),
+                vulkan: false,
+                capability: gpu.capability,
+                cuda_index: None,
+                mig_of: Some(parent),
+                spec: None,
+                burn_kind: None,
+            };
+            gpus.push(instance);
+        }
+    }
     for (i, gpu) in gpus.iter_mut().enumerate() {
         gpu.spec = Some(format!("gpu:{i}"));
     }
@@ -378,6 +441,8 @@ mod tests {
             uuid: None,
             vulkan: true,
             capability: None,
+            cuda_index: None,
+            mig_of: None,
             spec: None,
             burn_kind: Some(DeviceKind::DiscreteGpu(n)),
         }
@@ -391,6 +456,8 @@ mod tests {
             memory: Some((80, 79)),
             driver: "NVIDIA 580".to_owned(),
             capability: Some((9, 0)),
+            cuda_index: None,
+            mig: Vec::new(),
         }
     }
 
@@ -452,6 +519,66 @@ mod tests {
         );
         let uuids: Vec<_> = alone.iter().map(|a| a.uuid.clone()).collect();
         assert_eq!(uuids, [Some("GPU-d".into()), Some("GPU-c".into())]);
+    }
+
+    /// A GPU in MIG mode keeps its place in bus order, and each of its
+    /// instances is a `gpu:N` of its own after every whole GPU, in its
+    /// GPU's order: a CUDA device named by its `MIG-` UUID, with no
+    /// Vulkan, pointing back at its GPU. CUDA's order comes along.
+    #[test]
+    fn mig_instances_follow_every_whole_gpu() {
+        use crate::nvidia::MigInstance;
+        let mig = |uuid: &str| MigInstance {
+            name: format!("A100 MIG {uuid}"),
+            uuid: uuid.to_owned(),
+            memory: Some((20, 19)),
+        };
+        let mut split_late = nvidia("0000:81:00.0", "GPU-late");
+        split_late.mig = vec![mig("MIG-l1"), mig("MIG-l2")];
+        split_late.cuda_index = Some(0);
+        let mut split_early = nvidia("0000:01:00.0", "GPU-early");
+        split_early.mig = vec![mig("MIG-e1")];
+        split_early.cuda_index = Some(2);
+        let joined = joined_gpus(
+            vec![vulkan("Intel", "0000:00:02.0", 0)],
+            vec![split_late, nvidia("0000:41:00.0", "GPU-whole"), split_early],
+        );
+        let rows: Vec<_> = joined
+            .iter()
+            .map(|a| {
+                (
+                    a.spec.clone().unwrap_or_default(),
+                    a.kind,
+                    a.uuid.clone().unwrap_or_default(),
+                    a.mig_of,
+                    a.vulkan,
+                    a.cuda_index,
+                )
+            })
+            .collect();
+        let row = |spec: &str,
+                   kind: &'static str,
+                   uuid: &str,
+                   mig_of: Option<usize>,
+                   vulkan: bool,
+                   cuda: Option<usize>| {
+            (spec.to_owned(), kind, uuid.to_owned(), mig_of, vulkan, cuda)
+        };
+        assert_eq!(
+            rows,
+            vec![
+                row("gpu:0", "discrete", "", None, true, None),
+                row("gpu:1", "discrete", "GPU-early", None, false, Some(2)),
+                row("gpu:2", "discrete", "GPU-whole", None, false, None),
+                row("gpu:3", "discrete", "GPU-late", None, false, Some(0)),
+                row("gpu:4", "mig", "MIG-e1", Some(1), false, None),
+                row("gpu:5", "mig", "MIG-l1", Some(3), false, None),
+                row("gpu:6", "mig", "MIG-l2", Some(3), false, None),
+            ]
+        );
+        assert_eq!(joined[5].pci_bus_id.as_deref(), Some("0000:81:00.0"));
+        assert_eq!(joined[5].memory, Some((20, 19)));
+        assert_eq!(joined[5].burn_kind, None);
     }
 
     #[test]

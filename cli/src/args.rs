@@ -39,6 +39,21 @@ pub(crate) enum Command {
     /// other commands as a child, so that a driver crash costs the child).
     #[command(hide = true)]
     ProbeDevices,
+    /// Start ONNX Runtime's CUDA provider on a model once, and say why not
+    /// where it does not start (run by `infer` as a child, so that the
+    /// coordinator holds no CUDA context or memory on a GPU).
+    #[command(hide = true)]
+    ProbeOnnxCuda(ProbeOnnxCudaArgs),
+}
+
+/// `pipeline probe-onnx-cuda`.
+#[derive(Debug, Args)]
+pub(crate) struct ProbeOnnxCudaArgs {
+    /// The ONNX model.
+    pub(crate) model: PathBuf,
+    /// The ONNX Runtime library the coordinator loaded.
+    #[arg(long)]
+    pub(crate) runtime: Option<String>,
 }
 
 /// What `infer` computes per image.

@@ -50,6 +50,7 @@ fn main() -> ExitCode {
         Command::Preprocess(args) => preprocess::run(&args),
         Command::Worker => return worker(),
         Command::ProbeDevices => probe::print(),
+        Command::ProbeOnnxCuda(args) => probe::try_onnx_cuda(&args.model, args.runtime.as_deref()),
     };
     outcome.report()
 }

@@ -2,7 +2,12 @@
 //! `pipeline probe-devices`), so that the coordinator never initialises
 //! Vulkan or NVML itself: a driver that crashes while enumerating costs
 //! that child, never the run, and the driver's stderr chatter stays there.
+//! ONNX Runtime's CUDA provider is tried the same way (`pipeline
+//! probe-onnx-cuda`): once started, it keeps a CUDA context and a memory
+//! pool on its GPU for the life of its process, which for the coordinator
+//! is the whole run, beside that GPU's worker.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use anyhow::{Context, bail};
@@ -170,6 +175,70 @@ pub(crate) fn probe() -> Result<Probe, String> {
         .clone()
 }
 
+/// Whether ONNX Runtime's CUDA provider starts with the model at `model`
+/// on the GPU `uuid` (the first the run takes; else CUDA's first),
+/// tried in a short-lived child (`pipeline probe-onnx-cuda`) that loads
+/// `runtime`, the library this process found. The provider is listed by
+/// every `onnxruntime-gpu`, and starts only with the CUDA and cuDNN of its
+/// build; started in this process, it would keep its context and memory
+/// on that GPU until the run ends. `Err` says why not, in one line.
+pub(crate) fn onnx_cuda_starts(
+    model: &Path,
+    runtime: Option<&str>,
+    uuid: Option<&str>,
+) -> Result<(), String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the pipeline executable: {e}"))?;
+    let mut command = Command::new(exe);
+    command
+        .arg("probe-onnx-cuda")
+        .arg(model)
+        .stdin(Stdio::null());
+    if let Some(runtime) = runtime {
+        command.arg("--runtime").arg(runtime);
+    }
+    if let Some(uuid) = uuid {
+        command
+            .env("CUDA_VISIBLE_DEVICES", uuid)
+            .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
+    }
+    if let Some(dir) = pipeline_core::runtime_dir_for_children() {
+        command.env("XDG_RUNTIME_DIR", dir);
+    }
+    let output = command
+        .output()
+        .map_err(|e| format!("cannot start the trial of ONNX Runtime's CUDA provider: {e}"))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let last = stderr.lines().map(str::trim).rev().find(|l| !l.is_empty());
+    Err(match last {
+        Some(line) => line
+            .strip_prefix("pipeline: error: ")
+            .unwrap_or(line)
+            .to_owned(),
+        None => format!(
+            "the trial of ONNX Runtime's CUDA provider ended ({})",
+            coordinator::describe_exit(&output.status)
+        ),
+    })
+}
+
+/// The child's side of [`onnx_cuda_starts`]: a session of the model on
+/// the CUDA provider, started and dropped; or why it does not start.
+pub(crate) fn try_onnx_cuda(model: &Path, runtime: Option<&str>) -> Outcome {
+    if let Some(library) = runtime
+        && let Err(e) = gpu_worker::onnx::runtime::use_library(library)
+    {
+        return Outcome::Failed(e.clone());
+    }
+    match gpu_worker::onnx::graph::session_on(model, 1, true) {
+        Ok(_) => Outcome::Success,
+        Err(why) => Outcome::Failed(why),
+    }
+}
+
 fn run_probe() -> anyhow::Result<Probe> {
     let exe = std::env::current_exe().context("cannot find the pipeline executable")?;
     let mut command = Command::new(exe);
@@ -220,6 +289,40 @@ mod tests {
             cuda_index,
             mig_of,
         }
+    }
+
+    /// The coordinator never starts ONNX Runtime's CUDA provider itself
+    /// (it would hold a CUDA context and memory on a GPU for the whole
+    /// run): of the command's sources, only the probe child's
+    /// [`super::try_onnx_cuda`] opens a session that can take it.
+    #[test]
+    fn only_a_child_process_starts_onnx_runtimes_cuda_provider() {
+        fn sources(dir: &std::path::Path, found: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).expect("cli/src reads") {
+                let path = entry.expect("an entry").path();
+                if path.is_dir() {
+                    sources(&path, found);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    found.push(path);
+                }
+            }
+        }
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut files = Vec::new();
+        sources(&src, &mut files);
+        assert!(files.len() > 10, "{files:?}");
+        let starting: Vec<String> = files
+            .iter()
+            .filter(|f| {
+                let text = std::fs::read_to_string(f).expect("a source file reads");
+                // Split so that this test's own file is not counted for
+                // its words.
+                text.contains(&["session", "_on("].concat())
+                    || text.contains(&["ep::", "CUDA"].concat())
+            })
+            .map(|f| f.strip_prefix(&src).unwrap_or(f).display().to_string())
+            .collect();
+        assert_eq!(starting, ["probe.rs"]);
     }
 
     /// The table `CUDA_VISIBLE_DEVICES` is read over holds each NVIDIA GPU

@@ -245,8 +245,19 @@ fn devices(
         }
         // The provider listed is not the provider started: onnxruntime-gpu
         // lists it without the CUDA and cuDNN of its build. `all` tries it
-        // once here (on the first GPU) and runs the CPU if it cannot.
-        if let Err(why) = gpu_worker::onnx::graph::session_on(model, 1, true) {
+        // once, on the first GPU the run takes, and runs the CPU if it
+        // cannot: in a child process, since a provider started here would
+        // keep a CUDA context and memory on that GPU for the whole run.
+        let first = devices.iter().find_map(|d| match d {
+            DeviceSpec::Gpu(i) => Some(*i),
+            _ => None,
+        });
+        let uuid = first.and_then(|i| crate::devices::cuda_uuids(&devices).remove(&i));
+        let runtime = gpu_worker::onnx::runtime::onnx_runtime()
+            .as_ref()
+            .ok()
+            .map(|r| r.library.as_str());
+        if let Err(why) = crate::probe::onnx_cuda_starts(model, runtime, uuid.as_deref()) {
             return Ok((
                 vec![DeviceSpec::Cpu],
                 Some(format!("pipeline: {why}; ONNX models run on the CPU")),

@@ -139,6 +139,9 @@ pub fn session(path: &Path, threads: usize) -> Result<Session, String> {
 /// [`session`] on ONNX Runtime's CUDA execution provider (the process's
 /// first visible GPU: workers get theirs as `CUDA_VISIBLE_DEVICES`) when
 /// `cuda`; a provider that cannot start is the error, never a silent CPU.
+/// Once started, the provider's CUDA context and memory pool stay until
+/// the process exits: only a worker, or the coordinator's short-lived
+/// trial child (`pipeline probe-onnx-cuda`), asks for it.
 pub fn session_on(path: &Path, threads: usize, cuda: bool) -> Result<Session, String> {
     open(path, threads, cuda, true)
 }

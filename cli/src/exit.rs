@@ -57,7 +57,11 @@ pub(crate) fn print(text: &str) -> Outcome {
     }
 }
 
-/// One line, whatever the underlying error printed.
+/// One line, whatever the underlying error printed, and without a
+/// credential: every error line passes here, so a URL that a message
+/// quotes whole (a presigned model's, a listed item's) or a token from the
+/// environment is redacted even where its maker forgot.
 fn one_line(message: &str) -> String {
-    message.split_whitespace().collect::<Vec<_>>().join(" ")
+    let line = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    pipeline_core::redact_text(&line).into_owned()
 }

@@ -17,7 +17,7 @@ pub(crate) fn run(args: &InferArgs) -> Outcome {
         Ok((config, notices, _classes)) => {
             if !args.quiet {
                 for notice in notices.iter().filter(|n| !n.is_empty()) {
-                    eprintln!("{notice}");
+                    eprintln!("{}", pipeline_core::redact_text(notice));
                 }
             }
             let progress = std::sync::Arc::new(Progress::new(args.quiet));
@@ -165,7 +165,10 @@ fn finish(
             summary: &summary,
             config: ConfigReport::of(config),
         };
-        let written = serde_json::to_vec_pretty(&report)
+        // Every string in it (`--data`, a worker's last words, a scan
+        // problem) without credentials: a report is shared.
+        let written = serde_json::to_string_pretty(&report)
+            .map(|text| pipeline_core::redact_text(&text).into_owned())
             .map_err(std::io::Error::other)
             .and_then(|bytes| std::fs::write(path, bytes));
         if let Err(e) = written {

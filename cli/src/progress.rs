@@ -67,8 +67,11 @@ impl Progress {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Prints `line` above the bars, or on stderr.
+    /// Prints `line` above the bars, or on stderr; without a credential
+    /// (a worker's own stderr may quote an item's URL whole).
     fn print(&self, line: &str) {
+        let line = pipeline_core::redact_text(line);
+        let line: &str = &line;
         match &self.mode {
             Mode::Bars(multi) if !self.state().finished => {
                 if multi.println(line).is_err() {

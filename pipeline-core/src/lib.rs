@@ -22,6 +22,7 @@ mod preprocess;
 mod preprocess_config;
 mod preprocess_flags;
 mod protocol;
+mod redact;
 mod registry;
 mod resolved;
 mod source;
@@ -60,6 +61,10 @@ pub use protocol::{
     Frame, FromWorker, ItemOutcome, MAX_FRAME_BYTES, PROTOCOL_VERSION, ToWorker,
     WORKER_EXIT_DEVICE_LOST, WORKER_EXIT_ORPHANED, WorkItemSpec, WorkerConfig, read_frame,
     write_frame,
+};
+pub use redact::{
+    CREDENTIAL_PARAMETERS, REDACTED, SECRET_VARIABLES, object_url, redact_message, redact_text,
+    redact_url,
 };
 pub use registry::{EngineKind, MemoryModel, ModelSpec};
 pub use resolved::{CheckpointLayout, LogitParams, ResolvedWeights};

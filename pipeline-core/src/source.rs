@@ -194,8 +194,9 @@ pub enum Location {
 }
 
 impl fmt::Display for Location {
-    /// The file or URL (lossy UTF-8), with `@offset+len` for a range and
-    /// `#row` for a cell: for messages and logs.
+    /// The file or URL (lossy UTF-8; a URL without its credentials,
+    /// `redact_url`), with `@offset+len` for a range and `#row` for a
+    /// cell: for messages and logs.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let range = |f: &mut fmt::Formatter<'_>, range: &Option<ByteRange>| match range {
             Some(r) => write!(f, "@{}+{}", r.offset, r.len),
@@ -207,7 +208,8 @@ impl fmt::Display for Location {
                 range(f, r)
             }
             Self::Url { url, range: r } => {
-                f.write_str(url)?;
+                // Messages and logs never show a credential.
+                f.write_str(&crate::redact::redact_url(url))?;
                 range(f, r)
             }
             Self::Cell { file, column, row } => {

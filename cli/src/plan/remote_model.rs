@@ -18,12 +18,13 @@
 //! (a presigned one) fetches no config files, since a sibling's signature
 //! would differ, and a model with external data there is refused for the
 //! same reason, naming the files; external data is held in memory between
-//! its read and its write, as the model is.
+//! its read and its write, as the model is; every message shows the URL
+//! without its credentials (`redact_url`).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use pipeline_core::{Fnv64, ItemErrorKind, RemoteSpec};
+use pipeline_core::{Fnv64, ItemErrorKind, RemoteSpec, redact_url};
 
 /// Whether `--model` names a remote location.
 pub(super) fn is_remote(model: &str) -> bool {
@@ -50,32 +51,34 @@ pub(super) fn fetch(url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
         .rsplit('/')
         .next()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| format!("--model {url}: the URL names no file"))?;
+        .ok_or_else(|| format!("--model {}: the URL names no file", redact_url(url)))?;
     // A model is one large object: its read gets ten minutes at least.
     let spec = RemoteSpec {
         timeout_s: spec.timeout_s.max(600.0),
         ..spec
     };
     let remote = loader::remote::Remote::new(spec).map_err(|e| format!("--model {e}"))?;
-    // The loader's messages start with the URL, or say it.
+    // The loader's messages start with the URL (redacted), or say it.
     let failed = |url: &str, e: pipeline_core::ItemError| {
-        if e.message.starts_with(url) {
+        let shown = redact_url(url);
+        if e.message.starts_with(&*shown) {
             format!("--model {}", e.message)
         } else {
-            format!("--model {url}: {}", e.message)
+            format!("--model {shown}: {}", e.message)
         }
     };
     let model = remote.get(url, None).map_err(|e| failed(url, e))?;
     let folder = &location[..location.len() - name.len()];
     // A file that is no model names no files; reading its graph says why.
     let external = gpu_worker::onnx::external::external_files(&model)
-        .map_err(|e| format!("--model {url}: {e}"))?
+        .map_err(|e| format!("--model {}: {e}", redact_url(url)))?
         .unwrap_or_default();
     if !query.is_empty() && !external.is_empty() {
         return Err(format!(
-            "--model {location}: the model keeps its weights in {} beside it (its \
+            "--model {}: the model keeps its weights in {} beside it (its \
              external data), which a URL with a query (a presigned one) cannot reach; \
              give a location without one",
+            redact_url(location),
             external.join(", ")
         ));
     }

@@ -14,6 +14,9 @@
 //! - every retry of an item draws on one budget (`retry.rs`), is counted
 //!   by kind, and is logged with `PIPELINE_LOG=debug`.
 //!
+//! Every message names its URL as `pipeline_core::redact_url` shows it:
+//! no signature, token or password reaches an error record or a log.
+//!
 //! S3 settings come from the standard environment (`AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
 //! `AWS_ENDPOINT_URL` for MinIO, Ceph and friends; web identity and
@@ -34,7 +37,9 @@ use object_store::aws::AmazonS3Builder;
 use object_store::http::HttpBuilder;
 use object_store::path::Path as ObjectPath;
 use object_store::{BackoffConfig, GetOptions, GetRange, ObjectStore, RetryConfig};
-use pipeline_core::{ItemError, ItemErrorKind, RemoteRetries, RemoteSpec};
+use pipeline_core::{
+    ItemError, ItemErrorKind, RemoteRetries, RemoteSpec, redact_message, redact_text, redact_url,
+};
 use url::Url;
 
 use connector::{Connector, Shared};
@@ -61,9 +66,10 @@ pub struct ObjectInfo {
 }
 
 /// A URL that cannot be read at all (bad syntax, a store that cannot be
-/// configured): a setup error, unlike an item's failure.
+/// configured): a setup error, unlike an item's failure. Shown without the
+/// URL's credentials.
 #[derive(Debug, thiserror::Error)]
-#[error("{url}: {message}")]
+#[error("{}: {}", redact_url(.url), redact_text(.message))]
 pub struct RemoteError {
     /// The URL.
     pub url: String,
@@ -179,7 +185,7 @@ impl Remote {
             if bytes.len() as u64 != want {
                 return Err(ItemError::new(
                     ItemErrorKind::Io,
-                    format!("{url}: {} of {want} bytes", bytes.len()),
+                    format!("{}: {} of {want} bytes", redact_url(url), bytes.len()),
                 ));
             }
         }
@@ -284,7 +290,8 @@ impl Remote {
     /// that listed paths are relative to.
     fn store(&self, url: &str) -> Result<(Arc<dyn ObjectStore>, ObjectPath, String), ItemError> {
         let bad = |message: String| {
-            ItemError::new(ItemErrorKind::Unsupported, format!("{url}: {message}"))
+            let message = format!("{url}: {message}");
+            ItemError::new(ItemErrorKind::Unsupported, redact_message(&message, url))
         };
         let parsed = Url::parse(url).map_err(|e| bad(e.to_string()))?;
         let scheme = parsed.scheme().to_ascii_lowercase();
@@ -375,10 +382,11 @@ fn item_error(url: &str, e: object_store::Error) -> ItemError {
         | object_store::Error::Unauthenticated { .. } => ItemErrorKind::Permission,
         _ => ItemErrorKind::Io,
     };
-    // object_store's texts are long; the first line says it.
+    // object_store's texts are long; the first line says it. It may name
+    // the URL again, query and all: the whole line is redacted.
     let text = e.to_string();
     let line = text.lines().next().unwrap_or_default();
-    ItemError::new(kind, format!("{url}: {line}"))
+    ItemError::new(kind, redact_message(&format!("{url}: {line}"), url))
 }
 
 trait IntoSetup {

@@ -164,7 +164,8 @@ impl Counts {
         counter.fetch_add(1, Ordering::Relaxed);
         if debug_log() {
             eprintln!(
-                "pipeline: debug: {url}: retry {n} of {max} in {:.2} s after {}",
+                "pipeline: debug: {}: retry {n} of {max} in {:.2} s after {}",
+                pipeline_core::redact_url(url),
                 wait.as_secs_f64(),
                 kind.name()
             );

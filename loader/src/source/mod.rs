@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use pipeline_core::{
     DataSpec, Entries, Fnv64, IMAGE_EXTENSIONS, InputFormat, Kept, Location, Manifest, RemoteSpec,
-    ScanError, is_url,
+    ScanError, is_url, object_url, redact_text, redact_url,
 };
 
 use crate::remote::{Remote, RemoteError};
@@ -35,14 +35,15 @@ pub const IMAGE_COLUMNS: [&str; 2] = ["image", "jpg"];
 /// WebDataset members that are the image, in order of preference.
 pub const SHARD_IMAGE_EXTENSIONS: [&str; 4] = ["jpg", "jpeg", "png", "webp"];
 
-/// `--data` could not be read into a manifest: one line for the user.
+/// `--data` could not be read into a manifest: one line for the user, its
+/// URL shown without credentials (`pipeline_core::redact_url`).
 #[derive(Debug, thiserror::Error)]
 pub enum SourceError {
     /// A local folder that is not one.
     #[error(transparent)]
     Scan(#[from] ScanError),
     /// The file or object could not be read.
-    #[error("--data {path}: {message}")]
+    #[error("--data {}: {}", redact_url(.path), redact_text(.message))]
     Read {
         /// What.
         path: String,
@@ -50,7 +51,10 @@ pub enum SourceError {
         message: String,
     },
     /// A table without the column it needs.
-    #[error("--data {path}: no column `{wanted}` (it has: {available}); name one with {flag}")]
+    #[error(
+        "--data {}: no column `{wanted}` (it has: {available}); name one with {flag}",
+        redact_url(.path)
+    )]
     Column {
         /// The table.
         path: String,
@@ -62,16 +66,20 @@ pub enum SourceError {
         flag: &'static str,
     },
     /// Nothing to run.
-    #[error("--data {0}: no items (an empty manifest, or no images in it)")]
+    #[error(
+        "--data {}: no items (an empty manifest, or no images in it)",
+        redact_url(.0)
+    )]
     Empty(String),
     /// The kind cannot be told from the argument.
     #[error(
-        "--data {0}: cannot tell the layout from the name; give --input-format \
-         (folder, list, csv, tsv, jsonl, parquet, webdataset)"
+        "--data {}: cannot tell the layout from the name; give --input-format \
+         (folder, list, csv, tsv, jsonl, parquet, webdataset)",
+        redact_url(.0)
     )]
     Unknown(String),
     /// A layout that is not read from where it is.
-    #[error("--data {path}: {message}")]
+    #[error("--data {}: {message}", redact_url(.path))]
     Unsupported {
         /// What.
         path: String,
@@ -217,15 +225,25 @@ impl Listing {
         }
     }
 
-    /// The next item: its path or URL, and its kept values.
+    /// The next item: its path or URL, and its kept values. A URL's item
+    /// is named by its object (`object_url`): no credential reaches the
+    /// output's `path`, and the names, and so the run's identity, stay the
+    /// same when the URLs are signed again.
     fn push(&mut self, name: String, kept: Vec<(String, String)>) {
         self.keeping.push(kept);
-        let location = if is_url(&name) {
-            Location::Url {
+        if is_url(&name) {
+            let location = Location::Url {
                 url: name.clone(),
                 range: None,
-            }
-        } else if let Some(base) = &self.base_url {
+            };
+            let name = match object_url(&name) {
+                std::borrow::Cow::Owned(object) => object,
+                std::borrow::Cow::Borrowed(_) => name,
+            };
+            self.entries.push(name, location);
+            return;
+        }
+        let location = if let Some(base) = &self.base_url {
             Location::Url {
                 url: base.join(&name).map_or_else(|_| name.clone(), String::from),
                 range: None,

@@ -126,7 +126,7 @@ pub(super) fn webdataset(
         let (members, problem) = members;
         if let Some(message) = problem {
             problems.push(ScanProblem {
-                path: PathBuf::from(shard),
+                path: PathBuf::from(pipeline_core::redact_url(shard).into_owned()),
                 message,
             });
         }
@@ -161,12 +161,13 @@ pub(super) fn webdataset(
 }
 
 /// How a shard is named in outputs: relative to a folder of shards, else
-/// as given.
+/// as given, a URL by its object (`object_url`: no credential in outputs,
+/// the same name when it is signed again).
 fn shard_name(data: &str, shard: &str) -> String {
     let dir = data.trim_end_matches('/');
     match shard.strip_prefix(dir).and_then(|s| s.strip_prefix('/')) {
         Some(rest) if Path::new(data).is_dir() => rest.to_owned(),
-        _ => shard.to_owned(),
+        _ => pipeline_core::object_url(shard).into_owned(),
     }
 }
 

@@ -4,6 +4,9 @@ speak, over repos in a folder (`ROOT/ORG--NAME/...`, one commit each).
 
     python3 scripts/hub_server.py ROOT LOG [--gated ORG/NAME] [--token T]
                                   [--cut-once FILE] [--stall api|FILE]
+                                  [--etag weak|md5|VALUE] [--commit VALUE]
+                                  [--corrupt FILE] [--short FILE]
+                                  [--refuse-after N]
 
 Prints its port on the first line of stdout, then serves until killed.
 - `GET|HEAD /ORG/NAME/resolve/REV/FILE`: REV is `main` or the commit.
@@ -22,6 +25,17 @@ Prints its port on the first line of stdout, then serves until killed.
 - `--stall api`: the API's requests get no answer, ever; `--stall FILE`:
   every GET of FILE's bytes sends its headers and half its body, then
   nothing more (a hub gone quiet; the connection stays open).
+- `--etag weak`: every ETag and X-Linked-Etag in the weak form `W/"…"`;
+  `--etag md5`: a small file's ETag is its MD5 (a checksum the client
+  cannot check; LFS files keep their SHA-256 in X-Linked-Etag); any other
+  VALUE is sent as it is as every file's ETag and X-Linked-Etag (a
+  mirror's `../` or absolute path). `--commit VALUE`: every file's
+  X-Repo-Commit is VALUE (the API still names the real commit).
+- `--corrupt FILE`: FILE's bytes are served with their last byte changed
+  (the same size, headers naming the true checksum); `--short FILE`: its
+  body ends one byte before the size the headers announce, cleanly.
+- `--refuse-after N`: after N requests the server stops listening (later
+  connections are refused) and closes each connection after its answer.
 - Every request is appended to LOG as `METHOD PATH RANGE`.
 """
 
@@ -49,6 +63,11 @@ def main() -> None:
     parser.add_argument("--token", default="hf_good")
     parser.add_argument("--cut-once", default=None)
     parser.add_argument("--stall", default=None)
+    parser.add_argument("--etag", default=None)
+    parser.add_argument("--commit", default=None)
+    parser.add_argument("--corrupt", default=None)
+    parser.add_argument("--short", default=None)
+    parser.add_argument("--refuse-after", type=int, default=None)
     args = parser.parse_args()
 
     repos: dict[str, dict[str, bytes]] = {}
@@ -63,7 +82,21 @@ def main() -> None:
     blobs = {hashlib.sha256(d).hexdigest(): d
              for files in repos.values() for n, d in files.items() if n.endswith(LFS)}
     lock = threading.Lock()
-    state = {"cut": args.cut_once}
+    state = {"cut": args.cut_once, "served": 0}
+
+    def etag(value: str) -> str:
+        """An ETag or X-Linked-Etag as the fault mode sends it."""
+        if args.etag is None or args.etag == "md5":
+            return f'"{value}"'
+        if args.etag == "weak":
+            return f'W/"{value}"'
+        return args.etag
+
+    def served(name: str, data: bytes) -> bytes:
+        """FILE's bytes as `--corrupt` sends them."""
+        if name == args.corrupt and data:
+            return data[:-1] + bytes([data[-1] ^ 0x5A])
+        return data
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -95,6 +128,9 @@ def main() -> None:
             code = 206 if m else 200
             if m:
                 headers = {**headers, "Content-Range": f"bytes {start}-{end}/{n}"}
+            if self.command == "GET" and name == args.short and end == n - 1 and len(body) > 1:
+                # Clean, one byte short of what Content-Range announced.
+                body = body[:-1]
             if self.command == "GET" and args.stall == name and len(body) > 1:
                 self.send_response(code)
                 for k, v in {**headers, "Accept-Ranges": "bytes"}.items():
@@ -125,6 +161,21 @@ def main() -> None:
         def do_GET(self):
             with lock, open(args.log, "a") as log:
                 log.write(f"{self.command} {self.path} {self.headers.get('Range', '-')}\n")
+                state["served"] += 1
+                nth = state["served"]
+            if nth == args.refuse_after:
+                # Stops listening before this answer goes out, so that the
+                # client's next connection is refused.
+                stop()
+            self.answer()
+
+        def end_headers(self):
+            if args.refuse_after is not None:
+                # No connection is kept for a later request.
+                self.send_header("Connection", "close")
+            super().end_headers()
+
+        def answer(self):
             api = re.fullmatch(r"/api/models/([^/]+/[^/]+)/revision/(.+)", self.path)
             resolve = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", self.path)
             if self.path.startswith("/cdn/"):
@@ -134,8 +185,8 @@ def main() -> None:
                 repo, name = next((r, n) for r, files in repos.items()
                                   for n, d in files.items()
                                   if n.endswith(LFS) and hashlib.sha256(d).hexdigest() == sha)
-                return self.ranged(blobs[sha], {"ETag": f'"{sha}"',
-                                                "X-Repo-Commit": commits[repo]}, name)
+                return self.ranged(served(name, blobs[sha]), {
+                    "ETag": etag(sha), "X-Repo-Commit": args.commit or commits[repo]}, name)
             if api and args.stall == "api":
                 threading.Event().wait()
             repo = (api or resolve)[1] if (api or resolve) else None
@@ -157,14 +208,17 @@ def main() -> None:
             if name not in repos[repo]:
                 return self.error(404, "EntryNotFound", {"X-Repo-Commit": commit})
             data = repos[repo][name]
+            file_commit = args.commit or commit
             if name.endswith(LFS):
                 sha = hashlib.sha256(data).hexdigest()
                 host = self.headers.get("Host", f"127.0.0.1:{self.server.server_port}")
                 return self.send(302, {
-                    "Location": f"http://{host}/cdn/{sha}", "X-Repo-Commit": commit,
-                    "X-Linked-Etag": f'"{sha}"', "X-Linked-Size": str(len(data)),
-                    "ETag": f'"{git_sha1(data)}"'})
-            self.ranged(data, {"ETag": f'"{git_sha1(data)}"', "X-Repo-Commit": commit}, name)
+                    "Location": f"http://{host}/cdn/{sha}", "X-Repo-Commit": file_commit,
+                    "X-Linked-Etag": etag(sha), "X-Linked-Size": str(len(data)),
+                    "ETag": etag(git_sha1(data))})
+            tag = (f'"{hashlib.md5(data).hexdigest()}"' if args.etag == "md5"
+                   else etag(git_sha1(data)))
+            self.ranged(served(name, data), {"ETag": tag, "X-Repo-Commit": file_commit}, name)
 
         do_HEAD = do_GET
 
@@ -175,10 +229,18 @@ def main() -> None:
                 super().handle_error(request, client_address)
 
     server = Server(("127.0.0.1", 0), Handler)
+
+    def stop():
+        # `--refuse-after`: no more connections; the port then refuses.
+        server.shutdown()
+        server.server_close()
+
     print(server.server_port, flush=True)
     # The reader may close its end after the port: nothing more is printed.
     sys.stdout.close()
     server.serve_forever()
+    # `--refuse-after` stopped it: answers in flight still go out.
+    threading.Event().wait()
 
 
 if __name__ == "__main__":

@@ -17,6 +17,9 @@
 //!   uncached file offline and a family not built in are one line, exit 2;
 //! - a hub gone quiet is one line, exit 2, after `HF_HUB_DOWNLOAD_TIMEOUT`
 //!   (`stall.rs`);
+//! - headers that would name a path outside the cache, wrong or short
+//!   bodies and a hub that stops listening mid-run are one line, exit 2,
+//!   and leave nothing a later run trusts (`faults.rs`);
 //! - CLIP's and SigLIP's text towers (`text.rs`): `embed-text` and
 //!   zero-shot `--classes` from the repo's own tokenizer match
 //!   transformers'.
@@ -29,6 +32,7 @@ use serde_json::Value;
 
 #[path = "../common/mod.rs"]
 mod common;
+mod faults;
 mod open_clip_cache;
 mod stall;
 mod text;

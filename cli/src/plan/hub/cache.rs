@@ -19,10 +19,15 @@
 //!   fetched, and a missing repo, revision or token is told apart); each
 //!   file then downloads into `blobs/` through a `.part` file that a later
 //!   run resumes, renamed into place, and linked from the commit's
-//!   snapshot. Downloads of one repo take turns under a lock in the
-//!   cache's `.locks/` (shards on nodes sharing a cache), and re-check the
-//!   cache once they hold it.
-//! - What was downloaded is checked against its ETag, the hub's checksum
+//!   snapshot (`fetch.rs`: this tool's code, since `hf-hub` would make
+//!   paths of the response's headers unchecked). Downloads of one repo
+//!   take turns under a lock in the cache's `.locks/` (shards on nodes
+//!   sharing a cache), and re-check the cache once they hold it.
+//! - A header that would name a path (ETag, X-Repo-Commit) and is no hex
+//!   digest, or another commit than the one asked for, is refused before
+//!   anything is written (`headers.rs`).
+//! - What was downloaded is checked, before it is named as a blob, against
+//!   the size the hub gave and its ETag where that is the hub's checksum
 //!   (git's blob SHA-1 for small files, SHA-256 for LFS files); a file
 //!   that does not match is removed and is an error.
 //! - A request that gets no byte for `HF_HUB_DOWNLOAD_TIMEOUT` seconds
@@ -33,10 +38,13 @@ use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use hf_hub::api::RepoInfo;
 use hf_hub::api::sync::{ApiBuilder, ApiError};
 use hf_hub::{Cache, Repo, RepoType};
 
 mod checksum;
+mod fetch;
+mod headers;
 mod stall;
 
 use stall::Beat;
@@ -237,7 +245,20 @@ pub(crate) fn resolve(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<S
     if let Some(found) = cached(env, id, wanted, false) {
         return Ok(found);
     }
-    download(env, id, wanted)
+    let limit = env
+        .limit
+        .clone()
+        .map_err(|e| format!("--model {id}: {e}"))?;
+    let info = listing(env, id, limit)?;
+    download(env, id, wanted, limit, &info)
+}
+
+/// ` at ENDPOINT`, where `HF_ENDPOINT` names one.
+fn at(env: &HubEnv) -> String {
+    env.endpoint
+        .as_deref()
+        .map(|e| format!(" at {e}"))
+        .unwrap_or_default()
 }
 
 /// The commit a revision names in the cache: itself, or `refs/<branch>`.
@@ -387,51 +408,60 @@ fn request_error(env: &HubEnv, id: &HubId, what: &str, e: &ApiError) -> String {
     }
 }
 
-/// Downloads what `wanted` names at the revision's commit.
-fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, String> {
-    let limit = env
-        .limit
-        .clone()
-        .map_err(|e| format!("--model {id}: {e}"))?;
-    let stalled = |what: &str, why: stall::Unanswered| match why {
+/// The line for a request about `what` that got no answer for `limit`, or
+/// whose thread failed.
+fn unanswered(
+    env: &HubEnv,
+    id: &HubId,
+    limit: Duration,
+    what: &str,
+    why: stall::Unanswered,
+) -> String {
+    match why {
         stall::Unanswered::Stalled => format!(
             "--model {id}: the hub{} sent nothing for {} s while fetching {what}; \
              HF_HUB_DOWNLOAD_TIMEOUT sets how long to wait (a download resumes where it stopped)",
-            env.endpoint
-                .as_deref()
-                .map(|e| format!(" at {e}"))
-                .unwrap_or_default(),
+            at(env),
             limit.as_secs_f64()
         ),
         stall::Unanswered::Failed(why) => format!("--model {id}: fetching {what}: {why}"),
-    };
+    }
+}
+
+/// The revision's commit and the repo's files, from the hub's API.
+fn listing(env: &HubEnv, id: &HubId, limit: Duration) -> Result<RepoInfo, String> {
     let mut builder = ApiBuilder::from_cache(Cache::new(env.cache.clone()))
         .with_token(env.token.clone())
-        // The progress bar is the watcher's (`Beat`).
-        .with_progress(false)
-        // Retries of a body cut short, each resuming where it stopped.
-        .with_retries(5);
+        .with_progress(false);
     if let Some(endpoint) = &env.endpoint {
         builder = builder.with_endpoint(endpoint.clone());
     }
     let api = builder
         .build()
         .map_err(|e| format!("--model {id}: the hub client: {e}"))?;
-    let info = {
-        let (api, repo) = (
-            api.clone(),
-            Repo::with_revision(id.repo.clone(), RepoType::Model, id.revision.clone()),
-        );
-        stall::watched(limit, false, move |beat| {
-            with_retries(&beat, || api.repo(repo.clone()).info())
-        })
-    }
-    .map_err(|why| stalled("the repo's file list", why))?
-    .map_err(|e| request_error(env, id, "the repo", &e))?;
+    let repo = Repo::with_revision(id.repo.clone(), RepoType::Model, id.revision.clone());
+    let asked = stall::watched(limit, false, move |beat| {
+        with_retries(&beat, || api.repo(repo.clone()).info())
+    });
+    let what = "the repo's file list";
+    asked
+        .map_err(|why| unanswered(env, id, limit, what, why))?
+        .map_err(|e| request_error(env, id, "the repo", &e))
+}
+
+/// Downloads what `wanted` names at the commit `info` gives the revision.
+fn download(
+    env: &HubEnv,
+    id: &HubId,
+    wanted: &Wanted<'_>,
+    limit: Duration,
+    info: &RepoInfo,
+) -> Result<Snapshot, String> {
     let commit = info.sha.to_ascii_lowercase();
     if !is_commit(&commit) {
         return Err(format!(
-            "--model {id}: the hub named the revision's commit {commit:?}, not a commit hash"
+            "--model {id}: the hub named the revision's commit {}, not a commit hash",
+            headers::shown(info.sha.as_bytes())
         ));
     }
     let listed = |name: &str| info.siblings.iter().any(|s| s.rfilename == name);
@@ -467,37 +497,49 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
             absent(name);
         }
     }
-    let at_commit = Repo::with_revision(id.repo.clone(), RepoType::Model, commit.clone());
+    // The URLs as `hf-hub` builds them, from its endpoint (`HF_ENDPOINT`,
+    // else the public hub's).
+    let mut builder = ApiBuilder::from_cache(Cache::new(env.cache.clone())).with_progress(false);
+    if let Some(endpoint) = &env.endpoint {
+        builder = builder.with_endpoint(endpoint.clone());
+    }
+    let api = builder
+        .build()
+        .map_err(|e| format!("--model {id}: the hub client: {e}"))?
+        .repo(Repo::with_revision(
+            id.repo.clone(),
+            RepoType::Model,
+            commit.clone(),
+        ));
+    let client = fetch::Client::new(env.token.clone());
+    let locks = env
+        .cache
+        .join(".locks")
+        .join(repo.file_name().unwrap_or_default());
     let bar = std::io::stderr().is_terminal();
-    let fetch = |name: &str| {
-        let (api, repo, file) = (api.clone(), at_commit.clone(), name.to_owned());
-        stall::watched(limit, bar, move |beat| {
-            with_retries(&beat, || {
-                api.repo(repo.clone())
-                    .download_with_progress(&file, beat.clone())
-            })
-        })
-        .map_err(|why| stalled(name, why))
-    };
     let dir = repo.join("snapshots").join(&commit);
     let mut files = Vec::new();
     for name in names {
         let path = dir.join(name);
         if !path.is_file() {
-            let mut fetched = fetch(name)?;
-            if fetched.as_ref().err().and_then(status) == Some(416) {
-                // A `.part` left whole by a process that stopped before its
-                // rename asks for bytes past the end: start it afresh.
-                remove_parts(&repo.join("blobs"));
-                fetched = fetch(name)?;
-            }
-            fetched.map_err(|e| request_error(env, id, name, &e))?;
-            checksum::verify(&path).map_err(|why| format!("--model {id}: {name}: {why}"))?;
+            let job = fetch::Job {
+                client: client.clone(),
+                url: api.url(&url_path(name)),
+                repo: repo.clone(),
+                locks: locks.clone(),
+                commit: commit.clone(),
+                name: name.to_owned(),
+            };
+            stall::watched(limit, bar, move |beat| {
+                with_retries(&beat, || fetch::file(&job, &mut beat.clone()))
+            })
+            .map_err(|why| unanswered(env, id, limit, name, why))?
+            .map_err(|e| request_error(env, id, name, &e))?
+            .map_err(|why| format!("--model {id}: {why}"))?;
         }
         files.push((name.to_owned(), path));
     }
-    // hf-hub records the commit under its own name; Python reads the
-    // branch's name.
+    // The branch's name, as Python reads it.
     if !is_commit(&id.revision) {
         write_ref(&repo, &id.revision, &commit).map_err(|e| format!("--model {id}: {e}"))?;
     }
@@ -508,13 +550,18 @@ fn download(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, S
     })
 }
 
-/// Removes the `.part` files of `blobs` (hf-hub's unfinished downloads).
-fn remove_parts(blobs: &Path) {
-    for entry in std::fs::read_dir(blobs).into_iter().flatten().flatten() {
-        if entry.path().extension().is_some_and(|e| e == "part") {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+/// A file's name as a URL's path: each byte but unreserved ones and `/`
+/// percent-encoded.
+fn url_path(name: &str) -> String {
+    name.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+                char::from(b).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
 }
 
 /// `refs/<revision>` holds `commit`, written whole (a temporary file

@@ -5,11 +5,13 @@
 //! missing (404), denied (403) and refused. No secret reaches stdout,
 //! stderr, the output, the `--report` or `run.json`; nor do the
 //! environment's `HF_TOKEN` and `AWS_SECRET_ACCESS_KEY`. An item is named
-//! by its object, so a run resumes over URLs signed again.
+//! by its object, so a run resumes over URLs signed again. And a model
+//! fetched through a presigned and a plain URL side by side runs both
+//! times from the one cache.
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
 
 use fixtures::fault_server::{self, FaultServer};
 use serde_json::Value;
@@ -400,4 +402,63 @@ fn no_credential_of_a_model_url_reaches_any_output() {
     assert_clean_run("the model's run", &run);
     assert_clean("run.json", &text(&cwd.join("out.jsonl.parts/run.json")));
     assert_clean("the report", &text(&report));
+}
+
+/// The same model through a plain URL (with its config files: a
+/// classifier) and a presigned one (without: an embedder), one after the
+/// other and then side by side, from one model cache: every run succeeds,
+/// and the plain run gives the local model's records each time.
+#[test]
+fn a_presigned_and_a_plain_url_of_one_model_both_run_from_one_cache() {
+    if !runtime_or_skip() {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cwd = dir.path();
+    let server = fault_server::start(&upstream(), 0).expect("the server starts");
+    let plain = format!("{}/ok/hf_vit/model.onnx", server.base());
+    let presigned = format!("{plain}?{}", signed(1));
+    let local = upstream().join("hf_vit/model.onnx");
+    let images = upstream().join("images");
+    let images = images.to_str().expect("utf-8");
+    let command = |out: &str, model: &str| -> Command {
+        let mut command = common::pipeline(cwd);
+        command
+            .env("PIPELINE_MODELS_DIR", cwd.join("models"))
+            .args(model_args(images, out, model))
+            .arg("--quiet")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    };
+    let run = |out: &str, model: &str| command(out, model).output().expect("runs");
+    let expected = run("local.jsonl", local.to_str().expect("utf-8"));
+    assert_eq!(expected.status.code(), Some(0), "{}", stderr(&expected));
+    let expected = text(&cwd.join("local.jsonl"));
+    for (i, model) in [&plain, &presigned, &plain].iter().enumerate() {
+        let out = format!("serial-{i}.jsonl");
+        let done = run(&out, model);
+        assert_eq!(done.status.code(), Some(0), "{model}: {}", stderr(&done));
+        if *model == &plain {
+            assert_eq!(text(&cwd.join(&out)), expected, "the local model's records");
+        }
+    }
+    for round in 0..2 {
+        let runs: Vec<_> = [&plain, &presigned, &plain, &presigned]
+            .iter()
+            .enumerate()
+            .map(|(i, model)| {
+                let out = format!("side-{round}-{i}.jsonl");
+                let child = command(&out, model).spawn().expect("starts");
+                (out, *model, child)
+            })
+            .collect();
+        for (out, model, child) in runs {
+            let done = child.wait_with_output().expect("ends");
+            assert_eq!(done.status.code(), Some(0), "{model}: {}", stderr(&done));
+            if model == &plain {
+                assert_eq!(text(&cwd.join(&out)), expected, "{out}");
+            }
+        }
+    }
 }

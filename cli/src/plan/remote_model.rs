@@ -1,30 +1,49 @@
 //! `--model URL.onnx` (#41 item 1): a model at any location the loader
 //! reads (`s3://`, `http://`, `https://`), fetched by the coordinator
 //! before any worker starts into the model cache (`$PIPELINE_MODELS_DIR`,
-//! else `~/.cache/pipeline/models`), one folder per URL, with the config
-//! files its upstream keeps beside it (`preprocessor_config.json`,
-//! `config.json`) and the external-data files its graph names (a model
-//! over 2 GB keeps its weights in them); then run as a local file.
+//! else `~/.cache/pipeline/models`), with the config files its upstream
+//! keeps beside it (`preprocessor_config.json`, `config.json`) and the
+//! external-data files its graph names (a model over 2 GB keeps its
+//! weights in them); then run as a local file.
 //!
-//! Decisions where the issue is silent: each download goes to a temporary
-//! file renamed into place, in a folder per location and per content, so
-//! runs that share a cache never read half a file nor another run's
-//! newer copy; the model is fetched on every run (its fingerprint, taken
-//! from what came, is the run's identity, so a changed object is a changed
-//! model and resume refuses it); retries are `--io-retries`', the timeout
-//! `--io-timeout` but ten minutes at least (one large object); a config
-//! file that is not there (404, or S3's 403 to a caller that may not list)
-//! is no config, any other failure is the run's error; a URL with a query
-//! (a presigned one) fetches no config files, since a sibling's signature
-//! would differ, and a model with external data there is refused for the
-//! same reason, naming the files; external data is held in memory between
-//! its read and its write, as the model is; every message shows the URL
-//! without its credentials (`redact_url`).
+//! Each file is streamed to a temporary file in the cache through a
+//! bounded buffer and hashed as it arrives ([`Download`]): external data
+//! is never held whole in memory. The cache holds a folder per object
+//! (its URL as `object_url` names it: no user information, no signature,
+//! so a presigned and a plain URL of one object share it) and in it a
+//! folder per content: the model, its external data and its config files
+//! (or their absence), all hashed. Everything in a content folder is
+//! therefore fixed by its name: files are renamed into place whole (a
+//! second run renames the same bytes over them), and nothing is ever
+//! deleted, so no run removes a file another run is reading. A presigned
+//! URL fetches no config files (a sibling's signature would differ), so
+//! its folder is another than the plain URL's where the plain location
+//! has them; where it has none, they share one.
+//!
+//! Decisions where the issue is silent: the model is fetched on every run
+//! (its fingerprint, taken from what came, is the run's identity, so a
+//! changed object is a changed model and resume refuses it); retries are
+//! `--io-retries`', the timeout `--io-timeout` but ten minutes at least
+//! (one large object); a config file that is not there (404, or S3's 403
+//! to a caller that may not list) is no config, any other failure is the
+//! run's error; a model with external data at a URL with a query is
+//! refused, naming the files, since a sibling's signature would differ;
+//! every message shows the URL without its credentials (`redact_url`);
+//! content folders of objects that changed are left for the user to
+//! remove (a run cannot know that no other run still reads one).
 
-use std::io::Write;
+use std::io::{BufWriter, Seek, Write};
 use std::path::{Path, PathBuf};
 
-use pipeline_core::{Fnv64, ItemErrorKind, RemoteSpec, redact_url};
+use loader::remote::{BodySink, Remote};
+use pipeline_core::{ItemErrorKind, RemoteSpec, object_url, redact_url};
+
+/// The buffer between the network and a downloaded file: what a download
+/// holds at most besides the HTTP layer's own chunk.
+const DOWNLOAD_BUFFER: usize = 64 << 10;
+
+/// The config files an upstream keeps beside its model.
+const CONFIG_FILES: [&str; 2] = ["preprocessor_config.json", "config.json"];
 
 /// Whether `--model` names a remote location.
 pub(super) fn is_remote(model: &str) -> bool {
@@ -46,33 +65,49 @@ fn models_dir() -> Result<PathBuf, String> {
 /// The model at `url` and the config files beside it, fetched into the
 /// cache: the model's local path; or why not, in one line.
 pub(super) fn fetch(url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
+    fetch_into(&models_dir()?, url, spec)
+}
+
+/// [`fetch`] into the cache at `models`.
+fn fetch_into(models: &Path, url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
+    let shown = redact_url(url);
     let (location, query) = url.split_once('?').unwrap_or((url, ""));
     let name = location
         .rsplit('/')
         .next()
         .filter(|n| !n.is_empty())
-        .ok_or_else(|| format!("--model {}: the URL names no file", redact_url(url)))?;
+        .ok_or_else(|| format!("--model {shown}: the URL names no file"))?;
+    let folder = &location[..location.len() - name.len()];
     // A model is one large object: its read gets ten minutes at least.
     let spec = RemoteSpec {
         timeout_s: spec.timeout_s.max(600.0),
         ..spec
     };
-    let remote = loader::remote::Remote::new(spec).map_err(|e| format!("--model {e}"))?;
-    // The loader's messages start with the URL (redacted), or say it.
-    let failed = |url: &str, e: pipeline_core::ItemError| {
-        let shown = redact_url(url);
-        if e.message.starts_with(&*shown) {
-            format!("--model {}", e.message)
-        } else {
-            format!("--model {shown}: {}", e.message)
-        }
+    let remote = Remote::new(spec).map_err(|e| format!("--model {e}"))?;
+    // One folder per object, whatever signed its URL or logged in to it.
+    let object = models.join(fingerprint(object_url(location).as_bytes()));
+    std::fs::create_dir_all(&object).map_err(|e| format!("{}: {e}", object.display()))?;
+    let download = |at: &str| -> Result<Downloaded, String> {
+        let mut file = Download::new(&object)?;
+        remote.get_into(at, &mut file).map_err(|e| {
+            // The loader's messages start with the URL (redacted), or say it.
+            if e.message.starts_with(&*redact_url(at)) {
+                format!("--model {}", e.message)
+            } else {
+                format!("--model {}: {}", redact_url(at), e.message)
+            }
+        })?;
+        file.finish()
     };
-    let model = remote.get(url, None).map_err(|e| failed(url, e))?;
-    let folder = &location[..location.len() - name.len()];
+    let model = download(url)?;
     // A file that is no model names no files; reading its graph says why.
-    let external = gpu_worker::onnx::external::external_files(&model)
-        .map_err(|e| format!("--model {}: {e}", redact_url(url)))?
+    // The graph is read whole, as ONNX Runtime will: protobuf caps it at
+    // 2 GB, and what is larger is in the external data.
+    let graph = std::fs::read(model.path()).map_err(|e| format!("--model {shown}: {e}"))?;
+    let external = gpu_worker::onnx::external::external_files(&graph)
+        .map_err(|e| format!("--model {shown}: {e}"))?
         .unwrap_or_default();
+    drop(graph);
     if !query.is_empty() && !external.is_empty() {
         return Err(format!(
             "--model {}: the model keeps its weights in {} beside it (its \
@@ -84,77 +119,141 @@ pub(super) fn fetch(url: &str, spec: RemoteSpec) -> Result<PathBuf, String> {
     }
     let external = external
         .into_iter()
-        .map(|file| {
-            let at = format!("{folder}{file}");
-            remote
-                .get(&at, None)
-                .map(|bytes| (file, bytes))
-                .map_err(|e| failed(&at, e))
-        })
+        .map(|file| download(&format!("{folder}{file}")).map(|got| (file, got)))
         .collect::<Result<Vec<_>, _>>()?;
-    // One folder per location (a presigned URL's query left out) and per
-    // content, external data included: a run's workers open the very
-    // bytes its identity holds, whatever another run fetches meanwhile.
-    let fingerprint = |parts: &[&[u8]]| {
-        let mut hash = Fnv64::default();
-        for part in parts {
-            hash.write(part);
-        }
-        format!("{:016x}", hash.finish())
-    };
-    let mut content: Vec<&[u8]> = vec![&model[..]];
-    for (file, bytes) in &external {
-        content.extend([file.as_bytes(), &bytes[..]]);
-    }
-    let dir = models_dir()?
-        .join(fingerprint(&[location.as_bytes()]))
-        .join(fingerprint(&content));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for (file, bytes) in &external {
-        let local = dir.join(file);
-        if let Some(parent) = local.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
-        }
-        write_atomically(&local, bytes)?;
-    }
-    let path = dir.join(name);
-    write_atomically(&path, &model)?;
-    for config in ["preprocessor_config.json", "config.json"] {
-        let local = dir.join(config);
-        if !query.is_empty() {
-            remove_stale(&local)?;
-            continue;
-        }
-        match remote.get(&format!("{folder}{config}"), None) {
-            Ok(bytes) => write_atomically(&local, &bytes)?,
-            // S3 answers a missing key 403 to a caller that may not list.
-            Err(e) if matches!(e.kind, ItemErrorKind::NotFound | ItemErrorKind::Permission) => {
-                remove_stale(&local)?;
+    // Config files are small; a presigned URL's siblings cannot be reached.
+    let mut configs = Vec::new();
+    if query.is_empty() {
+        for config in CONFIG_FILES {
+            let at = format!("{folder}{config}");
+            match remote.get(&at, None) {
+                Ok(bytes) => configs.push((config, bytes)),
+                // S3 answers a missing key 403 to a caller that may not list.
+                Err(e) if matches!(e.kind, ItemErrorKind::NotFound | ItemErrorKind::Permission) => {
+                }
+                Err(e) => return Err(format!("--model {}", e.message)),
             }
-            Err(e) => return Err(failed(&format!("{folder}{config}"), e)),
         }
     }
+    // The content folder's name: every file it will hold, and which config
+    // files it does not hold.
+    let mut content = Vec::new();
+    content.extend(model.digest.to_le_bytes());
+    for (file, got) in &external {
+        content.extend(file.as_bytes());
+        content.push(0);
+        content.extend(got.digest.to_le_bytes());
+    }
+    for config in CONFIG_FILES {
+        content.extend(config.as_bytes());
+        match configs.iter().find(|(c, _)| *c == config) {
+            Some((_, bytes)) => {
+                content.push(1);
+                content.extend(xxhash_rust::xxh3::xxh3_64(bytes).to_le_bytes());
+            }
+            None => content.push(0),
+        }
+    }
+    let dir = object.join(fingerprint(&content));
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for (file, got) in external {
+        got.persist(&dir.join(file))?;
+    }
+    for (config, bytes) in &configs {
+        let mut file = Download::new(&object)?;
+        file.append(bytes)
+            .map_err(|e| format!("{}: {e}", object.display()))?;
+        file.finish()?.persist(&dir.join(config))?;
+    }
+    // The model last: a folder with the model holds everything with it.
+    let path = dir.join(name);
+    model.persist(&path)?;
     Ok(path)
 }
 
-/// `bytes` into `path` through a temporary file in the same folder, so a
-/// reader sees the old file or the new one, never part of either.
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let shown = |e: std::io::Error| format!("{}: {e}", path.display());
-    let mut file = tempfile::NamedTempFile::new_in(dir).map_err(shown)?;
-    file.write_all(bytes).map_err(shown)?;
-    file.as_file().sync_all().map_err(shown)?;
-    file.persist(path).map_err(|e| shown(e.error))?;
-    Ok(())
+/// 16 hex digits of xxh3-64 over `bytes`: a cache folder's name.
+fn fingerprint(bytes: &[u8]) -> String {
+    format!("{:016x}", xxhash_rust::xxh3::xxh3_64(bytes))
 }
 
-/// A config file an earlier fetch left, which the location no longer has.
-fn remove_stale(path: &Path) -> Result<(), String> {
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(format!("{}: {e}", path.display()))
-        }
-        _ => Ok(()),
+/// A file being downloaded: a temporary file in the cache, written through
+/// a buffer of [`DOWNLOAD_BUFFER`] bytes and hashed as the bytes arrive.
+/// Dropped before [`Downloaded::persist`], it removes its file.
+struct Download {
+    file: BufWriter<tempfile::NamedTempFile>,
+    hash: xxhash_rust::xxh3::Xxh3,
+}
+
+/// A download that arrived whole: its file and its xxh3-64.
+struct Downloaded {
+    file: tempfile::NamedTempFile,
+    digest: u64,
+}
+
+impl Download {
+    /// An empty temporary file in `dir`.
+    fn new(dir: &Path) -> Result<Self, String> {
+        let file = tempfile::Builder::new()
+            .prefix(".download-")
+            .tempfile_in(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Self {
+            file: BufWriter::with_capacity(DOWNLOAD_BUFFER, file),
+            hash: xxhash_rust::xxh3::Xxh3::new(),
+        })
+    }
+
+    /// The file, flushed to the disk.
+    fn finish(self) -> Result<Downloaded, String> {
+        let digest = self.hash.digest();
+        let path = self.file.get_ref().path().display().to_string();
+        let file = self
+            .file
+            .into_inner()
+            .map_err(|e| format!("{path}: {}", e.error()))?;
+        file.as_file()
+            .sync_all()
+            .map_err(|e| format!("{}: {e}", file.path().display()))?;
+        Ok(Downloaded { file, digest })
     }
 }
+
+impl BodySink for Download {
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.file.write_all(bytes)?;
+        self.hash.update(bytes);
+        Ok(())
+    }
+
+    fn restart(&mut self) -> std::io::Result<()> {
+        self.file.flush()?;
+        let file = self.file.get_mut();
+        file.as_file().set_len(0)?;
+        file.rewind()?;
+        self.hash.reset();
+        Ok(())
+    }
+}
+
+impl Downloaded {
+    /// The file renamed to `path` in one step: a reader sees the file that
+    /// was there (which keeps its bytes while open) or this one, never part
+    /// of either.
+    fn persist(self, path: &Path) -> Result<(), String> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        self.file
+            .persist(path)
+            .map_err(|e| format!("{}: {}", path.display(), e.error))?;
+        Ok(())
+    }
+
+    /// Its path, until it is persisted.
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -14,8 +14,11 @@
 //! - every retry of an item draws on one budget (`retry.rs`), is counted
 //!   by kind, and is logged with `PIPELINE_LOG=debug`.
 //!
-//! Every message names its URL as `pipeline_core::redact_url` shows it:
-//! no signature, token or password reaches an error record or a log.
+//! A body too large to hold (a model's external data) goes to a
+//! [`BodySink`] as it arrives ([`Remote::get_into`]), through the same
+//! resuming loop. Every message names its URL as `pipeline_core::redact_url`
+//! shows it: no signature, token or password reaches an error record or a
+//! log.
 //!
 //! S3 settings come from the standard environment (`AWS_ACCESS_KEY_ID`,
 //! `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_REGION`,
@@ -79,6 +82,36 @@ pub struct RemoteError {
     pub kind: ItemErrorKind,
 }
 
+/// Where [`Remote::get_into`] puts a body's bytes as they arrive, so that
+/// an object too large to hold is never held.
+pub trait BodySink {
+    /// The next bytes of the body.
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()>;
+    /// Forgets every byte appended: the read starts again from the
+    /// beginning (a body that broke where it cannot be resumed).
+    fn restart(&mut self) -> std::io::Result<()>;
+    /// The length the first response declares, before its first byte.
+    fn expect(&mut self, _declared: u64) {}
+}
+
+impl BodySink for BytesMut {
+    fn append(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn restart(&mut self) -> std::io::Result<()> {
+        self.clear();
+        Ok(())
+    }
+
+    fn expect(&mut self, declared: u64) {
+        // What the server declares, but no more than a merged shard read
+        // up front: a lying length must not allocate.
+        self.reserve(declared.min(64 << 20) as usize);
+    }
+}
+
 /// The process's client for remote objects.
 #[derive(Debug)]
 pub struct Remote {
@@ -126,6 +159,19 @@ impl Remote {
     /// The whole object, or the item error it ends in.
     pub fn get(&self, url: &str, range: Option<Range<u64>>) -> Result<Bytes, ItemError> {
         self.runtime.block_on(self.fetch(url, range))
+    }
+
+    /// The whole object at `url` into `sink` as it arrives (resumed and
+    /// retried as [`Remote::get`] is): its length in bytes, or the item
+    /// error it ends in. A sink that cannot take the bytes (a full disk)
+    /// ends the read at once.
+    pub fn get_into(&self, url: &str, sink: &mut dyn BodySink) -> Result<u64, ItemError> {
+        self.runtime.block_on(async {
+            let (store, path, _) = self.store(url)?;
+            let budget = Arc::new(Budget::new(self.spec.retries));
+            let read = self.read(url, store.as_ref(), &path, None, &budget, sink);
+            BUDGET.scope(Arc::clone(&budget), read).await
+        })
     }
 
     /// Many objects (or ranges), `spec.concurrency` in flight, passed to
@@ -178,8 +224,10 @@ impl Remote {
     async fn fetch(&self, url: &str, range: Option<Range<u64>>) -> Result<Bytes, ItemError> {
         let (store, path, _) = self.store(url)?;
         let budget = Arc::new(Budget::new(self.spec.retries));
-        let read = self.read(url, store.as_ref(), &path, range.clone(), &budget);
-        let bytes = BUDGET.scope(Arc::clone(&budget), read).await?;
+        let mut got = BytesMut::new();
+        let read = self.read(url, store.as_ref(), &path, range.clone(), &budget, &mut got);
+        BUDGET.scope(Arc::clone(&budget), read).await?;
+        let bytes = got.freeze();
         if let Some(range) = range {
             let want = range.end - range.start;
             if bytes.len() as u64 != want {
@@ -192,11 +240,12 @@ impl Remote {
         Ok(bytes)
     }
 
-    /// Reads `range` of the object (all of it when `None`), resuming a body
-    /// that breaks: the bytes that arrived are kept, and the rest is asked
-    /// for with a ranged request pinned to the first response's ETag
-    /// (`If-Match`). Without an ETag, or where the server ignores the range
-    /// or the object changed, the read starts again from the beginning.
+    /// Reads `range` of the object (all of it when `None`) into `sink`,
+    /// resuming a body that breaks: the bytes that arrived are kept, and
+    /// the rest is asked for with a ranged request pinned to the first
+    /// response's ETag (`If-Match`). Without an ETag, or where the server
+    /// ignores the range or the object changed, the read starts again from
+    /// the beginning. Its length in bytes.
     async fn read(
         &self,
         url: &str,
@@ -204,15 +253,20 @@ impl Remote {
         path: &ObjectPath,
         range: Option<Range<u64>>,
         budget: &Budget,
-    ) -> Result<Bytes, ItemError> {
-        let mut got = BytesMut::new();
+        sink: &mut dyn BodySink,
+    ) -> Result<u64, ItemError> {
+        // Bytes in `sink`.
+        let mut got = 0u64;
+        let sink_failed = |e: std::io::Error| {
+            ItemError::new(ItemErrorKind::Io, format!("{}: {e}", redact_url(url)))
+        };
         // The object's range the first response covered, and its ETag:
         // known once a body broke with an ETag to resume it by.
         let mut resume: Option<(Range<u64>, String)> = None;
         loop {
             let options = match &resume {
                 Some((whole, etag)) => GetOptions {
-                    range: Some(GetRange::Bounded(whole.start + got.len() as u64..whole.end)),
+                    range: Some(GetRange::Bounded(whole.start + got..whole.end)),
                     if_match: Some(etag.clone()),
                     ..GetOptions::default()
                 },
@@ -226,11 +280,7 @@ impl Remote {
                     let (whole, etag) = match &resume {
                         Some(resumed) => resumed.clone(),
                         None => {
-                            // What the server declares, but no more than a
-                            // merged shard read up front: a lying length
-                            // must not allocate.
-                            let declared = result.range.end - result.range.start;
-                            got = BytesMut::with_capacity(declared.min(64 << 20) as usize);
+                            sink.expect(result.range.end - result.range.start);
                             (
                                 result.range.clone(),
                                 result.meta.e_tag.clone().unwrap_or_default(),
@@ -240,16 +290,19 @@ impl Remote {
                     let mut body = result.into_stream();
                     let broke = loop {
                         match body.next().await {
-                            Some(Ok(chunk)) => got.extend_from_slice(&chunk),
+                            Some(Ok(chunk)) => {
+                                sink.append(&chunk).map_err(sink_failed)?;
+                                got += chunk.len() as u64;
+                            }
                             Some(Err(e)) => break Some(e),
                             None => break None,
                         }
                     };
                     // Every byte the first response declared is here: an
                     // error after them loses nothing.
-                    let all = got.len() as u64 == whole.end - whole.start;
+                    let all = got == whole.end - whole.start;
                     let Some(e) = broke.filter(|_| !all) else {
-                        return Ok(got.freeze());
+                        return Ok(got);
                     };
                     let kind = RetryKind::of_body(&e);
                     resume = (!etag.is_empty()).then_some((whole, etag));
@@ -268,15 +321,15 @@ impl Remote {
             let Some(n) = budget.take() else {
                 let mut e = item_error(url, error);
                 e.message = format!(
-                    "{} ({} bytes arrived; {} retries spent)",
+                    "{} ({got} bytes arrived; {} retries spent)",
                     e.message,
-                    got.len(),
                     budget.used()
                 );
                 return Err(e);
             };
             if resume.is_none() {
-                got.clear();
+                sink.restart().map_err(sink_failed)?;
+                got = 0;
             }
             let wait = backoff(n, None);
             self.connector

@@ -14,7 +14,9 @@ Prints its port on the first line of stdout, then serves until killed.
   git blob SHA-1 as `ETag`; weight files (`.safetensors`, `.bin`) are LFS
   files: 302 to `/cdn/SHA256` with `X-Linked-Etag` (their SHA-256),
   `X-Linked-Size`, and `X-Repo-Commit`.
-- `GET /api/models/ORG/NAME/revision/REV`: `{"sha", "siblings"}`.
+- `GET /api/models/ORG/NAME/revision/REV`: `{"id", "sha", "siblings"}`;
+  `GET /api/models/ORG/NAME/tree/REV?...`: the file list Python's
+  `snapshot_download` reads (`type`, `path`, `size`, `oid`, `lfs`).
 - Errors as the hub sends them, with `X-Error-Code`: `RepoNotFound` (401
   without a token, 404 with one), 404 `RevisionNotFound` and
   `EntryNotFound`; a `--gated` repo's API answers, and its files are 401
@@ -176,7 +178,8 @@ def main() -> None:
             super().end_headers()
 
         def answer(self):
-            api = re.fullmatch(r"/api/models/([^/]+/[^/]+)/revision/(.+)", self.path)
+            api = (re.fullmatch(r"/api/models/([^/]+/[^/]+)/revision/(.+)", self.path)
+                   or re.fullmatch(r"/api/models/([^/]+/[^/]+)/tree/([^?]+)(?:\?.*)?", self.path))
             resolve = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", self.path)
             if self.path.startswith("/cdn/"):
                 sha = self.path[5:]
@@ -200,8 +203,15 @@ def main() -> None:
             revision = (api or resolve)[2].replace("%2F", "/")
             if revision not in ("main", commit):
                 return self.error(404, "RevisionNotFound")
+            if api and "/tree/" in self.path:
+                body = json.dumps([{
+                    "type": "file", "path": n, "size": len(d), "oid": git_sha1(d),
+                    **({"lfs": {"size": len(d), "oid": hashlib.sha256(d).hexdigest(),
+                                "pointerSize": 134}} if n.endswith(LFS) else {})}
+                    for n, d in repos[repo].items()]).encode()
+                return self.send(200, {"Content-Type": "application/json"}, body)
             if api:
-                body = json.dumps({"sha": commit, "siblings": [
+                body = json.dumps({"id": repo, "sha": commit, "siblings": [
                     {"rfilename": n} for n in repos[repo]]}).encode()
                 return self.send(200, {"Content-Type": "application/json"}, body)
             name = resolve[3]

@@ -230,6 +230,12 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
     } else {
         Vec::new()
     };
+    // A hub repo's files from the cache alone, the hub out of reach.
+    if let Some(warning) = crate::plan::hub::offline_warning()
+        && !args.quiet
+    {
+        eprintln!("{warning}");
+    }
     if text.weights.is_none() && !args.quiet {
         eprintln!(
             "pipeline: no --weights: {}'s text tower runs with seeded random weights \

@@ -17,6 +17,8 @@
 //!   uncached file offline and a family not built in are one line, exit 2;
 //! - a hub gone quiet is one line, exit 2, after `HF_HUB_DOWNLOAD_TIMEOUT`
 //!   (`stall.rs`);
+//! - a model Python's `snapshot_download` cached runs with the hub out of
+//!   reach, giving the records of a run with the hub up (`offline.rs`);
 //! - headers that would name a path outside the cache, wrong or short
 //!   bodies and a hub that stops listening mid-run are one line, exit 2,
 //!   and leave nothing a later run trusts (`faults.rs`);
@@ -33,6 +35,7 @@ use serde_json::Value;
 #[path = "../common/mod.rs"]
 mod common;
 mod faults;
+mod offline;
 mod open_clip_cache;
 mod stall;
 mod text;

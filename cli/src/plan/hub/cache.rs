@@ -13,7 +13,15 @@
 //!   without asking the hub whether it moved (the notice names the
 //!   commit); `@COMMIT` pins one.
 //! - A model whose files are cached needs no network: a branch resolves
-//!   through `refs/<branch>`, a commit names its snapshot.
+//!   through `refs/<branch>`, a commit names its snapshot. Where the cache
+//!   cannot tell whether the repo has a file (an optional one, or an
+//!   earlier alternative of a required one: `huggingface-cli download`,
+//!   `snapshot_download`, timm and open_clip record no 404s in
+//!   `.no_exist/`), the hub is asked; where it cannot be reached (no
+//!   connection, no name, no answer in time, a server error), the cache
+//!   is used as it stands, as `huggingface_hub` does, with one warning
+//!   line, and only a required file it lacks is an error. The rest of the
+//!   run then asks the hub nothing.
 //! - Otherwise one request to the hub's API resolves the revision to its
 //!   commit and lists the files (so only those the model needs are
 //!   fetched, and a missing repo, revision or token is told apart); each
@@ -36,6 +44,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use hf_hub::api::RepoInfo;
@@ -201,7 +210,8 @@ fn repo_dir(env: &HubEnv, id: &HubId) -> PathBuf {
 /// The files of `id` that `wanted` names, from the cache, else from the
 /// hub (unless offline); one line naming what is missing otherwise.
 pub(crate) fn resolve(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<Snapshot, String> {
-    if let Some(found) = cached(env, id, wanted, env.offline) {
+    let unreachable = UNREACHABLE.get();
+    if let Some(found) = cached(env, id, wanted, env.offline || unreachable.is_some()) {
         return Ok(found);
     }
     if env.offline {
@@ -209,6 +219,15 @@ pub(crate) fn resolve(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<S
             "--model {id}: {} is not in the Hugging Face cache ({}) and HF_HUB_OFFLINE is set",
             missing_names(env, id, wanted),
             env.cache.display()
+        ));
+    }
+    if let Some(why) = unreachable {
+        return Err(format!(
+            "--model {id}: {} is not in the Hugging Face cache ({}) and the hub{} cannot be \
+             reached ({why})",
+            missing_names(env, id, wanted),
+            env.cache.display(),
+            at(env)
         ));
     }
     let repo = repo_dir(env, id);
@@ -249,8 +268,40 @@ pub(crate) fn resolve(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<S
         .limit
         .clone()
         .map_err(|e| format!("--model {id}: {e}"))?;
-    let info = listing(env, id, limit)?;
+    let info = match listing(env, id, limit) {
+        Ok(info) => info,
+        Err(Listing::Refused(line)) => return Err(line),
+        Err(Listing::Unreachable { why, line }) => {
+            // As `huggingface_hub` does: what the cache holds, a file it
+            // lacks taken as one the repo lacks; a required one it lacks
+            // is the error.
+            let Some(found) = cached(env, id, wanted, true) else {
+                return Err(line);
+            };
+            let _ = UNREACHABLE.set(why.clone());
+            let _ = WARNING.set(format!(
+                "pipeline: warning: the hub{} cannot be reached ({why}); --model {id} runs from \
+                 the Hugging Face cache ({}) as it stands, as with HF_HUB_OFFLINE=1",
+                at(env),
+                env.cache.display()
+            ));
+            return Ok(found);
+        }
+    };
     download(env, id, wanted, limit, &info)
+}
+
+/// Why the hub could not be reached, once a resolve found so: the rest of
+/// the run reads the cache alone, as offline.
+static UNREACHABLE: OnceLock<String> = OnceLock::new();
+
+/// The warning line saying so.
+static WARNING: OnceLock<String> = OnceLock::new();
+
+/// The one-line warning that the hub could not be reached and the cache
+/// was used as it stands, where that happened in this process.
+pub(crate) fn offline_warning() -> Option<&'static str> {
+    WARNING.get().map(String::as_str)
 }
 
 /// ` at ENDPOINT`, where `HF_ENDPOINT` names one.
@@ -408,6 +459,16 @@ fn request_error(env: &HubEnv, id: &HubId, what: &str, e: &ApiError) -> String {
     }
 }
 
+/// Why the hub's list of the repo's files did not come.
+enum Listing {
+    /// The hub could not be reached: why, in a few words, and the run's
+    /// error line where the cache cannot stand in.
+    Unreachable { why: String, line: String },
+    /// The hub answered, and not with the list (no such repo, no access):
+    /// the run's error line.
+    Refused(String),
+}
+
 /// The line for a request about `what` that got no answer for `limit`, or
 /// whose thread failed.
 fn unanswered(
@@ -428,8 +489,29 @@ fn unanswered(
     }
 }
 
+/// Why the hub could not be reached, where `e` means that (as
+/// `huggingface_hub` falls back to its cache on a connection error, a
+/// timeout or a server's error), not that it answered no.
+fn unreachable(e: &ApiError) -> Option<String> {
+    match e {
+        ApiError::TooManyRetries(e) => unreachable(e),
+        ApiError::RequestError(e) => match e.as_ref() {
+            ureq::Error::StatusCode(code) if *code >= 500 || *code == 429 => {
+                Some(format!("HTTP {code}"))
+            }
+            ureq::Error::Io(_)
+            | ureq::Error::Timeout(_)
+            | ureq::Error::HostNotFound
+            | ureq::Error::ConnectionFailed
+            | ureq::Error::Protocol(_) => Some(e.to_string()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The revision's commit and the repo's files, from the hub's API.
-fn listing(env: &HubEnv, id: &HubId, limit: Duration) -> Result<RepoInfo, String> {
+fn listing(env: &HubEnv, id: &HubId, limit: Duration) -> Result<RepoInfo, Listing> {
     let mut builder = ApiBuilder::from_cache(Cache::new(env.cache.clone()))
         .with_token(env.token.clone())
         .with_progress(false);
@@ -438,15 +520,27 @@ fn listing(env: &HubEnv, id: &HubId, limit: Duration) -> Result<RepoInfo, String
     }
     let api = builder
         .build()
-        .map_err(|e| format!("--model {id}: the hub client: {e}"))?;
+        .map_err(|e| Listing::Refused(format!("--model {id}: the hub client: {e}")))?;
     let repo = Repo::with_revision(id.repo.clone(), RepoType::Model, id.revision.clone());
     let asked = stall::watched(limit, false, move |beat| {
         with_retries(&beat, || api.repo(repo.clone()).info())
     });
     let what = "the repo's file list";
-    asked
-        .map_err(|why| unanswered(env, id, limit, what, why))?
-        .map_err(|e| request_error(env, id, "the repo", &e))
+    match asked {
+        Ok(Ok(info)) => Ok(info),
+        Ok(Err(e)) => Err(match unreachable(&e) {
+            Some(why) => Listing::Unreachable {
+                why,
+                line: request_error(env, id, "the repo", &e),
+            },
+            None => Listing::Refused(request_error(env, id, "the repo", &e)),
+        }),
+        Err(stall::Unanswered::Stalled) => Err(Listing::Unreachable {
+            why: format!("no answer for {} s", limit.as_secs_f64()),
+            line: unanswered(env, id, limit, what, stall::Unanswered::Stalled),
+        }),
+        Err(why) => Err(Listing::Refused(unanswered(env, id, limit, what, why))),
+    }
 }
 
 /// Downloads what `wanted` names at the commit `info` gives the revision.

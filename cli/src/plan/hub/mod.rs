@@ -35,6 +35,7 @@ use pipeline_core::{
 };
 
 pub(crate) use self::cache::HubId;
+pub(crate) use self::cache::offline_warning;
 use self::cache::{HubEnv, Wanted};
 use super::{ModelFlags, Planned, batch_size, decode_limits, loader_threads, per_worker};
 use crate::args::{EngineArg, RunArgs, TaskArg};
@@ -261,7 +262,12 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags, id: &HubId) -> Result<Pla
             cuda_uuids,
             onnx_runtime: None,
         },
-        notices: vec![device_notice.unwrap_or_default(), model_notice],
+        notices: vec![
+            device_notice.unwrap_or_default(),
+            // The hub could not be reached and the cache stood in.
+            offline_warning().map(str::to_owned).unwrap_or_default(),
+            model_notice,
+        ],
         class_dir,
         raw_bytes: None,
     })

@@ -15,6 +15,8 @@ use loader::{Loader, LoaderConfig};
 use pipeline_core::{DecodeLimits, Normalize, PreprocessSpec};
 
 mod common;
+#[path = "onnx/config_limits.rs"]
+mod config_limits;
 #[path = "onnx/cuda_trial.rs"]
 mod cuda_trial;
 #[path = "onnx/raw.rs"]

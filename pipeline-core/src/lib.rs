@@ -53,7 +53,7 @@ pub use model::{
 pub use model_ref::{Channels, ModelRef, OnnxModel};
 pub use panic::panic_message;
 pub use preprocess::{
-    CropRounding, DecodeLimits, Normalize, PreprocessSpec, ResizeFilter, SpecError,
+    CropRounding, DecodeLimits, MAX_SIDE, Normalize, PreprocessSpec, ResizeFilter, SpecError,
 };
 pub use preprocess_config::{ConfigSource, spec_from_config};
 pub use preprocess_flags::{PreprocessFlags, spec_from_flags};

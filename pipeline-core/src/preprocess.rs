@@ -8,6 +8,22 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The largest resize or crop side, in pixels, whoever gives it (`--size`,
+/// `--resize`, `--crop`, or a model's config file): a batch holds
+/// batch × 3 × crop² bytes, so a side far past any model's (a config's
+/// `crop_size` of 30000 is 170 GB at a batch of 64) would abort the loader
+/// on its first allocation instead of saying what is wrong.
+pub const MAX_SIDE: u32 = 8192;
+
+/// `value` as a resize or crop side, or why not in one line naming `what`
+/// (a flag, or a config file's field) as `--size` and its kin say it.
+pub(crate) fn side_in_range(what: &str, value: u64) -> Result<u32, String> {
+    u32::try_from(value)
+        .ok()
+        .filter(|v| (1..=MAX_SIDE).contains(v))
+        .ok_or_else(|| format!("{what} {value}: expected 1..={MAX_SIDE} pixels"))
+}
+
 /// The resampling filter of the resize, in Pillow's (convolution) sense:
 /// the kernel is widened by the scale factor when downscaling (antialiased).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -147,6 +163,14 @@ pub enum SpecError {
     /// A std of zero (or not finite) would divide by zero on the device.
     #[error("normalisation std must be finite and non-zero, got {0:?}")]
     BadStd([f32; 3]),
+    /// A side past [`MAX_SIDE`]: its batches would not fit in memory.
+    #[error("resize {resize} and crop {crop}: each must be at most {MAX_SIDE} pixels")]
+    TooLarge {
+        /// The crop side.
+        crop: u32,
+        /// The resize target.
+        resize: u32,
+    },
 }
 
 impl PreprocessSpec {
@@ -154,6 +178,14 @@ impl PreprocessSpec {
     pub fn validate(&self) -> Result<(), SpecError> {
         if self.resize_shorter == 0 || self.crop == 0 {
             return Err(SpecError::Empty);
+        }
+        // The planner refuses these in one line; this keeps a spec built
+        // any other way from aborting a worker on its first batch.
+        if self.resize_shorter > MAX_SIDE || self.crop > MAX_SIDE {
+            return Err(SpecError::TooLarge {
+                crop: self.crop,
+                resize: self.resize_shorter,
+            });
         }
         if self.crop > self.resize_shorter {
             return Err(SpecError::CropLargerThanResize {
@@ -336,6 +368,9 @@ mod tests {
             spec.validate(),
             Err(SpecError::CropLargerThanResize { .. })
         ));
+        spec.resize_shorter = MAX_SIDE + 1;
+        assert!(matches!(spec.validate(), Err(SpecError::TooLarge { .. })));
+        spec.resize_shorter = 256;
         spec.crop = 224;
         spec.normalize.std[1] = 0.0;
         assert!(matches!(spec.validate(), Err(SpecError::BadStd(_))));

@@ -31,10 +31,24 @@
 //! `crop_mode` `center` (the shorter side to `floor(S / crop_pct)`) or
 //! `squash` (both sides to it), then torchvision's `CenterCrop(S)` (the
 //! margin halved, half to even), `mean` and `std` (default ImageNet's).
+//!
+//! Every value is held to the limits the flags are: a side (`size`,
+//! `crop_size`, `input_size`, and the resize `crop_pct` makes of a crop)
+//! within 1..=[`MAX_SIDE`] pixels, a `crop_pct` a number in (0, 1], a
+//! mean finite and a std finite and positive, each channel's. A statistic
+//! is three numbers, or one number that every upstream here broadcasts to
+//! the three channels; a one-element list only where the upstream
+//! broadcasts it too (timm's and open_clip's torchvision `Normalize`; a
+//! transformers processor raises on it). timm and open_clip read a falsy
+//! `mean`, `std` or `crop_pct` (`0`, `[]`) as not given and take their
+//! default: such a value is refused rather than guessed at, and so is a
+//! zero std, which would divide by zero.
 
 use serde_json::Value;
 
-use crate::preprocess::{CropRounding, Normalize, PreprocessSpec, ResizeFilter};
+use crate::preprocess::{
+    CropRounding, MAX_SIDE, Normalize, PreprocessSpec, ResizeFilter, side_in_range,
+};
 
 /// Whose file described the preprocessing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,10 +95,10 @@ enum Resize {
 }
 
 fn side(v: &Value, what: &str) -> Result<u32, String> {
-    v.as_u64()
-        .filter(|&n| n > 0)
-        .and_then(|n| u32::try_from(n).ok())
-        .ok_or_else(|| format!("{what}: {v} is not a size in pixels"))
+    let n = v
+        .as_u64()
+        .ok_or_else(|| format!("{what}: {v} is not a size in pixels"))?;
+    side_in_range(what, n)
 }
 
 /// A `{"height": S, "width": S}` side, refusing a non-square one.
@@ -101,17 +115,61 @@ fn square_side(v: &Value, what: &str) -> Result<u32, String> {
     Ok(h)
 }
 
-fn floats3(v: &Value, what: &str) -> Result<[f32; 3], String> {
-    let values: Vec<f32> = v
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_f64)
-                .map(|x| x as f32)
-                .collect()
-        })
-        .unwrap_or_default();
-    <[f32; 3]>::try_from(values).map_err(|_| format!("{what}: {v} is not three numbers"))
+/// Which statistic a value is: a std must be positive as well as finite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Statistic {
+    Mean,
+    Std,
+}
+
+/// A per-channel mean or std (`what`): three numbers, or one number
+/// broadcast to the three channels (`torch.tensor(x)` in timm's
+/// `Normalize`, `(x,) * 3` in open_clip's, a scalar in transformers'
+/// `normalize`); `[x]` too where `one_element_list` (torchvision's
+/// `Normalize` broadcasts it, transformers raises). Each value finite, a
+/// std's positive, on the f32 the engines use.
+fn statistic(
+    v: &Value,
+    what: &str,
+    kind: Statistic,
+    one_element_list: bool,
+) -> Result<[f32; 3], String> {
+    let three = |r: &Value, g: &Value, b: &Value| Some([r.as_f64()?, g.as_f64()?, b.as_f64()?]);
+    let numbers = match v {
+        Value::Number(n) => n.as_f64().map(|x| [x; 3]),
+        Value::Array(a) => match a.as_slice() {
+            [x] if one_element_list => x.as_f64().map(|x| [x; 3]),
+            [r, g, b] => three(r, g, b),
+            _ => None,
+        },
+        _ => None,
+    };
+    let values = numbers
+        .ok_or_else(|| {
+            format!(
+                "{what} {v}: expected three numbers, R,G,B{}",
+                if one_element_list {
+                    ", or one for all three"
+                } else {
+                    " (or one number for all three)"
+                }
+            )
+        })?
+        .map(|x| x as f32);
+    for x in values {
+        let fine = match kind {
+            Statistic::Mean => x.is_finite(),
+            Statistic::Std => x.is_finite() && x > 0.0,
+        };
+        if !fine {
+            let expected = match kind {
+                Statistic::Mean => "a finite number",
+                Statistic::Std => "a positive number (a std divides)",
+            };
+            return Err(format!("{what} {v}: {x} is not {expected}"));
+        }
+    }
+    Ok(values)
 }
 
 /// The image processor classes whose resize is the plain one (or
@@ -227,17 +285,17 @@ fn hugging_face(c: &Value) -> Result<PreprocessSpec, String> {
             ));
         }
     };
-    let (resize_shorter, square, crop) = match (c.get("crop_pct").and_then(Value::as_f64), resize) {
-        // ConvNeXt's processor: its own crop inside the resize.
-        (Some(pct), Resize::Shorter(s))
-            if class.starts_with("ConvNext")
-                || class.is_empty() && !flag("do_center_crop", false) =>
-        {
-            if !(pct > 0.0 && pct <= 1.0) {
-                return Err(format!("crop_pct {pct} is not in (0, 1]"));
-            }
+    // ConvNeXt's processor reads crop_pct; the others pass it over.
+    let convnext_crop =
+        class.starts_with("ConvNext") || class.is_empty() && !flag("do_center_crop", false);
+    let pct = if convnext_crop { crop_pct(c)? } else { None };
+    let (resize_shorter, square, crop) = match (pct, resize) {
+        // ConvNeXt's processor: its own crop inside the resize,
+        // `int(shortest_edge / crop_pct)` below 384.
+        (Some(pct), Resize::Shorter(s)) => {
+            check_crop_pct(pct)?;
             if s < 384 {
-                ((f64::from(s) / pct) as u32, false, s)
+                (resize_of_crop(s, pct)?, false, s)
             } else {
                 (s, true, s)
             }
@@ -280,25 +338,33 @@ fn hugging_face(c: &Value) -> Result<PreprocessSpec, String> {
         1.0
     };
     let (mean, std) = if flag("do_normalize", true) {
+        let stat = |key: &str, kind| {
+            let v = c.get(key).ok_or_else(|| format!("no {key}"))?;
+            statistic(v, key, kind, false)
+        };
         (
-            floats3(c.get("image_mean").ok_or("no image_mean")?, "image_mean")?,
-            floats3(c.get("image_std").ok_or("no image_std")?, "image_std")?,
+            stat("image_mean", Statistic::Mean)?,
+            stat("image_std", Statistic::Std)?,
         )
     } else {
         ([0.0; 3], [1.0; 3])
     };
     // `(x·f - m) / s` is `(x - m/f) / (s/f)` on the loader's 0..255.
     let on_255 = |v: [f32; 3]| v.map(|x| (f64::from(x) / rescale) as f32);
+    let normalize = Normalize {
+        mean: on_255(mean),
+        std: on_255(std),
+    };
     Ok(PreprocessSpec {
         resize_shorter,
         square,
         crop,
         crop_rounding: CropRounding::Floor,
         filter,
-        normalize: Normalize {
-            mean: on_255(mean),
-            std: on_255(std),
-        },
+        normalize: in_f32_range(
+            normalize,
+            &format!("rescale_factor {}", Value::from(rescale)),
+        )?,
         ..PreprocessSpec::IMAGENET
     })
 }
@@ -314,12 +380,12 @@ fn timm(cfg: &Value) -> Result<PreprocessSpec, String> {
     if channels != 3 {
         return Err(format!("input_size {input}: the loader makes RGB inputs"));
     }
-    if h != w || h == 0 {
+    if h != w {
         return Err(format!(
             "input_size {input} is not square: the loader makes square inputs only"
         ));
     }
-    let size = u32::try_from(h).map_err(|_| format!("input_size {input} is too large"))?;
+    let size = side_in_range("input_size", h).map_err(|e| format!("{e} (of {input})"))?;
     let filter = match cfg
         .get("interpolation")
         .and_then(Value::as_str)
@@ -337,12 +403,10 @@ fn timm(cfg: &Value) -> Result<PreprocessSpec, String> {
             ));
         }
     };
-    let pct = cfg.get("crop_pct").and_then(Value::as_f64).unwrap_or(0.875);
-    if !(pct > 0.0 && pct <= 1.0) {
-        return Err(format!("crop_pct {pct} is not in (0, 1]"));
-    }
+    let pct = crop_pct(cfg)?.unwrap_or(0.875);
+    check_crop_pct(pct)?;
     // timm: `math.floor(img_size / crop_pct)`.
-    let scale = (f64::from(size) / pct).floor() as u32;
+    let scale = resize_of_crop(size, pct)?;
     let square = match cfg
         .get("crop_mode")
         .and_then(Value::as_str)
@@ -356,10 +420,24 @@ fn timm(cfg: &Value) -> Result<PreprocessSpec, String> {
             ));
         }
     };
-    let stats = |key: &str, default: [f32; 3]| -> Result<[f32; 3], String> {
-        cfg.get(key)
-            .map_or(Ok(default), |v| floats3(v, key))
-            .map(|v| v.map(|x| x * 255.0))
+    // timm's `pretrained_cfg.get(key)` (and open_clip's `mean or
+    // default`): left out or null is the default.
+    let stats = |key: &str, kind, default: [f32; 3]| -> Result<[f32; 3], String> {
+        let values = match cfg.get(key) {
+            None | Some(Value::Null) => default,
+            Some(v) if falsy(v) => {
+                return Err(format!(
+                    "{key} {v}: the upstream reads it as not given (its default statistics); \
+                     leave it out, or give three numbers"
+                ));
+            }
+            Some(v) => statistic(v, key, kind, true)?,
+        };
+        Ok(values.map(|x| x * 255.0))
+    };
+    let normalize = Normalize {
+        mean: stats("mean", Statistic::Mean, [0.485, 0.456, 0.406])?,
+        std: stats("std", Statistic::Std, [0.229, 0.224, 0.225])?,
     };
     Ok(PreprocessSpec {
         resize_shorter: scale,
@@ -367,12 +445,79 @@ fn timm(cfg: &Value) -> Result<PreprocessSpec, String> {
         crop: size,
         crop_rounding: CropRounding::HalfEven,
         filter,
-        normalize: Normalize {
-            mean: stats("mean", [0.485, 0.456, 0.406])?,
-            std: stats("std", [0.229, 0.224, 0.225])?,
-        },
+        normalize: in_f32_range(normalize, "mean and std")?,
         ..PreprocessSpec::IMAGENET
     })
+}
+
+/// `crop_pct`, `None` where left out or null (the upstream's default).
+fn crop_pct(cfg: &Value) -> Result<Option<f64>, String> {
+    match cfg.get("crop_pct") {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(Some)
+            .ok_or_else(|| format!("crop_pct {v} is not a number")),
+    }
+}
+
+fn check_crop_pct(pct: f64) -> Result<(), String> {
+    if pct > 0.0 && pct <= 1.0 {
+        Ok(())
+    } else {
+        Err(format!("crop_pct {} is not in (0, 1]", Value::from(pct)))
+    }
+}
+
+/// The shorter side a `crop` resizes to at `pct` (`floor(crop / pct)`,
+/// which Python's `int` and `math.floor` both are on a positive number),
+/// held to the limit `--resize` is.
+fn resize_of_crop(crop: u32, pct: f64) -> Result<u32, String> {
+    let resize = (f64::from(crop) / pct).floor();
+    if resize > f64::from(MAX_SIDE) {
+        let shown = if resize < 1e12 {
+            format!("{resize}")
+        } else {
+            format!("{resize:e}")
+        };
+        return Err(format!(
+            "crop_pct {}: a {crop} crop resizes the shorter side to {shown}, past \
+             {MAX_SIDE} pixels",
+            Value::from(pct)
+        ));
+    }
+    // Within 1..=MAX_SIDE: crop >= 1 and pct <= 1.
+    Ok(resize as u32)
+}
+
+/// Python's truthiness of a JSON value: what `x or default` passes over.
+fn falsy(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.is_empty(),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    }
+}
+
+/// `normalize` on the loader's 0..255 pixels, or why a file's statistics
+/// over its scale (`what`) leave f32's range there.
+fn in_f32_range(normalize: Normalize, what: &str) -> Result<Normalize, String> {
+    let finite = normalize
+        .mean
+        .iter()
+        .chain(&normalize.std)
+        .all(|x| x.is_finite());
+    if finite && normalize.std.iter().all(|&s| s > 0.0) {
+        Ok(normalize)
+    } else {
+        Err(format!(
+            "{what}: the mean {:?} and std {:?} on 0..255 pixels are out of f32's range",
+            normalize.mean, normalize.std
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -583,5 +728,236 @@ mod tests {
             assert!(e.contains(names), "{text}: {e}");
             assert!(!e.contains('\n'), "{text}: {e}");
         }
+    }
+
+    /// A valid config of each kind, each field's bad values laid over it:
+    /// every one is refused in one line naming the field, as the flags'
+    /// limits refuse theirs (a side past `MAX_SIDE`, a statistic that is
+    /// not three numbers, a zero std, a `crop_pct` whose resize is past
+    /// the limit).
+    #[test]
+    fn each_fields_values_past_the_flags_limits_are_refused() {
+        let clip = r#"{"image_processor_type": "CLIPImageProcessor",
+            "size": {"shortest_edge": 224}, "do_center_crop": true,
+            "crop_size": {"height": 224, "width": 224}, "resample": 3,
+            "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}"#;
+        let vit = r#"{"image_processor_type": "ViTImageProcessor",
+            "size": {"height": 224, "width": 224}, "resample": 2,
+            "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}"#;
+        let convnext = r#"{"image_processor_type": "ConvNextImageProcessor",
+            "size": {"shortest_edge": 224}, "crop_pct": 0.875, "resample": 3,
+            "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]}"#;
+        let timm = r#"{"pretrained_cfg": {"input_size": [3, 224, 224], "crop_pct": 0.9,
+            "mean": [0.5, 0.5, 0.5], "std": [0.5, 0.5, 0.5]}}"#;
+        let past = format!("expected 1..={MAX_SIDE} pixels");
+        let cases: &[(&str, &str, &str, &str)] = &[
+            (
+                clip,
+                "/size/shortest_edge",
+                "30000",
+                "size.shortest_edge 30000",
+            ),
+            (
+                clip,
+                "/crop_size",
+                r#"{"height": 30000, "width": 30000}"#,
+                "crop_size.height 30000",
+            ),
+            (clip, "/crop_size", "30000", "crop_size 30000"),
+            (
+                vit,
+                "/size",
+                r#"{"height": 8193, "width": 8193}"#,
+                "size.height 8193",
+            ),
+            (
+                clip,
+                "/image_mean",
+                r#"[0.5, "x", 0.5, 0.5]"#,
+                "image_mean [0.5,\"x\",0.5,0.5]: expected three numbers",
+            ),
+            (
+                clip,
+                "/image_mean",
+                r#"[0.5, "x", 0.5]"#,
+                "image_mean [0.5,\"x\",0.5]: expected three numbers",
+            ),
+            (
+                clip,
+                "/image_mean",
+                "[0.5, 0.5]",
+                "image_mean [0.5,0.5]: expected three numbers",
+            ),
+            // transformers' normalize raises on a one-element list.
+            (
+                clip,
+                "/image_std",
+                "[0.5]",
+                "image_std [0.5]: expected three numbers",
+            ),
+            (
+                clip,
+                "/image_std",
+                "[0.5, 0, 0.5]",
+                "image_std [0.5,0,0.5]: 0 is not a positive number",
+            ),
+            (
+                clip,
+                "/image_std",
+                "0",
+                "image_std 0: 0 is not a positive number",
+            ),
+            (
+                clip,
+                "/image_std",
+                "[0.5, -0.5, 0.5]",
+                "-0.5 is not a positive number",
+            ),
+            // Past f32's range, or under it: infinite, or a zero std.
+            (
+                clip,
+                "/image_mean",
+                "[1e39, 0.5, 0.5]",
+                "inf is not a finite number",
+            ),
+            (
+                clip,
+                "/image_std",
+                "[1e-50, 0.5, 0.5]",
+                "0 is not a positive number",
+            ),
+            (
+                clip,
+                "/rescale_factor",
+                "1e-300",
+                "rescale_factor 1e-300: the mean",
+            ),
+            (
+                convnext,
+                "/crop_pct",
+                "0.0078125",
+                "crop_pct 0.0078125: a 224 crop resizes the shorter side to 28672, past 8192",
+            ),
+            (
+                convnext,
+                "/crop_pct",
+                r#""0.875""#,
+                "crop_pct \"0.875\" is not a number",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/input_size",
+                "[3, 30000, 30000]",
+                "input_size 30000",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/crop_pct",
+                "0.001",
+                "crop_pct 0.001: a 224 crop resizes",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/crop_pct",
+                "1e-300",
+                "crop_pct 1e-300: a 224 crop resizes",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/crop_pct",
+                r#""0.9""#,
+                "crop_pct \"0.9\" is not a number",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/mean",
+                r#"[0.5, "x", 0.5, 0.5]"#,
+                "mean [0.5,\"x\",0.5,0.5]: expected three numbers",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/mean",
+                "[0.5, 0.5]",
+                "mean [0.5,0.5]: expected three numbers",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/std",
+                "[0.5, 0, 0.5]",
+                "std [0.5,0,0.5]: 0 is not a positive number",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/std",
+                "[1e39]",
+                "std [1e+39]: inf is not a positive number",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/mean",
+                "[1e38, 0, 0]",
+                "mean and std: the mean",
+            ),
+            // timm reads a falsy statistic as not given: refused, not guessed.
+            (
+                timm,
+                "/pretrained_cfg/std",
+                "0",
+                "std 0: the upstream reads it as not given",
+            ),
+            (
+                timm,
+                "/pretrained_cfg/mean",
+                "[]",
+                "mean []: the upstream reads it as not given",
+            ),
+        ];
+        for &(base, field, value, says) in cases {
+            let mut json: Value = serde_json::from_str(base).expect("a valid base");
+            let bad: Value = serde_json::from_str(value).expect("a JSON value");
+            let (parent, key) = field.rsplit_once('/').expect("a JSON pointer");
+            json.pointer_mut(parent)
+                .and_then(Value::as_object_mut)
+                .expect("the field's object is in the base")
+                .insert(key.to_owned(), bad);
+            let text = json.to_string();
+            spec_from_config(base).expect("the base is valid");
+            let e = error(&text);
+            assert!(e.contains(says), "{field} {value}: {e}");
+            if says.contains(" 30000") || says.contains(" 8193") {
+                assert!(e.contains(&past), "{field} {value}: {e}");
+            }
+            assert!(!e.contains('\n'), "{field} {value}: {e}");
+        }
+    }
+
+    /// What every upstream broadcasts is taken as it does: one number for
+    /// all three channels, `[x]` where torchvision's `Normalize` gets it
+    /// (timm); a null statistic is timm's default; the largest side the
+    /// flags allow is allowed.
+    #[test]
+    fn statistics_broadcast_as_their_upstream_does() {
+        let hf = spec(
+            r#"{"size": {"height": 224, "width": 224}, "resample": 2,
+                "image_mean": 0.5, "image_std": 0.25}"#,
+        );
+        assert_eq!(hf.normalize.mean, [127.5; 3]);
+        assert_eq!(hf.normalize.std, [63.75; 3]);
+        let timm = spec(
+            r#"{"pretrained_cfg": {"input_size": [3, 224, 224], "mean": [0.5],
+                "std": 0.25}}"#,
+        );
+        assert_eq!(timm.normalize.mean, [0.5 * 255.0; 3]);
+        assert_eq!(timm.normalize.std, [0.25 * 255.0; 3]);
+        let defaults = spec(
+            r#"{"pretrained_cfg": {"input_size": [3, 224, 224], "mean": null,
+                "std": null, "crop_pct": null}}"#,
+        );
+        assert_eq!(defaults, spec(r#"{"input_size": [3, 224, 224]}"#));
+        let largest = spec(&format!(
+            r#"{{"pretrained_cfg": {{"input_size": [3, {MAX_SIDE}, {MAX_SIDE}],
+                "crop_pct": 1.0}}}}"#
+        ));
+        assert_eq!((largest.resize_shorter, largest.crop), (MAX_SIDE, MAX_SIDE));
     }
 }

@@ -20,7 +20,7 @@
 //! - crops round an odd margin as torchvision does (the base's rounding
 //!   is kept).
 
-use crate::preprocess::{Normalize, PreprocessSpec, ResizeFilter};
+use crate::preprocess::{Normalize, PreprocessSpec, ResizeFilter, side_in_range};
 
 /// The flags given; `None` where a flag was left out.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -67,10 +67,8 @@ pub fn spec_from_flags(
         ("--resize", flags.resize),
         ("--crop", flags.crop),
     ] {
-        if let Some(v) = value
-            && !(1..=8192).contains(&v)
-        {
-            return Err(format!("{flag} {v}: expected 1..=8192 pixels"));
+        if let Some(v) = value {
+            side_in_range(flag, u64::from(v))?;
         }
     }
     let crop = flags.crop.or(flags.size).unwrap_or(base.crop);
@@ -266,6 +264,13 @@ mod tests {
                     ..flags()
                 },
                 "--size 0: expected 1..=8192 pixels",
+            ),
+            (
+                PreprocessFlags {
+                    crop: Some(crate::preprocess::MAX_SIDE + 1),
+                    ..flags()
+                },
+                "--crop 8193: expected 1..=8192 pixels",
             ),
         ];
         for (f, says) in refused {

@@ -66,6 +66,15 @@ pub fn open_clip_config(text: &str) -> Result<(HubConfig, PreprocessSpec), Strin
         },
         _ => count("image_size", 224)?,
     };
+    // The preprocessing's crop: held to the limit `--size` is, named here
+    // rather than as the transform's input_size below.
+    if image > crate::preprocess::MAX_SIDE as usize {
+        return Err(format!(
+            "{} {image}: expected 1..={} pixels",
+            field("image_size"),
+            crate::preprocess::MAX_SIDE
+        ));
+    }
     let mlp_ratio = tower.mlp_ratio()?;
     // What OpenAI's CLIP network (the one here) does not have.
     tower.plain(&[
@@ -235,12 +244,14 @@ fn preprocess(json: &Value, image: usize) -> Result<PreprocessSpec, String> {
             field("size")
         ));
     }
-    let stats = |key: &str, default: [f64; 3]| -> Result<Value, String> {
-        match cfg.get(key) {
-            None => Ok(json!(default)),
-            Some(v) if v.as_array().is_some_and(|a| a.len() == 3) => Ok(v.clone()),
-            Some(v) => Err(format!("{} is {v}, not three numbers", field(key))),
-        }
+    // Passed on as given: timm's rules below are open_clip's too (a
+    // number or `[x]` for all three channels, a falsy value its default,
+    // which is refused there), and name the key.
+    let stats = |key: &str, default: [f64; 3]| -> Value {
+        cfg.get(key)
+            .filter(|v| !v.is_null())
+            .cloned()
+            .unwrap_or_else(|| json!(default))
     };
     // open_clip's defaults: OpenAI's dataset statistics.
     let timm = json!({"pretrained_cfg": {
@@ -248,8 +259,8 @@ fn preprocess(json: &Value, image: usize) -> Result<PreprocessSpec, String> {
         "interpolation": cfg.get("interpolation").cloned().unwrap_or(json!("bicubic")),
         "crop_pct": 1.0,
         "crop_mode": "center",
-        "mean": stats("mean", [0.481_454_66, 0.457_827_5, 0.408_210_73])?,
-        "std": stats("std", [0.268_629_54, 0.261_302_58, 0.275_777_11])?,
+        "mean": stats("mean", [0.481_454_66, 0.457_827_5, 0.408_210_73]),
+        "std": stats("std", [0.268_629_54, 0.261_302_58, 0.275_777_11]),
     }});
     crate::spec_from_config(&timm.to_string())
         .map(|(spec, _)| spec)

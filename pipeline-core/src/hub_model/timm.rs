@@ -181,16 +181,18 @@ fn labels(json: &Value, classes: usize) -> Result<Vec<String>, String> {
     })
 }
 
-/// `pretrained_cfg.input_size`'s side (224 unless given).
+/// `pretrained_cfg.input_size`'s side (224 unless given), held to the
+/// limit `--size` is.
 fn input_size(json: &Value) -> Result<usize, String> {
-    Ok(json
+    let side = json
         .get("pretrained_cfg")
         .and_then(|c| c.get("input_size"))
         .and_then(Value::as_array)
         .and_then(|s| s.get(2))
         .map_or(Some(224), Value::as_u64)
-        .filter(|&n| n > 0)
-        .ok_or("config.json: pretrained_cfg.input_size is not [3, H, W]")? as usize)
+        .ok_or("config.json: pretrained_cfg.input_size is not [3, H, W]")?;
+    crate::preprocess::side_in_range("config.json: pretrained_cfg.input_size", side)
+        .map(|s| s as usize)
 }
 
 /// timm's `VisionTransformer` as `vit_{size}_patch{P}_{SIZE}` names it

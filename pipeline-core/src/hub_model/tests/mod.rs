@@ -522,6 +522,59 @@ fn what_open_clip_s_vit_options_add_is_refused_in_one_line() {
     assert!(err.contains("no model_cfg"), "{err}");
 }
 
+/// open_clip's and timm's sizes and statistics are held to the flags'
+/// limits, each refusal naming the file and the field; what open_clip
+/// broadcasts (one number for the three channels) is taken.
+#[test]
+fn open_clip_and_timm_values_past_the_flags_limits_are_refused() {
+    for (vision, preprocess, says) in [
+        (
+            r#""image_size": 30000, "patch_size": 16"#,
+            "{}",
+            "open_clip_config.json: vision_cfg.image_size 30000: expected 1..=8192 pixels",
+        ),
+        (
+            "",
+            r#"{"std": [0.5, 0, 0.5]}"#,
+            "open_clip_config.json: preprocess_cfg: std [0.5,0,0.5]: 0 is not a positive number",
+        ),
+        (
+            "",
+            r#"{"mean": [0.5, "x", 0.5]}"#,
+            "open_clip_config.json: preprocess_cfg: mean [0.5,\"x\",0.5]: expected three numbers",
+        ),
+        (
+            "",
+            r#"{"std": 0}"#,
+            "open_clip_config.json: preprocess_cfg: std 0: the upstream reads it as not given",
+        ),
+    ] {
+        let text = format!(
+            r#"{{"model_cfg": {{"embed_dim": 8, "vision_cfg": {{{vision}}}}},
+                "preprocess_cfg": {preprocess}}}"#
+        );
+        let err = crate::open_clip_config(&text).expect_err(&text);
+        assert!(err.contains(says), "{text}: {err}");
+        assert!(!err.contains('\n'), "one line: {err}");
+    }
+    let (_, spec) = crate::open_clip_config(
+        r#"{"model_cfg": {"embed_dim": 8, "vision_cfg": {}},
+            "preprocess_cfg": {"mean": 0.5, "std": [0.25]}}"#,
+    )
+    .expect("open_clip broadcasts a number, and Normalize a one-element list");
+    assert_eq!(spec.normalize.mean, [0.5 * 255.0; 3]);
+    assert_eq!(spec.normalize.std, [0.25 * 255.0; 3]);
+    let err = hub_config(
+        r#"{"architecture": "convnext_tiny", "num_classes": 3,
+            "pretrained_cfg": {"input_size": [3, 30000, 30000]}}"#,
+    )
+    .expect_err("a timm input past the limit");
+    assert!(
+        err.contains("config.json: pretrained_cfg.input_size 30000: expected 1..=8192 pixels"),
+        "{err}"
+    );
+}
+
 #[test]
 fn an_open_clip_config_gives_its_text_tower() {
     let text = crate::open_clip_text(

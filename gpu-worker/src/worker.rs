@@ -169,6 +169,9 @@ struct Launched<'a> {
     batch: Batch,
     pass: InFlight<'a>,
     times: SpanTimes,
+    /// When `launch` returned: when the pass ended, where it ran inside
+    /// `launch` ([`crate::engine::PendingPass::ended_in_launch`]).
+    launched_at: Instant,
 }
 
 /// The device thread's state: the engine, its batch size, whether passes
@@ -210,14 +213,19 @@ impl<'a, W: Write> DeviceLoop<'a, W> {
             );
             let pass = self.engine.launch(&pixels, &mut times);
             times.infer_s += started.elapsed().as_secs_f64();
-            pass
+            pass.map(|pass| (pass, Instant::now()))
         });
         let had_previous = previous.is_some();
         if let Some(previous) = previous {
             self.complete(previous, stream)?;
         }
         match launched {
-            Some(Ok(pass)) => Ok(Some(Launched { batch, pass, times })),
+            Some(Ok((pass, launched_at))) => Ok(Some(Launched {
+                batch,
+                pass,
+                times,
+                launched_at,
+            })),
             Some(Err(EngineError::OutOfMemory { .. })) => {
                 self.overlap &= !had_previous;
                 self.engine.release_cached_memory();
@@ -243,10 +251,20 @@ impl<'a, W: Write> DeviceLoop<'a, W> {
             batch,
             pass,
             mut times,
+            launched_at,
         } = launched;
+        let ended_in_launch = pass.ended_in_launch();
         let started = Instant::now();
         let finished = pass.finish(&mut times);
-        times.infer_s += started.elapsed().as_secs_f64();
+        let returned = Instant::now();
+        times.infer_s += (returned - started).as_secs_f64();
+        // A pass that ran inside `launch` ended a whole pass ago (the next
+        // one ran since); one that `finish` waited for ended just now.
+        let ended = if ended_in_launch {
+            launched_at
+        } else {
+            returned
+        };
         match finished {
             Ok(predictions) => {
                 let results = batch
@@ -256,7 +274,7 @@ impl<'a, W: Write> DeviceLoop<'a, W> {
                     .zip(predictions.into_iter().map(Ok))
                     .collect();
                 self.outbox
-                    .deliver(batch, results, times, Vec::new(), stream)
+                    .deliver(batch, results, times, Vec::new(), ended, stream)
             }
             Err(EngineError::OutOfMemory { .. }) => {
                 self.overlap = false;
@@ -281,9 +299,12 @@ impl<'a, W: Write> DeviceLoop<'a, W> {
             .run(self.engine, &batch, &mut times, &mut |change| {
                 changes.push(change.clone())
             });
-        times.infer_s += started.elapsed().as_secs_f64();
+        let ended = Instant::now();
+        times.infer_s += (ended - started).as_secs_f64();
         match results {
-            Ok(results) => self.outbox.deliver(batch, results, times, changes, stream),
+            Ok(results) => self
+                .outbox
+                .deliver(batch, results, times, changes, ended, stream),
             Err(error) => {
                 self.outbox.batch_size_changes(changes)?;
                 Err(self.fatal(error))
@@ -325,13 +346,15 @@ impl<W: Write> Outbox<'_, W> {
     }
 
     /// Records `batch`'s results and the loader's failures in its span, and
-    /// sends the span when it is complete, else a progress frame.
+    /// sends the span when it is complete, else a progress frame; either
+    /// says how long ago `batch`'s pass `ended`.
     fn deliver(
         &mut self,
         batch: Batch,
         results: Vec<ItemResult>,
         times: SpanTimes,
         changes: Vec<BatchSizeChange>,
+        ended: Instant,
         stream: &BatchStream,
     ) -> Result<(), WorkerError> {
         self.batch_size_changes(changes)?;
@@ -363,11 +386,13 @@ impl<W: Write> Outbox<'_, W> {
                 span,
                 outcomes,
                 times,
+                held_s: ended.elapsed().as_secs_f64(),
             }
         } else {
             FromWorker::Progress {
                 span,
                 items: done as u64,
+                held_s: ended.elapsed().as_secs_f64(),
             }
         };
         write_frame(self.output, &message).map_err(protocol)

@@ -40,7 +40,7 @@ use crate::source::{Location, RemoteSpec};
 use crate::span_times::SpanTimes;
 
 /// Bumped whenever a message changes shape.
-pub const PROTOCOL_VERSION: u32 = 11;
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// Exit code of a worker whose device ran out of memory in a way it could
 /// not back off from in the process, or was lost: the coordinator respawns
@@ -185,12 +185,16 @@ pub enum FromWorker {
         /// What the device said.
         reason: String,
     },
-    /// Items of a span finished so far (for progress bars).
+    /// Items of a span finished so far (for progress bars and the steady
+    /// window).
     Progress {
         /// Span id.
         span: u64,
         /// Items finished in this span since the last `Progress`.
         items: u64,
+        /// Seconds between the batch's pass ending and this frame: see
+        /// `SpanDone::held_s`.
+        held_s: f64,
     },
     /// A span is complete: one outcome per item, in index order.
     SpanDone {
@@ -200,6 +204,12 @@ pub enum FromWorker {
         outcomes: Vec<ItemOutcome>,
         /// Where the time went.
         times: SpanTimes,
+        /// Seconds between the last batch's pass ending and this frame. A
+        /// worker keeps a finished pass while it launches the next one (on
+        /// the CPU, runs it whole), so a frame can arrive a pass after its
+        /// work ended; the coordinator's steady window dates the work by
+        /// this, not by the frame.
+        held_s: f64,
     },
 }
 
@@ -227,7 +237,8 @@ const BINARY_SPAN_DONE: u8 = 0;
 
 impl Frame for FromWorker {
     /// `SpanDone` is binary, little-endian: the tag byte `0`, `span: u64`,
-    /// the times as length-prefixed (`u32`) JSON, `n: u32` outcomes, then per
+    /// `held_s` as `f64` bits, the times as length-prefixed (`u32`) JSON,
+    /// `n: u32` outcomes, then per
     /// outcome `index: u64` and one of: `0`, `k: u32`, k × (`class: u32`,
     /// `prob: f32`); `1`, `d: u32`, d × `f32`; `2`, the error as
     /// length-prefixed JSON; `3`, `m: u32` arrays, each its name as
@@ -239,12 +250,14 @@ impl Frame for FromWorker {
             span,
             outcomes,
             times,
+            held_s,
         } = self
         else {
             return serde_json::to_writer(out, self).map_err(io::Error::other);
         };
         out.push(BINARY_SPAN_DONE);
         out.extend_from_slice(&span.to_le_bytes());
+        out.extend_from_slice(&held_s.to_bits().to_le_bytes());
         put_json(out, times)?;
         put_len(out, outcomes.len())?;
         for outcome in outcomes {
@@ -306,6 +319,7 @@ impl Frame for FromWorker {
         }
         let mut r = Reader(&body[1..]);
         let span = r.u64()?;
+        let held_s = f64::from_bits(r.u64()?);
         let times = r.json()?;
         // Each outcome takes at least 9 bytes: a corrupt count cannot make
         // this allocate more than the frame's own size.
@@ -345,6 +359,7 @@ impl Frame for FromWorker {
             span,
             outcomes,
             times,
+            held_s,
         })
     }
 }

@@ -65,6 +65,7 @@ fn frame(start: u64, size: u64) -> Vec<u8> {
         span: 0,
         outcomes,
         times: SpanTimes::default(),
+        held_s: 0.0,
     };
     let mut bytes = Vec::new();
     write_frame(&mut bytes, &message).expect("a frame encodes");

@@ -141,6 +141,17 @@ impl<'a> Scheduler<'a> {
         }
     }
 
+    /// Counts a batch of `items` for the steady window, dated by when its
+    /// pass ended (`held_s` before its frame); `first` if it was its
+    /// worker's first.
+    fn note_batch(&mut self, items: u64, held_s: f64, first: bool) {
+        let ended = self.tally.timeline.batch_done(items, held_s);
+        if first {
+            self.tally.timeline.first_batch_ended(ended);
+        }
+        self.note_warm();
+    }
+
     /// Starts the steady window once every live worker finished a batch.
     fn note_warm(&mut self) {
         if !self.tally.timeline.is_warm() && self.workers.slots.iter().all(Slot::warm) {
@@ -278,13 +289,17 @@ impl<'a> Scheduler<'a> {
                     s.report.name
                 ));
             }
-            FromWorker::Progress { span, items } => {
+            FromWorker::Progress {
+                span,
+                items,
+                held_s,
+            } => {
+                let first = !self.workers.slots[slot].warm();
                 self.workers.slots[slot].batch_done();
                 let Some(id) = self.workers.slots[slot].worker() else {
                     return Ok(());
                 };
-                self.tally.timeline.batch_done(items);
-                self.note_warm();
+                self.note_batch(items, held_s, first);
                 let done = self.seen.partial.entry((id, span)).or_default();
                 *done += items;
                 let done = *done;
@@ -298,7 +313,8 @@ impl<'a> Scheduler<'a> {
                 span,
                 outcomes,
                 times,
-            } => self.on_done(slot, span, outcomes, times)?,
+                held_s,
+            } => self.on_done(slot, span, outcomes, times, held_s)?,
         }
         Ok(())
     }
@@ -309,8 +325,10 @@ impl<'a> Scheduler<'a> {
         span: u64,
         outcomes: Vec<ItemOutcome>,
         times: pipeline_core::SpanTimes,
+        held_s: f64,
     ) -> Result<(), RunError> {
         let s = &mut self.workers.slots[slot];
+        let first = !s.warm();
         s.returned(span);
         s.report.wait_loader_s += times.wait_loader_s;
         s.report.infer_s += times.infer_s;
@@ -330,10 +348,7 @@ impl<'a> Scheduler<'a> {
             Finished::Recorded { images } | Finished::Complete { images, .. } => *images,
         };
         let earlier = self.seen.partial.get(&(id, span)).copied().unwrap_or(0);
-        self.tally
-            .timeline
-            .batch_done(returned.saturating_sub(earlier));
-        self.note_warm();
+        self.note_batch(returned.saturating_sub(earlier), held_s, first);
         let s = &mut self.workers.slots[slot];
         let rate = s.finished(images);
         let line = format!(

@@ -306,6 +306,10 @@ impl PendingPass for BurnPass<'_> {
         };
         guarded(padded_rows, run)
     }
+
+    fn ended_in_launch(&self) -> bool {
+        self.ready.is_some()
+    }
 }
 
 /// Runs `run`, turning its error or panic (wgpu's error handler panics)

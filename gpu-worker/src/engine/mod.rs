@@ -175,6 +175,15 @@ pub trait PendingPass: Send {
     /// Waits for the device and gives one prediction per real row, adding
     /// the wait to `times`' compute and the host's share to its read-back.
     fn finish(self: Box<Self>, times: &mut SpanTimes) -> Result<Vec<Prediction>, EngineError>;
+
+    /// Whether the pass had ended when [`Engine::launch`] returned (an
+    /// engine that runs it on the host's cores inside `launch`): its work
+    /// is dated by the launch, not by `finish`, which the worker calls only
+    /// after the next pass (the coordinator's steady window counts work by
+    /// when it ended).
+    fn ended_in_launch(&self) -> bool {
+        false
+    }
 }
 
 /// A model on a device, ready to run batches.

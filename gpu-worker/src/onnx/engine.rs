@@ -393,6 +393,10 @@ impl PendingPass for Done {
     fn finish(self: Box<Self>, _: &mut SpanTimes) -> Result<Vec<Prediction>, EngineError> {
         Ok(self.0)
     }
+
+    fn ended_in_launch(&self) -> bool {
+        true
+    }
 }
 
 impl Engine for OnnxEngine {

@@ -30,6 +30,12 @@ fn frames_round_trip_and_end_cleanly() {
                 },
             ],
             times: SpanTimes::default(),
+            held_s: 0.0,
+        },
+        FromWorker::Progress {
+            span: 3,
+            items: 16,
+            held_s: 0.875,
         },
     ];
     let mut wire = Vec::new();
@@ -108,6 +114,7 @@ fn span_done() -> FromWorker {
             batch_s: vec![0.5, 1.5],
             ..SpanTimes::default()
         },
+        held_s: 0.1,
     }
 }
 
@@ -158,9 +165,9 @@ fn a_damaged_binary_frame_is_refused_whatever_the_damage() {
     trailing.push(0);
     assert!(FromWorker::decode(&trailing).is_err(), "trailing bytes");
     // A count of outcomes far beyond the frame is refused before any
-    // allocation. It sits after the tag, the chunk and the times.
-    let times_len = u32::from_le_bytes(body[9..13].try_into().expect("4 bytes")) as usize;
-    let count_at = 13 + times_len;
+    // allocation. It sits after the tag, the chunk, `held_s` and the times.
+    let times_len = u32::from_le_bytes(body[17..21].try_into().expect("4 bytes")) as usize;
+    let count_at = 21 + times_len;
     let mut huge = body.clone();
     huge[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
     assert!(FromWorker::decode(&huge).is_err(), "huge count");

@@ -12,6 +12,8 @@ use crate::plan::{check_parent, current_exe, data_spec, plan_workers};
 use crate::progress::Progress;
 
 pub(crate) fn run(args: &InferArgs) -> Outcome {
+    // The command's own clock, flags and model resolution included.
+    let started = std::time::Instant::now();
     match plan(args) {
         // `_classes` holds a class matrix made from labels for the run.
         Ok((config, notices, _classes)) => {
@@ -21,7 +23,11 @@ pub(crate) fn run(args: &InferArgs) -> Outcome {
                 }
             }
             let progress = std::sync::Arc::new(Progress::new(args.quiet));
-            finish(args, &config, coordinator::run(&config, progress))
+            let result = coordinator::run(&config, progress);
+            // The run returns once the output is assembled: its last record
+            // is written.
+            let command_s = started.elapsed().as_secs_f64();
+            finish(args, &config, result, command_s)
         }
         Err(message) => Outcome::Failed(message),
     }
@@ -134,10 +140,12 @@ fn plan(args: &InferArgs) -> Result<Plan, String> {
     Ok((config, planned.notices, planned.class_dir))
 }
 
+/// `command_s`: seconds from the command's start to its last record.
 fn finish(
     args: &InferArgs,
     config: &RunConfig,
     result: Result<RunSummary, coordinator::RunError>,
+    command_s: f64,
 ) -> Outcome {
     let summary = match result {
         Ok(summary) => summary,
@@ -163,6 +171,7 @@ fn finish(
     if let Some(path) = &args.report {
         let report = ReportFile {
             summary: &summary,
+            command: CommandRate::of(&summary, command_s),
             config: ConfigReport::of(config),
         };
         // Every string in it (`--data`, a worker's last words, a scan
@@ -181,11 +190,35 @@ fn finish(
     items_outcome(&summary)
 }
 
-/// `--report FILE`: the summary and the configuration that produced it.
+/// `--report FILE`: the summary, the whole command's rate, and the
+/// configuration that produced them.
 #[derive(serde::Serialize)]
 struct ReportFile<'a> {
     summary: &'a RunSummary,
+    command: CommandRate,
     config: ConfigReport<'a>,
+}
+
+/// The whole command's rate: the images this run computed over the seconds
+/// from `pipeline infer`'s start to its last record written, start-up,
+/// scan and assembly included. `summary.steady` is believed only beside it
+/// (CONVENTIONS.md, rule 13).
+#[derive(serde::Serialize)]
+struct CommandRate {
+    wall_s: f64,
+    images: u64,
+    images_per_s: f64,
+}
+
+impl CommandRate {
+    fn of(summary: &RunSummary, wall_s: f64) -> Self {
+        let images = summary.times.images_computed;
+        Self {
+            wall_s,
+            images,
+            images_per_s: images as f64 / wall_s.max(1e-9),
+        }
+    }
 }
 
 /// The run's settings as the report names them.

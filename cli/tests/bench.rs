@@ -91,6 +91,17 @@ fn a_sweep_reports_every_combination_with_stages_latency_and_a_plot() {
         assert_eq!(repeats.len(), 2);
         let median = number(&point["images_per_s"], "median");
         assert!(median > 0.0 && (median - (repeats[0] + repeats[1]) / 2.0).abs() < 1e-9);
+        // Beside it, each repeat's rate over its whole time.
+        let whole: Vec<f64> = point["whole_run_repeats"]
+            .as_array()
+            .expect("whole_run_repeats")
+            .iter()
+            .map(|r| number(r, "whole run repeat"))
+            .collect();
+        assert_eq!(whole.len(), 2);
+        assert!(whole.iter().all(|&r| r > 0.0), "{point}");
+        let whole_median = number(&point["whole_run_images_per_s"], "whole run median");
+        assert!((whole_median - (whole[0] + whole[1]) / 2.0).abs() < 1e-9);
         assert_eq!(
             number(&point["spread"]["min"], "min"),
             repeats[0].min(repeats[1])
@@ -130,7 +141,10 @@ fn a_sweep_reports_every_combination_with_stages_latency_and_a_plot() {
     // The table: a header, a rule, a row per combination, then the stages.
     let table = String::from_utf8(out.stdout).expect("utf-8 table");
     let rows: Vec<&str> = table.lines().filter(|l| l.starts_with("| ")).collect();
-    assert!(rows[0].contains("images/s"), "{table}");
+    assert!(
+        rows[0].contains("images/s") && rows[0].contains("whole run"),
+        "{table}"
+    );
     assert!(
         rows[1].starts_with("| 4 | 1 |") && rows[2].starts_with("| 8 | 1 |"),
         "{table}"

@@ -833,6 +833,15 @@ fn a_dead_worker_is_reported_restarted_and_costs_nothing_in_the_output() {
     let retries = report["summary"]["retries"].as_u64().expect("retries");
     assert!((1..=2).contains(&retries), "{report}");
     assert_eq!(report["summary"]["restarts"], 1, "{report}");
+    // The whole command's rate beside the steady window's: every record
+    // of this fresh run, over the command's time.
+    let command = &report["command"];
+    assert_eq!(command["images"], report["summary"]["images"], "{report}");
+    let wall = command["wall_s"].as_f64().expect("wall_s");
+    let rate = command["images_per_s"].as_f64().expect("images_per_s");
+    let images = command["images"].as_f64().expect("images");
+    assert!(images > 0.0 && wall > 0.0, "{report}");
+    assert!((rate * wall - images).abs() < 1e-6, "{report}");
 }
 
 /// The transformer families through the whole pipeline, at full size with

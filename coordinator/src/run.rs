@@ -290,6 +290,7 @@ pub fn run(config: &RunConfig, report: Arc<dyn Report>) -> Result<RunSummary, Ru
     summary.times.wall_s = started.elapsed().as_secs_f64();
     summary.coordinator_peak_rss_bytes = crate::workers::peak_rss_bytes("/proc/self/status");
     summary.times.images_per_s = computed as f64 / summary.times.wall_s.max(1e-9);
+    summary.times.images_computed = computed;
     summary.out = config.out.clone();
     Ok(summary)
 }

@@ -62,8 +62,10 @@ pub struct RunSummary {
     /// Seconds per stage, summed over workers (`write_s`: the commits'
     /// seconds over the committer threads, plus assembly).
     pub stages: Stages,
-    /// Between warm-up and run-out: the rate a longer run would hold.
-    /// `None` when the run was too short to have one.
+    /// Between warm-up and run-out: the rate a longer run would hold, for
+    /// images whose passes ended inside it. `None` when the run was too
+    /// short to have one. Believe it only beside `images_per_s`, the whole
+    /// run's (CONVENTIONS.md, rule 13).
     pub steady: Option<SteadyWindow>,
     /// Peak resident memory of this (the coordinator's) process so far.
     pub coordinator_peak_rss_bytes: Option<u64>,
@@ -135,6 +137,8 @@ pub struct Times {
     pub wall_s: f64,
     /// Images computed by this run per second of wall time.
     pub images_per_s: f64,
+    /// Images computed by this run (resumed chunks' not included).
+    pub images_computed: u64,
     /// Seconds to scan the dataset.
     pub scan_s: f64,
     /// Seconds committing parts (encoding and fsyncs), summed over the

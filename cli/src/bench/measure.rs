@@ -9,12 +9,23 @@ use super::sweep::{Mode, Point, plural};
 /// A batch this many times slower than the median is warm-up.
 pub(super) const WARM_UP_FACTOR: f64 = 4.0;
 
+/// A steady rate this much above what the devices' passes sustain is
+/// flagged (the stage times are the whole run's, so they differ from the
+/// window's by a few percent).
+pub(super) const ABOVE_THE_DEVICES: f64 = 1.10;
+
 /// One measured run.
 #[derive(Debug, Clone)]
 pub(super) struct Sample {
     pub(super) images_per_s: f64,
     /// Whether the rate is the steady window's (else the whole run's).
     pub(super) steady: bool,
+    /// The images it computed over its whole time: end to end, from the
+    /// run's start to its last record written (start-up and run-out
+    /// included, as `pipeline infer` would take after its flags); alone,
+    /// from opening the model or the loader to the last batch. What the
+    /// steady rate is believed beside (CONVENTIONS.md, rule 13).
+    pub(super) whole_images_per_s: f64,
     pub(super) images: u64,
     pub(super) batch_size: usize,
     pub(super) stages: Stages,
@@ -40,6 +51,23 @@ impl Measured {
 
     pub(super) fn median(&self) -> f64 {
         median(&self.rates())
+    }
+
+    pub(super) fn whole_rates(&self) -> Vec<f64> {
+        self.samples.iter().map(|s| s.whole_images_per_s).collect()
+    }
+
+    /// The devices' capacity end to end (upload, compute and read-back one
+    /// after another on each worker) and the median steady rate, when the
+    /// rate is more than [`ABOVE_THE_DEVICES`] above it: a window that
+    /// counts work it did not hold.
+    pub(super) fn rate_above_devices(&self, mode: Mode) -> Option<(f64, f64)> {
+        if mode != Mode::EndToEnd {
+            return None;
+        }
+        let device = group_capacity(&self.stage_rows(mode), &["upload", "compute", "read-back"])?;
+        let rate = self.median();
+        (rate > device * ABOVE_THE_DEVICES).then_some((rate, device))
     }
 
     /// The repeat whose rate is the median's (or nearest to it): its stages
@@ -131,16 +159,8 @@ impl Measured {
             return None;
         }
         let rows = self.stage_rows(mode);
-        let capacity = |names: &[&str]| -> Option<f64> {
-            let inverse: f64 = rows
-                .iter()
-                .filter(|r| names.contains(&r.stage))
-                .map(|r| r.images_per_s.map_or(0.0, |c| 1.0 / c))
-                .sum();
-            (inverse > 0.0).then(|| 1.0 / inverse)
-        };
-        let loader = capacity(&["read", "decode+preprocess"])?;
-        let device = capacity(&["upload", "compute", "read-back"])?;
+        let loader = group_capacity(&rows, &["read", "decode+preprocess"])?;
+        let device = group_capacity(&rows, &["upload", "compute", "read-back"])?;
         (loader < device).then_some(LoaderLimit {
             loader_images_per_s: loader,
             device_images_per_s: device,
@@ -180,6 +200,7 @@ impl Measured {
     /// This point's figures, as the JSON report writes them.
     pub(super) fn report(&self, mode: Mode) -> PointReport {
         let rates = self.rates();
+        let whole = self.whole_rates();
         let latencies = self.latencies();
         let typical = self.typical();
         PointReport {
@@ -199,6 +220,8 @@ impl Measured {
                 repeats: rates,
                 steady: self.samples.iter().all(|s| s.steady),
                 images_per_repeat: typical.images,
+                whole_run_images_per_s: median(&whole),
+                whole_run_repeats: whole,
             },
             stages: self.stage_rows(mode),
             device_busy_fraction: (mode == Mode::EndToEnd)
@@ -257,6 +280,12 @@ pub(super) struct Rate {
     /// Whether every repeat had a steady window.
     pub(super) steady: bool,
     pub(super) images_per_repeat: u64,
+    /// Median over the repeats of images over each repeat's whole time
+    /// ([`Sample::whole_images_per_s`]): the rate beside which the steady
+    /// one is believed.
+    pub(super) whole_run_images_per_s: f64,
+    /// Each repeat's whole-time rate.
+    pub(super) whole_run_repeats: Vec<f64>,
 }
 
 /// The slowest and fastest repeat.
@@ -279,6 +308,17 @@ pub(super) struct StageRow {
     pub(super) stage: &'static str,
     pub(super) busy_s: f64,
     pub(super) images_per_s: Option<f64>,
+}
+
+/// Images/s a group of stages run one after another sustains: the
+/// harmonic sum of its members' rates; `None` without a measured member.
+fn group_capacity(rows: &[StageRow], names: &[&str]) -> Option<f64> {
+    let inverse: f64 = rows
+        .iter()
+        .filter(|r| names.contains(&r.stage))
+        .map(|r| r.images_per_s.map_or(0.0, |c| 1.0 / c))
+        .sum();
+    (inverse > 0.0).then(|| 1.0 / inverse)
 }
 
 pub(super) fn median(values: &[f64]) -> f64 {

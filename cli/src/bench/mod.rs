@@ -4,8 +4,10 @@
 //! process per device, the loader, the device, part files — `--repeat`
 //! times over `--data` or a generated dataset, and reports the median
 //! steady-state rate (warm-up and run-out excluded, see
-//! `coordinator::SteadyWindow`), its spread, the time per stage, the device
-//! busy fraction, batch latency and the stage that limits the run.
+//! `coordinator::SteadyWindow`) beside the whole run's (start to last
+//! record), its spread, the time per stage, the device busy fraction,
+//! batch latency and the stage that limits the run; a steady rate above
+//! what the devices' passes sustain is flagged.
 //! `--model-only` measures the model alone on pre-made batches instead.
 //!
 //! Output: a Markdown table on stdout, `--json FILE`, `--plot FILE.svg`.
@@ -101,7 +103,7 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
             };
             if !args.quiet {
                 eprintln!(
-                    "pipeline bench: {}: run {}/{}: {:.2} images/s{}",
+                    "pipeline bench: {}: run {}/{}: {:.2} images/s{}, whole run {:.2}",
                     point.label(),
                     repeat + 1,
                     args.repeat,
@@ -110,7 +112,8 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
                         ""
                     } else {
                         " (whole run: too short for a steady window)"
-                    }
+                    },
+                    sample.whole_images_per_s
                 );
             }
             samples.push(sample);

@@ -65,8 +65,11 @@ pub(super) fn pipeline(
             current_exe()?,
         )
     };
+    let started = Instant::now();
     let summary: RunSummary =
         coordinator::run(&config, Arc::new(Progress::new(true))).map_err(|e| e.to_string())?;
+    // The run returns once its output is assembled: its last record written.
+    let whole_s = started.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&out);
     let _ = std::fs::remove_file(coordinator::failures_path(&out));
     let peak_rss_bytes = summary.coordinator_peak_rss_bytes.map(|c| {
@@ -81,6 +84,7 @@ pub(super) fn pipeline(
             .steady
             .map_or(summary.times.images_per_s, |w| w.images_per_s),
         steady: summary.steady.is_some(),
+        whole_images_per_s: summary.times.images_computed as f64 / whole_s.max(1e-9),
         images: summary.records.images,
         batch_size: summary.workers.first().map_or(0, |w| w.batch_size),
         stages: summary.stages,
@@ -107,6 +111,7 @@ pub(super) fn model_only(
             ..worker_at(worker, point)
         })
         .collect();
+    let started = Instant::now();
     let runs: Vec<Result<gpu_worker::ModelOnlyRun, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = configs
             .iter()
@@ -120,6 +125,7 @@ pub(super) fn model_only(
             })
             .collect()
     });
+    let whole_s = started.elapsed().as_secs_f64();
     let runs = runs.into_iter().collect::<Result<Vec<_>, _>>()?;
     let mut times = SpanTimes::default();
     for run in &runs {
@@ -128,6 +134,8 @@ pub(super) fn model_only(
     Ok(Sample {
         images_per_s: runs.iter().map(|r| r.images_per_s).sum(),
         steady: true,
+        // Opening the model and its warm-up pass included.
+        whole_images_per_s: runs.iter().map(|r| r.images).sum::<u64>() as f64 / whole_s.max(1e-9),
         images: runs.iter().map(|r| r.images).sum(),
         batch_size: runs.first().map_or(0, |r| r.batch_size),
         stages: Stages::from_worker(&times),
@@ -155,6 +163,7 @@ pub(super) fn loader_only(
         })
         .collect();
     let batch_size = point.batch.unwrap_or(AUTO_BATCH_GUESS as usize);
+    let opened = Instant::now();
     let loader = loader::Loader::new(loader::LoaderConfig {
         threads: point.loader_threads,
         batch_size,
@@ -179,6 +188,7 @@ pub(super) fn loader_only(
     Ok(Sample {
         images_per_s: images as f64 / wall.max(1e-9),
         steady: true,
+        whole_images_per_s: images as f64 / opened.elapsed().as_secs_f64().max(1e-9),
         images,
         batch_size,
         stages: Stages::from_worker(&times),

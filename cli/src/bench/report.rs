@@ -6,7 +6,7 @@ use pipeline_core::{DeviceSpec, WorkerConfig};
 use serde::Serialize;
 
 use super::dataset::{Dataset, DatasetSource};
-use super::measure::{Latency, LoaderLimit, Measured, PointReport, StageRow, percentile};
+use super::measure::{Latency, LoaderLimit, Measured, PointReport, StageRow, median, percentile};
 use super::sweep::{Mode, plural};
 use crate::args::BenchArgs;
 
@@ -15,10 +15,10 @@ pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> 
     let mut out = String::new();
     let what = mode.name().replace('_', " ");
     out.push_str(&format!(
-        "| batch | workers | loader threads | images/s ({what}, median of {}) | min | max | device busy | p50 batch ms | p99 batch ms | limiting stage |\n",
+        "| batch | workers | loader threads | images/s ({what}, median of {}) | min | max | whole run images/s | device busy | p50 batch ms | p99 batch ms | limiting stage |\n",
         args.repeat
     ));
-    out.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
+    out.push_str("|---|---|---|---|---|---|---|---|---|---|---|\n");
     for m in results {
         let rates = m.rates();
         let lat = m.latencies();
@@ -32,7 +32,7 @@ pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> 
                 .map_or("–".to_owned(), |f| format!("{:.0}%", f * 100.0))
         };
         out.push_str(&format!(
-            "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {busy} | {} | {} | {} |\n",
+            "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {busy} | {} | {} | {} |\n",
             m.typical().batch_size,
             m.workers_total(),
             if !mode.loads() {
@@ -43,6 +43,7 @@ pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> 
             m.median(),
             rates.iter().copied().fold(f64::INFINITY, f64::min),
             rates.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            median(&m.whole_rates()),
             ms(0.50),
             ms(0.99),
             m.limiting_stage(mode),
@@ -60,6 +61,24 @@ pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> 
             row.images_per_s
                 .map_or("–".to_owned(), |r| format!("{r:.1}"))
         ));
+    }
+    out.push_str(&format!(
+        "\nWhole run: images computed over each run's whole time, start-up and run-out \
+         included ({}); the steady rate is the window between.\n",
+        if mode == Mode::EndToEnd {
+            "from the run's start to its last record written"
+        } else {
+            "from opening the model or the loader"
+        }
+    ));
+    for m in results {
+        if let Some((rate, device)) = m.rate_above_devices(mode) {
+            out.push_str(&format!(
+                "\n{}: the steady rate, {rate:.2} images/s, is above the {device:.2} the devices' \
+                 passes sustain: do not trust it (CONVENTIONS.md, rule 13).\n",
+                m.point.label()
+            ));
+        }
     }
     if let Some(limit) = best.loader_limit(mode) {
         out.push_str(&format!(
@@ -80,7 +99,11 @@ pub(super) fn table(results: &[Measured], best: &Measured, args: &BenchArgs) -> 
 /// and the machine.
 #[derive(Serialize)]
 pub(super) struct BenchReport<'a> {
+    /// The fastest point's median steady rate.
     images_per_s: f64,
+    /// Its median rate over each run's whole time, beside which the steady
+    /// one is believed.
+    whole_run_images_per_s: f64,
     stages: Vec<StageRow>,
     device_busy_fraction: Option<f64>,
     batch_latency_ms: Latency,
@@ -132,6 +155,7 @@ pub(super) fn report_json<'a>(
     let best = best.report(mode);
     BenchReport {
         images_per_s: best.rate.images_per_s,
+        whole_run_images_per_s: best.rate.whole_run_images_per_s,
         stages: best.stages.clone(),
         device_busy_fraction: best.device_busy_fraction,
         batch_latency_ms: best.batch_latency_ms,

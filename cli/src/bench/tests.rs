@@ -81,6 +81,7 @@ fn measured(stages: Stages, loader_threads: usize) -> Measured {
         samples: vec![Sample {
             images_per_s: 10.0,
             steady: true,
+            whole_images_per_s: 8.0,
             images: 100,
             batch_size: 8,
             stages,

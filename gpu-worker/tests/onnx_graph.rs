@@ -1,11 +1,12 @@
 //! An ONNX model's input and outputs as ONNX Runtime reads them from its
 //! graph (#41 item 1), over small models made by
-//! `scripts/make_onnx_fixtures.py` (`tests/onnx/`): the image inputs the
-//! tool feeds (NCHW and NHWC; f32, f16, u8; fixed and dynamic batch and
-//! size) are described, and every model it cannot feed (no image input,
-//! two inputs, one channel, f64, a file that is not a model or is cut
-//! short) is one line naming each input and its shape. CI installs ONNX
-//! Runtime and sets `PIPELINE_REQUIRE_ORT`.
+//! `scripts/make_onnx_fixtures.py` (`tests/onnx/`) and an optimum export:
+//! the image inputs the tool feeds (NCHW and NHWC; f32, f16, u8; fixed
+//! and dynamic batch and size; optimum's named dynamic channel axis) are
+//! described, and every model it cannot feed (no image input, two inputs,
+//! one channel, f64, a file that is not a model or is cut short) is one
+//! line naming each input and its shape. CI installs ONNX Runtime and
+//! sets `PIPELINE_REQUIRE_ORT`.
 
 use gpu_worker::onnx::graph::{Graph, Layout, PixelType, describe};
 
@@ -48,6 +49,24 @@ fn image_inputs_are_described_as_the_graph_declares_them() {
 
     let g = graph("dynamic_size");
     assert_eq!((g.input.batch, g.input.size), (None, None));
+}
+
+/// optimum's exports (`cli/tests/onnx_upstream/hf_vit_multi_label/`,
+/// `scripts/make_onnx_multi_label.py`) leave every axis dynamic, the
+/// channels' named `num_channels`: NCHW, fed three channels.
+#[test]
+fn an_optimum_export_s_named_channel_axis_is_nchw() {
+    if !runtime_or_skip() {
+        return;
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../cli/tests/onnx_upstream/hf_vit_multi_label/model.onnx");
+    let g = describe(&path).unwrap_or_else(|e| panic!("optimum's export: {e}"));
+    assert_eq!(
+        (g.input.layout, g.input.pixels, g.input.batch, g.input.size),
+        (Layout::Nchw, PixelType::F32, None, None)
+    );
+    assert_eq!(g.input.batch_symbol, "batch_size");
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! What an ONNX model takes and gives, read from its graph by ONNX Runtime
 //! (#41 item 1): the one image input the tool feeds (4-D, NCHW or NHWC
-//! with 3 channels, f32, f16 or u8, its batch and side fixed or dynamic)
+//! with 3 channels, or a dynamic channel axis named as optimum names it;
+//! f32, f16 or u8, its batch and side fixed or dynamic)
 //! and every output. A model the tool cannot feed (no image input,
 //! several inputs, another layout or element type) is a one-line error
 //! naming each input and its shape.
@@ -232,6 +233,10 @@ pub fn graph_of(session: &Session, path: &Path) -> Result<Graph, String> {
     Ok(Graph { input, outputs })
 }
 
+/// The name exporters give a dynamic channel axis (optimum's, and
+/// transformers' ONNX configs' before it).
+const CHANNEL_SYMBOLS: [&str; 1] = ["num_channels"];
+
 /// The one image input among `inputs`, or why there is none to feed.
 pub fn image_input(inputs: &[(String, ValueType)]) -> Result<ImageInput, String> {
     let listed = || {
@@ -263,9 +268,20 @@ pub fn image_input(inputs: &[(String, ValueType)]) -> Result<ImageInput, String>
             what()
         ));
     }
+    // optimum's exports leave every axis dynamic, the channels' named
+    // (`[batch_size, num_channels, height, width]`): such an axis takes
+    // the three the tool feeds. A fixed 3 says it first.
+    let named_channels = |axis: usize| {
+        shape[axis] < 0
+            && dimension_symbols
+                .get(axis)
+                .is_some_and(|s| CHANNEL_SYMBOLS.contains(&s.as_str()))
+    };
     let layout = match (shape[1], shape[3]) {
         (3, _) => Layout::Nchw,
         (_, 3) => Layout::Nhwc,
+        _ if named_channels(1) => Layout::Nchw,
+        _ if named_channels(3) => Layout::Nhwc,
         _ => {
             return Err(format!(
                 "its input {} has no 3-channel axis after the batch or last: neither NCHW nor \

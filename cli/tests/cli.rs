@@ -138,3 +138,34 @@ fn devices_report_onnx_runtime_and_unfeedable_onnx_models_are_refused() {
         );
     }
 }
+
+/// A `CUDA_VISIBLE_DEVICES` that names no GPU of this machine (UUIDs no
+/// GPU has, here or on a GPU machine, and what is no device at all) stops
+/// `infer --gpus all` before anything runs: one line naming the variable,
+/// exit 2, never a run on the CPU.
+#[test]
+fn a_cuda_visible_devices_naming_no_gpu_is_one_line_and_exit_2() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("photos");
+    std::fs::create_dir(&data).expect("a data folder");
+    for value in [
+        "GPU-0a1b2c3d-0000-0000-0000-000000000000",
+        "MIG-0a1b2c3d-0000-0000-0000-000000000000",
+        "NoDevFiles",
+    ] {
+        let out = common::pipeline(dir.path())
+            .env("CUDA_VISIBLE_DEVICES", value)
+            .args(["infer", "--model", "tiny", "--out", "out.jsonl", "--data"])
+            .arg(&data)
+            .output()
+            .expect("the pipeline binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{value}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{value}: {stderr}");
+        assert!(
+            stderr.starts_with(&format!("pipeline: error: CUDA_VISIBLE_DEVICES={value}: ")),
+            "{value}: {stderr}"
+        );
+        assert!(!dir.path().join("out.jsonl").exists(), "{value}: ran");
+    }
+}

@@ -21,7 +21,7 @@
 
 use pipeline_core::Shard;
 
-use crate::visible::{DeviceOrder, NvidiaDevice, cuda_visible};
+use crate::visible::{DeviceOrder, NvidiaDevice, cuda_visible, has_uuid_prefix};
 
 /// Reads one environment variable (a closure, so tests need no real env).
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -176,8 +176,9 @@ pub fn scheduler_gpus_source(env: Env<'_>) -> Option<String> {
 /// variable that said so; `None` when nothing limits them.
 /// `CUDA_VISIBLE_DEVICES` is resolved against `nvidia`, the machine's
 /// NVIDIA GPUs (see [`crate::cuda_visible`]), and what it names that is no
-/// GPU is the error, in one line; without NVIDIA GPUs, and for Slurm's
-/// variables, the integers are `gpu:N` and the rest is ignored.
+/// GPU is the error, in one line; without NVIDIA GPUs its integers are
+/// `gpu:N` and anything else names no GPU (the error); Slurm's variables'
+/// integers are `gpu:N`, and the rest is ignored.
 pub fn scheduler_gpus(
     env: Env<'_>,
     nvidia: &[NvidiaDevice],
@@ -189,6 +190,26 @@ pub fn scheduler_gpus(
     if name == "CUDA_VISIBLE_DEVICES" && !nvidia.is_empty() {
         let order = DeviceOrder::from_env(env("CUDA_DEVICE_ORDER").as_deref());
         return cuda_visible(&value, order, nvidia).map(|gpus| Some((gpus, source)));
+    }
+    if name == "CUDA_VISIBLE_DEVICES" {
+        // No NVIDIA GPU to read it over: Slurm's indices (it sets the
+        // variable for every vendor's GPUs) keep meaning `gpu:N`, and a
+        // UUID, or anything else, names no GPU of this machine.
+        let other = value
+            .split(',')
+            .map(str::trim)
+            .find(|e| !e.is_empty() && e.parse::<i64>().is_err());
+        if let Some(entry) = other {
+            let what = if has_uuid_prefix(entry) {
+                "a UUID"
+            } else {
+                "neither an index nor a UUID"
+            };
+            return Err(format!(
+                "CUDA_VISIBLE_DEVICES={value}: {entry} is {what}, and NVIDIA's driver lists no \
+                 GPU here (see pipeline devices)"
+            ));
+        }
     }
     let gpus = value
         .split(',')
@@ -338,6 +359,33 @@ mod tests {
         assert!(
             refused.starts_with("CUDA_VISIBLE_DEVICES=GPU-3: "),
             "{refused}"
+        );
+    }
+
+    /// Without NVIDIA GPUs, `CUDA_VISIBLE_DEVICES`' integers stay the
+    /// tool's indices (Slurm sets it on every vendor's nodes) and a
+    /// negative one, as in CUDA, is none; a UUID or anything else names no
+    /// GPU and is refused in one line, never read as "no GPU".
+    #[test]
+    fn without_nvidia_gpus_only_indices_mean_anything() {
+        let gpus = |value: &str| {
+            scheduler_gpus(&env_of(&[("CUDA_VISIBLE_DEVICES", value)]), &[])
+                .map(|g| g.map(|(gpus, _)| gpus))
+        };
+        assert_eq!(gpus("1, 3"), Ok(Some(vec![1, 3])));
+        assert_eq!(gpus("-1"), Ok(Some(vec![])));
+        for refused in ["GPU-1111", "MIG-1111", "0,GPU-1111", "NoDevFiles", "0,,1x"] {
+            let e = gpus(refused).expect_err(refused);
+            assert!(
+                e.starts_with(&format!("CUDA_VISIBLE_DEVICES={refused}: ")) && !e.contains('\n'),
+                "{e}"
+            );
+        }
+        // Slurm's own variables are left as they were.
+        let slurm = env_of(&[("SLURM_JOB_GPUS", "0,x,2")]);
+        assert_eq!(
+            scheduler_gpus(&slurm, &[]).map(|g| g.map(|(gpus, _)| gpus)),
+            Ok(Some(vec![0, 2]))
         );
     }
 }

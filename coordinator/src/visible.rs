@@ -142,7 +142,7 @@ fn whole_or_instances(gpu: &NvidiaDevice) -> Vec<usize> {
 }
 
 /// Whether `entry` is written as a UUID: `GPU-…` or `MIG-…`.
-fn has_uuid_prefix(entry: &str) -> bool {
+pub(crate) fn has_uuid_prefix(entry: &str) -> bool {
     let lower = entry.to_ascii_lowercase();
     lower.starts_with("gpu-") || lower.starts_with("mig-")
 }

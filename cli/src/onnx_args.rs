@@ -13,7 +13,9 @@ pub(crate) struct OnnxArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) output: Option<String>,
     /// With --model FILE.onnx and --task classify: softmax (one class per
-    /// image, the default), sigmoid (multi-label) or raw values.
+    /// image), sigmoid (multi-label) or raw values (default: as the
+    /// config.json beside the model says, as transformers' pipeline reads
+    /// it: sigmoid for a multi-label or single-logit head, else softmax).
     #[arg(long, value_enum, value_name = "softmax|sigmoid|raw")]
     pub(crate) scores: Option<ScoresArg>,
     /// With --model FILE.onnx: class names, one per line in class order

@@ -21,6 +21,8 @@ mod config_limits;
 mod cuda_trial;
 #[path = "onnx/raw.rs"]
 mod raw;
+#[path = "onnx/scores.rs"]
+mod scores;
 #[path = "onnx/upstream.rs"]
 mod upstream;
 

@@ -34,7 +34,7 @@ pub use device::{
 pub use entries::{Cursor, Entries, ManifestEntry};
 pub use hub_model::{
     HubActivation, HubConfig, HubModel, HubResNet, HubShape, HubText, hub_config, hub_text,
-    open_clip_config, open_clip_text,
+    open_clip_config, open_clip_text, scores_from_config,
 };
 pub use item::{ItemError, ItemErrorKind, ItemIndex};
 pub use kept::Kept;

@@ -10,7 +10,10 @@
 //! model names its classes (`--labels`, or `id2label` / `label_names` in a
 //! `config.json` beside it), else `embed`, unless `--task` says; a label
 //! file's blank line and a count that differs from the output's width are
-//! errors (an off-by-one list would name every class wrongly); ONNX models
+//! errors (an off-by-one list would name every class wrongly); a
+//! classifier scores as transformers' pipeline scores the model its
+//! `config.json` describes (a sigmoid for a multi-label or single-logit
+//! head, softmax otherwise) unless `--scores` says; ONNX models
 //! run on ONNX Runtime's CUDA provider on NVIDIA GPUs where the loaded
 //! runtime has it (`onnxruntime-gpu`), else `--gpus all` takes the CPU and
 //! says so and a GPU named is refused; the flags of the built-in
@@ -124,6 +127,11 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
     if flags.scores.is_some() && !matches!(task, Task::Classify { .. }) {
         return Err("--scores goes with --task classify".to_owned());
     }
+    let scores = match flags.scores {
+        Some(given) => given,
+        None if matches!(task, Task::Classify { .. }) => config_scores(&path, width, labels.len())?,
+        None => pipeline_core::Scores::default(),
+    };
     let worker_devices = per_worker(&devices, args.workers_per_gpu as usize);
     let cuda_uuids = crate::devices::cuda_uuids(&devices);
     let loader_threads = loader_threads(args, &worker_devices);
@@ -138,7 +146,7 @@ pub(super) fn plan(args: &RunArgs, flags: &ModelFlags) -> Result<Planned, String
                 onnx: path,
                 output,
                 width,
-                scores: flags.scores.unwrap_or_default(),
+                scores,
                 labels,
                 raw,
                 channels: if flags.preprocess.bgr {
@@ -395,6 +403,26 @@ fn labels(
         )),
         _ => Ok(labels),
     }
+}
+
+/// How a classifier's values become scores unless `--scores` says: as
+/// transformers' image-classification pipeline scores the model the
+/// `config.json` beside it describes (`pipeline_core::scores_from_config`,
+/// the hub path's rule): a sigmoid per class for `problem_type`
+/// `multi_label_classification` or a single-logit head, the values as they
+/// are for `regression`, else softmax. The head's width is the output's
+/// where the graph fixes it, else the count of its class names.
+fn config_scores(
+    model: &Path,
+    width: Option<usize>,
+    names: usize,
+) -> Result<pipeline_core::Scores, String> {
+    let classes = width.or((names > 0).then_some(names));
+    let config = model.parent().unwrap_or(Path::new(".")).join("config.json");
+    // No config: only the head's width says anything.
+    let text = std::fs::read_to_string(&config).unwrap_or_else(|_| "{}".to_owned());
+    pipeline_core::scores_from_config(&text, classes)
+        .map_err(|e| format!("{}: {e}", config.display()))
 }
 
 /// What the model sees: the flags over a config file beside the model,

@@ -46,6 +46,7 @@ mod timm;
 use serde_json::Value;
 
 use self::cnn::{convnext_config, resnet_config};
+pub use self::heads::scores_from_config;
 use self::heads::{head_labels, scores};
 pub use self::open_clip::{open_clip_config, open_clip_text};
 pub use self::shape::{HubActivation, HubConfig, HubModel, HubResNet, HubShape, HubText};

@@ -231,7 +231,7 @@ fn embed(args: &EmbedTextArgs) -> Result<(), String> {
         Vec::new()
     };
     // A hub repo's files from the cache alone, the hub out of reach.
-    if let Some(warning) = crate::plan::hub::offline_warning()
+    if let Some(warning) = crate::plan::hub::cache::offline_warning()
         && !args.quiet
     {
         eprintln!("{warning}");

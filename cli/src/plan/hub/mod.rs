@@ -24,7 +24,7 @@
 //!   through the same layouts at the config's sizes; `--engine auto` takes
 //!   the CUDA engine on NVIDIA GPUs as for a built-in name.
 
-mod cache;
+pub(crate) mod cache;
 pub(crate) mod text;
 mod weights;
 

@@ -6,7 +6,7 @@ speak, over repos in a folder (`ROOT/ORG--NAME/...`, one commit each).
                                   [--cut-once FILE] [--stall api|FILE]
                                   [--etag weak|md5|VALUE] [--commit VALUE]
                                   [--corrupt FILE] [--short FILE]
-                                  [--refuse-after N]
+                                  [--refuse-after N] [--gzip]
 
 Prints its port on the first line of stdout, then serves until killed.
 - `GET|HEAD /ORG/NAME/resolve/REV/FILE`: REV is `main` or the commit.
@@ -38,10 +38,14 @@ Prints its port on the first line of stdout, then serves until killed.
   body ends one byte before the size the headers announce, cleanly.
 - `--refuse-after N`: after N requests the server stops listening (later
   connections are refused) and closes each connection after its answer.
+- `--gzip`: a request that accepts gzip gets a file's bytes compressed
+  (`Content-Encoding: gzip`, ranges and sizes of the compressed bytes), as
+  a compressing proxy or CDN may send them.
 - Every request is appended to LOG as `METHOD PATH RANGE`.
 """
 
 import argparse
+import gzip
 import hashlib
 import http.server
 import json
@@ -70,6 +74,7 @@ def main() -> None:
     parser.add_argument("--corrupt", default=None)
     parser.add_argument("--short", default=None)
     parser.add_argument("--refuse-after", type=int, default=None)
+    parser.add_argument("--gzip", action="store_true")
     args = parser.parse_args()
 
     repos: dict[str, dict[str, bytes]] = {}
@@ -119,6 +124,9 @@ def main() -> None:
             self.send(code, {"X-Error-Code": kind, "X-Error-Message": kind, **(extra or {})})
 
         def ranged(self, data, headers, name):
+            if args.gzip and "gzip" in self.headers.get("Accept-Encoding", ""):
+                data = gzip.compress(data, mtime=0)
+                headers = {**headers, "Content-Encoding": "gzip"}
             n = len(data)
             m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
             start, end = (int(m[1]), min(int(m[2] or n - 1), n - 1)) if m else (0, n - 1)

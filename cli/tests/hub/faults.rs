@@ -5,6 +5,7 @@
 //! - a weak ETag (`W/"…"`) names the blob by its digest, as Python does;
 //!   an ETag that is no checksum (a mirror's MD5) still has its size
 //!   checked;
+//! - a hub that would compress is asked for the file's own bytes;
 //! - a wrong body is never kept: the run stops in one line, exit 2, and a
 //!   second run against the same hub stops again rather than trust what
 //!   the first left; once the hub is right, a run completes;
@@ -208,6 +209,23 @@ fn a_weak_etag_names_the_blob_by_its_digest_and_one_no_checksum_is_held_to_its_s
         names.iter().filter(|n| is_digest(n, 32)).count(),
         2,
         "config.json's and preprocessor_config.json's MD5: {names:?}"
+    );
+}
+
+#[test]
+fn a_hub_that_would_compress_is_asked_for_the_file_s_own_bytes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (root, data) = layout(dir.path());
+    let model = "tiny-org/vit-2labels";
+    // Sizes and checksums are of the file's bytes: a compressed answer
+    // would hold neither.
+    let hub = Hub::start(&root, &dir.path().join("log"), &["--gzip"]);
+    let cache = dir.path().join("cache");
+    let done = run(dir.path(), &data, &hub, &cache, (model, "o.jsonl"));
+    assert_eq!(done.status.code(), Some(0), "{}", stderr(&done));
+    matches_transformers(
+        &records(dir.path(), "o.jsonl", "gzip"),
+        "tiny-org--vit-2labels",
     );
 }
 

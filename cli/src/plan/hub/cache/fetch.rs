@@ -64,10 +64,16 @@ impl Client {
 
     fn get(&self, follow: bool, url: &str, range: &str) -> Result<Response<ureq::Body>, ApiError> {
         let agent = if follow { &self.follow } else { &self.direct };
-        let mut request = agent.get(url).header("Range", range).header(
-            "User-Agent",
-            concat!("pipeline/", env!("CARGO_PKG_VERSION")),
-        );
+        let mut request = agent
+            .get(url)
+            .header("Range", range)
+            // Sizes, ranges and checksums are of the file's own bytes, as
+            // Python asks for them.
+            .header("Accept-Encoding", "identity")
+            .header(
+                "User-Agent",
+                concat!("pipeline/", env!("CARGO_PKG_VERSION")),
+            );
         if let Some(token) = &self.token {
             request = request.header("Authorization", format!("Bearer {token}"));
         }

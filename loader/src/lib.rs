@@ -11,6 +11,7 @@
 
 mod batch;
 mod decode;
+pub mod exact_jpeg;
 mod fetch;
 mod jpeg_simd;
 mod preprocess;

@@ -1,0 +1,143 @@
+//! The JPEG decode after entropy decoding, written once in C for two
+//! compilers: the groundwork of `--decode gpu`, where loader threads read
+//! each JPEG's quantised DCT coefficients and GPU kernels do the rest.
+//!
+//! [`EXACT_JPEG_H`] (`exact_jpeg.h`) ports libjpeg-turbo's arithmetic as
+//! pure functions over plain arrays, one block, sample or pixel at a time:
+//! dequantisation and the accurate integer IDCT (`jpeg_idct_islow`, and the
+//! 16-bit form libjpeg-turbo's x86 SIMD computes it in), the fancy
+//! upsampling `jinit_upsampler` chooses for each sampling ratio (h2v1, h1v2,
+//! h2v2 with their edge rows, the box for the rest), and `ycc_rgb_convert`.
+//! NVRTC compiles it for the kernels; `build.rs` compiles it for the host
+//! (`host.c`), and the tests hold that build to the loader's own decode,
+//! every byte, over a seeded space of sizes, samplings, progressive and
+//! restart-interval files, colour spaces and coefficients up to the
+//! format's limits (CONVENTIONS.md rule 14). A GPU run checks the device
+//! build again.
+//!
+//! [`read_coefficients`] is the loader threads' half: libjpeg-turbo's
+//! `jpeg_read_coefficients`. [`reconstruct_rgb`] is the kernels' work on
+//! the host, the reference the device output is compared with.
+
+mod ffi;
+#[cfg(test)]
+mod tests;
+
+use crate::RgbImage;
+use pipeline_core::{ItemError, ItemErrorKind};
+
+/// The C source of the arithmetic, for NVRTC: self-contained (no headers),
+/// its functions `__host__ __device__` under CUDA.
+pub const EXACT_JPEG_H: &str = include_str!("exact_jpeg.h");
+
+/// How a JPEG's components become RGB: libjpeg's `jpeg_color_space`, read
+/// from the file's markers. The values are `exact_jpeg.h`'s `EJ_COLOR_*`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ColorTransform {
+    /// Y, Cb, Cr through `ycc_rgb_convert`.
+    YCbCr = 0,
+    /// One component, replicated (`gray_rgb_convert`, as Pillow's `L` →
+    /// `RGB`).
+    Grayscale = 1,
+    /// R, G, B stored as such (Adobe transform 0): `null_convert`.
+    Rgb = 2,
+}
+
+/// One component's quantised DCT coefficients, as `jpeg_read_coefficients`
+/// leaves them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentCoefficients {
+    /// Horizontal sampling factor (1..=4).
+    pub h_samp: u8,
+    /// Vertical sampling factor (1..=4).
+    pub v_samp: u8,
+    /// Blocks in a row: the component's samples, rounded up to 8.
+    pub width_in_blocks: u32,
+    /// Rows of blocks.
+    pub height_in_blocks: u32,
+    /// The component's quantisation table, in natural (row-major) order.
+    pub quantval: [u16; 64],
+    /// `width_in_blocks × height_in_blocks` blocks, row-major, each in
+    /// natural order.
+    pub blocks: Vec<[i16; 64]>,
+}
+
+/// A JPEG after entropy decoding: everything the kernels need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Coefficients {
+    /// Image width in pixels.
+    pub width: u32,
+    /// Image height in pixels.
+    pub height: u32,
+    /// How the components become RGB.
+    pub color: ColorTransform,
+    /// One component for grayscale, three otherwise.
+    pub components: Vec<ComponentCoefficients>,
+}
+
+/// Which IDCT arithmetic [`reconstruct_rgb`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Idct {
+    /// libjpeg-turbo's x86 SIMD (`jsimd_idct_islow_avx2`, and SSE2's, which
+    /// gives the same bytes): 16-bit lanes. What the loader decodes with
+    /// where SIMD was built ([`crate::jpeg_decoder`]), and so what the
+    /// kernels compute.
+    Simd,
+    /// `jidctint.c`'s `jpeg_idct_islow`, libjpeg-turbo's C. The two differ
+    /// only on coefficients no encoder makes from 8-bit samples.
+    Scalar,
+}
+
+impl Idct {
+    /// The arithmetic of the loader's own JPEG decoder in this build.
+    pub fn of_the_loader() -> Self {
+        if crate::jpeg_decoder().simd {
+            Self::Simd
+        } else {
+            Self::Scalar
+        }
+    }
+}
+
+/// Entropy-decodes a JPEG to its quantised coefficients with libjpeg-turbo
+/// (baseline, progressive, restart intervals, any sampling). CMYK and YCCK
+/// files, and any other colour space, are `unsupported` (the exact loader
+/// decodes them on the CPU); a file libjpeg refuses is a `decode` error.
+pub fn read_coefficients(bytes: &[u8]) -> Result<Coefficients, ItemError> {
+    ffi::read_coefficients(bytes)
+}
+
+/// What the kernels compute, on the host: every block's IDCT, then each
+/// pixel upsampled and converted, through the host build of
+/// [`EXACT_JPEG_H`]. With [`Idct::of_the_loader`] this is the loader's own
+/// decode of the file, byte for byte. A sampling ratio libjpeg refuses
+/// (3 against 2, say) is `unsupported`.
+pub fn reconstruct_rgb(coefficients: &Coefficients, idct: Idct) -> Result<RgbImage, ItemError> {
+    let Coefficients {
+        width,
+        height,
+        color,
+        components,
+    } = coefficients;
+    let expected = if *color == ColorTransform::Grayscale {
+        1
+    } else {
+        3
+    };
+    if components.len() != expected {
+        return Err(ItemError::new(
+            ItemErrorKind::Unsupported,
+            format!("{} components for {color:?}", components.len()),
+        ));
+    }
+    let planes: Vec<Vec<u8>> = components
+        .iter()
+        .map(|component| ffi::idct_component(component, idct))
+        .collect::<Result<_, _>>()?;
+    let pixels = ffi::to_rgb(components, &planes, *color, *width, *height)?;
+    Ok(RgbImage {
+        width: *width,
+        height: *height,
+        pixels,
+    })
+}

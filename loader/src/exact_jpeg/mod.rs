@@ -17,9 +17,11 @@
 //!
 //! [`read_coefficients`] is the loader threads' half: libjpeg-turbo's
 //! `jpeg_read_coefficients`. [`reconstruct_rgb`] is the kernels' work on
-//! the host, the reference the device output is compared with.
+//! the host, the reference the device output is compared with. [`resize`]
+//! does the same for Pillow's resize that follows.
 
 mod ffi;
+pub mod resize;
 #[cfg(test)]
 mod tests;
 

@@ -96,6 +96,69 @@ fn each_gpu_gets_a_cubin_for_its_own_architecture() {
     }
 }
 
+/// The JPEG and resize arithmetic the loader's tests hold to its decode
+/// and resize on the host (`loader::exact_jpeg`) compiles for the GPU from
+/// the same source: one thread per block for both IDCTs, one per pixel for
+/// upsampling, colour conversion and a resize pass, as the `--decode gpu`
+/// kernels will call it.
+#[test]
+fn the_exact_jpeg_and_resize_arithmetic_compiles_with_nvrtc() {
+    if !nvrtc_or_skip("the_exact_jpeg_and_resize_arithmetic_compiles_with_nvrtc") {
+        return;
+    }
+    let kernels = r#"
+extern "C" __global__ void exact_jpeg_idct(const ej_i16 *coef, const ej_u16 *quantval,
+                                           ej_u8 *samples, ej_u32 blocks_wide,
+                                           ej_u32 blocks, int simd) {
+  ej_u32 b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= blocks) return;
+  ej_i16 multipliers[64];
+  for (int i = 0; i < 64; i++) multipliers[i] = ej_islow_multiplier(quantval[i]);
+  ej_u32 stride = blocks_wide * 8;
+  ej_u8 *out = samples + (b / blocks_wide) * 8 * stride + (b % blocks_wide) * 8;
+  if (simd) ej_idct_islow_simd(coef + b * 64, multipliers, out, stride);
+  else ej_idct_islow(coef + b * 64, multipliers, out, stride);
+}
+extern "C" __global__ void exact_jpeg_rgb(const ej_component *components, int color,
+                                          ej_u32 width, ej_u32 height, ej_u8 *rgb) {
+  ej_u32 x = blockIdx.x * blockDim.x + threadIdx.x, y = blockIdx.y;
+  if (x >= width || y >= height) return;
+  ej_output_pixel(components, color, x, y, rgb + ((ej_u64)y * width + x) * 3);
+}
+extern "C" __global__ void exact_resample_pass(const ej_u8 *src, ej_u64 pixel_stride,
+                                               ej_u64 tap_stride, const ej_u32 *bounds,
+                                               const ej_i32 *weights, ej_u32 ksize,
+                                               ej_u32 outputs, ej_u8 *dst) {
+  ej_u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= outputs) return;
+  ej_resample_rgb(src + bounds[2 * i] * pixel_stride, tap_stride, weights + (ej_u64)i * ksize,
+                  bounds[2 * i + 1], dst + (ej_u64)i * 3);
+}
+"#;
+    let source = KernelSource {
+        file: "exact_jpeg.cu",
+        source: format!(
+            "{}{}{kernels}",
+            loader::exact_jpeg::EXACT_JPEG_H,
+            loader::exact_jpeg::resize::EXACT_RESAMPLE_H
+        )
+        .leak(),
+        entries: &["exact_jpeg_idct", "exact_jpeg_rgb", "exact_resample_pass"],
+    };
+    for arch in ["sm_80", "sm_90", "compute_90"] {
+        let compiled = compile(&source, arch).unwrap_or_else(|e| panic!("{e}"));
+        for entry in source.entries {
+            assert!(
+                compiled
+                    .bytes()
+                    .windows(entry.len())
+                    .any(|w| w == entry.as_bytes()),
+                "{arch}: no kernel {entry}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_kernel_that_does_not_compile_is_a_one_line_error_naming_it() {
     if !nvrtc_or_skip("a_kernel_that_does_not_compile_is_a_one_line_error_naming_it") {

@@ -139,19 +139,18 @@ fn devices_report_onnx_runtime_and_unfeedable_onnx_models_are_refused() {
     }
 }
 
-/// A `CUDA_VISIBLE_DEVICES` that names no GPU of this machine (UUIDs no
-/// GPU has, here or on a GPU machine, and what is no device at all) stops
+/// A `CUDA_VISIBLE_DEVICES` UUID that names no GPU of this machine stops
 /// `infer --gpus all` before anything runs: one line naming the variable,
 /// exit 2, never a run on the CPU.
 #[test]
-fn a_cuda_visible_devices_naming_no_gpu_is_one_line_and_exit_2() {
+fn a_cuda_visible_devices_uuid_naming_no_gpu_is_one_line_and_exit_2() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("photos");
     std::fs::create_dir(&data).expect("a data folder");
     for value in [
         "GPU-0a1b2c3d-0000-0000-0000-000000000000",
         "MIG-0a1b2c3d-0000-0000-0000-000000000000",
-        "NoDevFiles",
+        "0,GPU-0a1b2c3d",
     ] {
         let out = common::pipeline(dir.path())
             .env("CUDA_VISIBLE_DEVICES", value)
@@ -167,5 +166,44 @@ fn a_cuda_visible_devices_naming_no_gpu_is_one_line_and_exit_2() {
             "{value}: {stderr}"
         );
         assert!(!dir.path().join("out.jsonl").exists(), "{value}: ran");
+    }
+}
+
+/// The values users set to mean "no GPU" (Slurm's `NoDevFiles` on CPU
+/// jobs, `none`, `void`, HTCondor's `10000`, `-1`, and Dockerfiles' `all`,
+/// which CUDA reads as no GPU too) run on the CPU, exit 0, saying so in one
+/// line that names the variable, `all` with how to get every GPU.
+#[test]
+fn a_cuda_visible_devices_meaning_no_gpu_runs_on_the_cpu_and_says_so() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("photos");
+    std::fs::create_dir(&data).expect("a data folder");
+    for (n, value) in ["NoDevFiles", "none", "void", "10000", "-1", "all"]
+        .into_iter()
+        .enumerate()
+    {
+        let written = format!("out{n}.jsonl");
+        let out = common::pipeline(dir.path())
+            .env("CUDA_VISIBLE_DEVICES", value)
+            .args(["infer", "--model", "tiny", "--out", &written, "--data"])
+            .arg(&data)
+            .output()
+            .expect("the pipeline binary runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{value}: {stderr}");
+        let notice: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("CUDA_VISIBLE_DEVICES"))
+            .collect();
+        assert_eq!(notice.len(), 1, "{value}: {stderr}");
+        assert!(
+            notice[0].starts_with(&format!("pipeline: CUDA_VISIBLE_DEVICES={value} names no "))
+                && notice[0].ends_with("; running on the CPU (burn flex)"),
+            "{value}: {stderr}"
+        );
+        if value == "all" {
+            assert!(notice[0].contains("unset it to use every GPU"), "{stderr}");
+        }
+        assert!(dir.path().join(&written).exists(), "{value}: did not run");
     }
 }

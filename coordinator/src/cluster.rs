@@ -17,11 +17,12 @@
 //! CUDA reads it, over NVIDIA's enumeration (`visible.rs`), where the
 //! machine has NVIDIA GPUs; Slurm's variables, and `CUDA_VISIBLE_DEVICES`
 //! on a machine without NVIDIA's GPUs (Slurm sets it for every vendor's),
-//! are the tool's `gpu:N` indices.
+//! are the tool's `gpu:N` indices, the latter ending where CUDA's list
+//! would.
 
 use pipeline_core::Shard;
 
-use crate::visible::{DeviceOrder, NvidiaDevice, cuda_visible, has_uuid_prefix};
+use crate::visible::{DeviceOrder, ListEnd, NvidiaDevice, Visible, cuda_visible, read_list};
 
 /// Reads one environment variable (a closure, so tests need no real env).
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -172,50 +173,82 @@ pub fn scheduler_gpus_source(env: Env<'_>) -> Option<String> {
     gpu_limit(env).map(|(name, value)| format!("{name}={value}"))
 }
 
-/// The GPUs the scheduler handed this process, as `gpu:N` indices, and the
-/// variable that said so; `None` when nothing limits them.
-/// `CUDA_VISIBLE_DEVICES` is resolved against `nvidia`, the machine's
-/// NVIDIA GPUs (see [`crate::cuda_visible`]), and what it names that is no
-/// GPU is the error, in one line; without NVIDIA GPUs its integers are
-/// `gpu:N` and anything else names no GPU (the error); Slurm's variables'
-/// integers are `gpu:N`, and the rest is ignored.
-pub fn scheduler_gpus(
-    env: Env<'_>,
-    nvidia: &[NvidiaDevice],
-) -> Result<Option<(Vec<usize>, String)>, String> {
+/// The GPUs the scheduler handed this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GivenGpus {
+    /// Their `gpu:N` indices, in the variable's order.
+    pub gpus: Vec<usize>,
+    /// The variable that said so, as `NAME=value`.
+    pub source: String,
+    /// Where `CUDA_VISIBLE_DEVICES` ends, as CUDA reads it, before its
+    /// last entry.
+    pub ended: Option<ListEnd>,
+}
+
+impl GivenGpus {
+    /// Why the variable gives no GPU, where an entry ended its list
+    /// before any: one clause for the run's notice.
+    pub fn why_none(&self) -> Option<String> {
+        let end = self.ended.as_ref().filter(|_| self.gpus.is_empty())?;
+        Some(if end.is_all() {
+            format!(
+                "{} names no GPU to CUDA; unset it to use every GPU",
+                self.source
+            )
+        } else {
+            format!("{} names no GPU: {end}", self.source)
+        })
+    }
+}
+
+/// The GPUs the scheduler handed this process; `None` when nothing limits
+/// them. `CUDA_VISIBLE_DEVICES` is read as CUDA reads it (see
+/// [`crate::cuda_visible`]) over `nvidia`, the machine's NVIDIA GPUs, or,
+/// without any, with its indices as `gpu:N` (Slurm sets it for every
+/// vendor's GPUs); the one error, in one line, is a `GPU-…`/`MIG-…` entry
+/// that names no device, or several. Slurm's variables' integers are
+/// `gpu:N`, and the rest is ignored.
+pub fn scheduler_gpus(env: Env<'_>, nvidia: &[NvidiaDevice]) -> Result<Option<GivenGpus>, String> {
     let Some((name, value)) = gpu_limit(env) else {
         return Ok(None);
     };
     let source = format!("{name}={value}");
+    let given = |visible: Visible| {
+        Some(GivenGpus {
+            gpus: visible.gpus,
+            source: source.clone(),
+            ended: visible.ended,
+        })
+    };
     if name == "CUDA_VISIBLE_DEVICES" && !nvidia.is_empty() {
         let order = DeviceOrder::from_env(env("CUDA_DEVICE_ORDER").as_deref());
-        return cuda_visible(&value, order, nvidia).map(|gpus| Some((gpus, source)));
+        return cuda_visible(&value, order, nvidia).map(given);
     }
     if name == "CUDA_VISIBLE_DEVICES" {
-        // No NVIDIA GPU to read it over: Slurm's indices (it sets the
-        // variable for every vendor's GPUs) keep meaning `gpu:N`, and a
-        // UUID, or anything else, names no GPU of this machine.
-        let other = value
-            .split(',')
-            .map(str::trim)
-            .find(|e| !e.is_empty() && e.parse::<i64>().is_err());
-        if let Some(entry) = other {
-            let what = if has_uuid_prefix(entry) {
-                "a UUID"
-            } else {
-                "neither an index nor a UUID"
-            };
-            return Err(format!(
-                "CUDA_VISIBLE_DEVICES={value}: {entry} is {what}, and NVIDIA's driver lists no \
-                 GPU here (see pipeline devices)"
-            ));
-        }
+        // No NVIDIA GPU to read it over: Slurm's indices keep meaning
+        // `gpu:N`, the list ends where CUDA's would, and a UUID names no
+        // GPU of this machine.
+        return read_list(
+            &value,
+            |n| Ok(vec![n]),
+            |entry| {
+                Err(format!(
+                    "{entry} is a UUID, and NVIDIA's driver lists no GPU here (see pipeline \
+                     devices)"
+                ))
+            },
+        )
+        .map(given);
     }
     let gpus = value
         .split(',')
         .filter_map(|s| s.trim().parse().ok())
         .collect();
-    Ok(Some((gpus, source)))
+    Ok(Some(GivenGpus {
+        gpus,
+        source,
+        ended: None,
+    }))
 }
 
 #[cfg(test)]
@@ -301,7 +334,9 @@ mod tests {
         // A machine without NVIDIA GPUs: every variable's integers are
         // the tool's indices.
         fn scheduler_gpus(env: Env<'_>) -> Option<(Vec<usize>, String)> {
-            super::scheduler_gpus(env, &[]).expect("integers")
+            super::scheduler_gpus(env, &[])
+                .expect("integers")
+                .map(|g| (g.gpus, g.source))
         }
         let env = env_of(&[("SLURM_STEP_GPUS", "1,3"), ("SLURM_JOB_GPUS", "0,1,2,3")]);
         assert_eq!(
@@ -323,7 +358,7 @@ mod tests {
 
     /// On a machine with NVIDIA GPUs, `CUDA_VISIBLE_DEVICES` counts them
     /// in CUDA's order (`CUDA_DEVICE_ORDER` honoured), not every GPU, and
-    /// what names none is refused; Slurm's variables stay the tool's
+    /// a UUID that names none is refused; Slurm's variables stay the tool's
     /// indices, and `CUDA_VISIBLE_DEVICES` still wins over them.
     #[test]
     fn cuda_visible_devices_is_read_over_nvidias_enumeration() {
@@ -344,7 +379,7 @@ mod tests {
             },
         ];
         let gpus = |pairs: &[(&str, &str)]| {
-            scheduler_gpus(&env_of(pairs), &nvidia).map(|g| g.map(|(gpus, _)| gpus))
+            scheduler_gpus(&env_of(pairs), &nvidia).map(|g| g.map(|g| g.gpus))
         };
         let cuda = ("CUDA_VISIBLE_DEVICES", "0");
         assert_eq!(gpus(&[cuda]), Ok(Some(vec![2])));
@@ -363,29 +398,118 @@ mod tests {
     }
 
     /// Without NVIDIA GPUs, `CUDA_VISIBLE_DEVICES`' integers stay the
-    /// tool's indices (Slurm sets it on every vendor's nodes) and a
-    /// negative one, as in CUDA, is none; a UUID or anything else names no
-    /// GPU and is refused in one line, never read as "no GPU".
+    /// tool's indices (Slurm sets it on every vendor's nodes) and its list
+    /// ends where CUDA's would, over every value of one to three entries
+    /// of every kind in every position: at a negative index, an empty
+    /// entry, a word (`NoDevFiles`, `none`, `void`, `all`) or an index
+    /// named again, naming that entry; a UUID before the end names no GPU
+    /// here and is refused in one line.
     #[test]
-    fn without_nvidia_gpus_only_indices_mean_anything() {
+    fn without_nvidia_gpus_indices_are_gpu_n_up_to_where_cuda_stops() {
         let gpus = |value: &str| {
             scheduler_gpus(&env_of(&[("CUDA_VISIBLE_DEVICES", value)]), &[])
-                .map(|g| g.map(|(gpus, _)| gpus))
+                .map(|g| g.expect("CUDA_VISIBLE_DEVICES is set"))
         };
-        assert_eq!(gpus("1, 3"), Ok(Some(vec![1, 3])));
-        assert_eq!(gpus("-1"), Ok(Some(vec![])));
-        for refused in ["GPU-1111", "MIG-1111", "0,GPU-1111", "NoDevFiles", "0,,1x"] {
-            let e = gpus(refused).expect_err(refused);
-            assert!(
-                e.starts_with(&format!("CUDA_VISIBLE_DEVICES={refused}: ")) && !e.contains('\n'),
-                "{e}"
-            );
+        // (entry, the gpu:N it names, or None where the list ends there,
+        // or refused).
+        let entries: [(&str, Option<usize>, bool); 11] = [
+            ("0", Some(0), false),
+            ("1", Some(1), false),
+            ("10000", Some(10000), false),
+            ("-1", None, false),
+            ("", None, false),
+            ("NoDevFiles", None, false),
+            ("none", None, false),
+            ("void", None, false),
+            ("all", None, false),
+            ("GPU-1111", None, true),
+            ("MIG-1111", None, true),
+        ];
+        let mut values: Vec<Vec<usize>> = Vec::new();
+        for a in 0..entries.len() {
+            values.push(vec![a]);
+            for b in 0..entries.len() {
+                values.push(vec![a, b]);
+                for c in 0..entries.len() {
+                    values.push(vec![a, b, c]);
+                }
+            }
         }
+        for picks in &values {
+            let written: Vec<&str> = picks.iter().map(|&i| entries[i].0).collect();
+            let value = written.join(",");
+            let (mut want, mut end, mut refused) = (Vec::new(), None, false);
+            for (at, &i) in picks.iter().enumerate() {
+                match entries[i] {
+                    (_, _, true) => {
+                        refused = true;
+                        break;
+                    }
+                    (_, Some(n), _) if !want.contains(&n) => want.push(n),
+                    (entry, _, _) => {
+                        if !written[at..].iter().all(|e| e.is_empty()) {
+                            end = Some(entry);
+                        }
+                        break;
+                    }
+                }
+            }
+            match gpus(&value) {
+                Err(e) => assert!(
+                    refused
+                        && e.starts_with(&format!("CUDA_VISIBLE_DEVICES={value}: "))
+                        && !e.contains('\n'),
+                    "{value:?}: {e}"
+                ),
+                Ok(given) => {
+                    assert!(!refused, "{value:?}: {given:?}");
+                    assert_eq!(given.gpus, want, "{value:?}");
+                    assert_eq!(given.ended.map(|e| e.entry).as_deref(), end, "{value:?}");
+                }
+            }
+        }
+        assert_eq!(gpus("1, 3").map(|g| g.gpus), Ok(vec![1, 3]));
+        assert_eq!(gpus("0,-1,1").map(|g| g.gpus), Ok(vec![0]));
         // Slurm's own variables are left as they were.
         let slurm = env_of(&[("SLURM_JOB_GPUS", "0,x,2")]);
         assert_eq!(
-            scheduler_gpus(&slurm, &[]).map(|g| g.map(|(gpus, _)| gpus)),
+            scheduler_gpus(&slurm, &[]).map(|g| g.map(|g| g.gpus)),
             Ok(Some(vec![0, 2]))
         );
+    }
+
+    /// A value CUDA reads as no GPU says so in one clause naming the
+    /// entry that ended it, `all` with how to get every GPU; a value that
+    /// is empty, or gives GPUs, has nothing to say.
+    #[test]
+    fn a_value_that_gives_no_gpu_says_which_entry_ended_it() {
+        let why = |value: &str| {
+            scheduler_gpus(&env_of(&[("CUDA_VISIBLE_DEVICES", value)]), &[])
+                .expect("no UUID")
+                .expect("set")
+                .why_none()
+        };
+        assert_eq!(
+            why("all").as_deref(),
+            Some("CUDA_VISIBLE_DEVICES=all names no GPU to CUDA; unset it to use every GPU")
+        );
+        for (value, entry) in [
+            ("NoDevFiles", "`NoDevFiles`"),
+            ("none", "`none`"),
+            ("void", "`void`"),
+            ("-1", "`-1`"),
+            (",0", "an empty entry"),
+        ] {
+            let why = why(value).unwrap_or_else(|| panic!("{value}"));
+            assert!(
+                why.starts_with(&format!(
+                    "CUDA_VISIBLE_DEVICES={value} names no GPU: CUDA's list ends at {entry}"
+                )) && !why.contains('\n'),
+                "{why}"
+            );
+        }
+        for quiet in ["", "0", "0,1,", "0,NoDevFiles"] {
+            assert_eq!(why(quiet), None, "{quiet:?}");
+        }
     }
 }

@@ -33,7 +33,7 @@ mod workers;
 
 pub use book::{BadOutcomes, ISOLATED_FAILURES, check_outcomes};
 pub use cluster::{
-    Env, ShardChoice, choose_shard, process_env, scheduler_gpus, scheduler_gpus_source,
+    Env, GivenGpus, ShardChoice, choose_shard, process_env, scheduler_gpus, scheduler_gpus_source,
 };
 pub use config::{
     DEFAULT_GRACE, Existing, MAX_RESTARTS, Patience, RunConfig, Sharding, Update, choose_format,
@@ -50,5 +50,5 @@ pub use run_error::RunError;
 pub use stats::{Stages, SteadyWindow};
 pub use summary::{ChunkCounts, Records, Recovery, RunSummary, Times, WorkerReport};
 pub use update::{UpdateCounts, UpdateError};
-pub use visible::{DeviceOrder, NvidiaDevice, cuda_visible};
+pub use visible::{DeviceOrder, ListEnd, NvidiaDevice, Visible, cuda_visible};
 pub use workers::describe_exit;

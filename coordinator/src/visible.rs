@@ -13,12 +13,15 @@
 //!   prefix of it that names one device only, as CUDA accepts.
 //! - A GPU in MIG mode runs as its instances: naming it names each of them
 //!   (CUDA gives a process one MIG instance, and a worker is one process).
-//! - A negative index ends the list, as in CUDA (`-1` hides every GPU); an
-//!   empty value is no GPU.
-//!
-//! Where CUDA silently keeps only the devices before an entry it cannot
-//! read, this refuses the value in one line: a run on fewer GPUs, or on
-//! the CPU, than the user asked for is worse than no run.
+//! - As in CUDA, the list ends at the first entry that names no device: a
+//!   negative index (`-1` hides every GPU), one past the last GPU
+//!   (HTCondor's `10000`), an empty entry, anything that is neither an
+//!   index nor a UUID (Slurm's `NoDevFiles`, `none`, `all`), or a device
+//!   named again. What comes before it is visible; nothing, where it comes
+//!   first. The entry that ended the list is kept, for the run to say.
+//! - A `GPU-…`/`MIG-…` entry that names no device of this machine, or
+//!   begins several UUIDs, is the one error: the user named a GPU that is
+//!   not there, and a run without it is not what was asked for.
 
 use std::fmt;
 
@@ -68,51 +71,127 @@ impl fmt::Display for DeviceOrder {
     }
 }
 
+/// What `CUDA_VISIBLE_DEVICES` makes visible: the `gpu:N` indices, in
+/// the value's order, and the entry that ended the list before its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Visible {
+    /// The devices named, each once.
+    pub gpus: Vec<usize>,
+    /// The entry CUDA stops at, where one does before the value's end (a
+    /// trailing comma, which hides nothing, is not one).
+    pub ended: Option<ListEnd>,
+}
+
+/// The entry at which CUDA stops reading `CUDA_VISIBLE_DEVICES`, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListEnd {
+    /// The entry as written, trimmed (empty for an empty entry).
+    pub entry: String,
+    /// Why CUDA reads no device there, where more than "it is negative"
+    /// is worth saying.
+    pub why: Option<String>,
+}
+
+impl ListEnd {
+    /// Whether the entry is `all`, which CUDA reads as no GPU though it
+    /// is meant as every GPU.
+    pub fn is_all(&self) -> bool {
+        self.entry.eq_ignore_ascii_case("all")
+    }
+}
+
+impl fmt::Display for ListEnd {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.entry.is_empty() {
+            f.write_str("CUDA's list ends at an empty entry")?;
+        } else {
+            write!(f, "CUDA's list ends at `{}`", self.entry)?;
+        }
+        match &self.why {
+            Some(why) => write!(f, ": {why}"),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The `gpu:N` indices `CUDA_VISIBLE_DEVICES=value` makes visible, in the
-/// value's order, over `gpus` numbered in `order`; or why the value names
-/// no GPU, in one line.
+/// value's order, over `gpus` numbered in `order`; or, in one line, why a
+/// `GPU-…`/`MIG-…` entry names no device of this machine, or several.
 pub fn cuda_visible(
     value: &str,
     order: DeviceOrder,
     gpus: &[NvidiaDevice],
-) -> Result<Vec<usize>, String> {
-    let said = |why: String| format!("CUDA_VISIBLE_DEVICES={value}: {why}");
+) -> Result<Visible, String> {
     let ordered = cuda_order(order, gpus);
-    let mut visible: Vec<usize> = Vec::new();
+    read_list(
+        value,
+        |n| match ordered.get(n) {
+            Some(gpu) => Ok(whole_or_instances(gpu)),
+            None if ordered.is_empty() => Err("this machine has no NVIDIA GPU".to_owned()),
+            None => Err(format!(
+                "CUDA numbers this machine's {} NVIDIA GPU(s) 0 to {} in {order} order; see \
+                 nvidia-smi -L",
+                ordered.len(),
+                ordered.len() - 1
+            )),
+        },
+        |entry| by_uuid(entry, gpus),
+    )
+}
+
+/// `value` read entry by entry as CUDA reads it: an index is what
+/// `by_index` names, or ends the list (`Err`: why); a negative index, an
+/// empty entry, anything that is neither an index nor a UUID, and a device
+/// named again end it too, as in CUDA; a `GPU-…`/`MIG-…` entry is what
+/// `by_uuid` names, or the error (a user naming a GPU that is not there).
+pub(crate) fn read_list(
+    value: &str,
+    by_index: impl Fn(usize) -> Result<Vec<usize>, String>,
+    by_uuid: impl Fn(&str) -> Result<Vec<usize>, String>,
+) -> Result<Visible, String> {
+    let mut visible = Visible {
+        gpus: Vec::new(),
+        ended: None,
+    };
     if value.trim().is_empty() {
         return Ok(visible);
     }
-    for entry in value.split(',').map(str::trim) {
-        let named: Vec<usize> = if let Ok(n) = entry.parse::<i64>() {
-            let Ok(n) = usize::try_from(n) else {
-                break; // CUDA's end of the list: `-1` hides the rest.
-            };
-            let gpu = ordered.get(n).ok_or_else(|| {
-                said(match ordered.len() {
-                    0 => format!("{n} names no GPU: this machine has no NVIDIA GPU"),
-                    count => format!(
-                        "{n} names no GPU: CUDA numbers this machine's {count} NVIDIA GPU(s) \
-                         0 to {} in {order} order (see nvidia-smi -L)",
-                        count - 1
-                    ),
-                })
-            })?;
-            whole_or_instances(gpu)
-        } else if has_uuid_prefix(entry) {
-            by_uuid(entry, gpus).map_err(said)?
-        } else if entry.is_empty() {
-            return Err(said("an empty entry names no GPU".to_owned()));
+    let entries: Vec<&str> = value.split(',').map(str::trim).collect();
+    for (at, &entry) in entries.iter().enumerate() {
+        let named = if has_uuid_prefix(entry) {
+            Ok(by_uuid(entry).map_err(|why| format!("CUDA_VISIBLE_DEVICES={value}: {why}"))?)
         } else {
-            return Err(said(format!(
-                "`{entry}` is neither a CUDA device index nor a GPU-… or MIG-… UUID"
-            )));
-        };
-        for index in named {
-            if visible.contains(&index) {
-                return Err(said(format!("names gpu:{index} twice")));
+            match entry.parse::<i64>() {
+                Ok(n) => usize::try_from(n)
+                    .map_err(|_| None)
+                    .and_then(|n| by_index(n).map_err(Some)),
+                Err(_) if entry.is_empty() => Err(None),
+                Err(_) if entry.eq_ignore_ascii_case("all") => {
+                    Err(Some("CUDA reads it as no GPU".to_owned()))
+                }
+                Err(_) => Err(Some(
+                    "neither an index nor a GPU-… or MIG-… UUID".to_owned(),
+                )),
             }
-            visible.push(index);
+        };
+        let end = match named {
+            Ok(named) => match named.iter().find(|i| visible.gpus.contains(i)) {
+                Some(again) => Some(format!("gpu:{again} again")),
+                None => {
+                    visible.gpus.extend(named);
+                    continue;
+                }
+            },
+            Err(why) => why,
+        };
+        // A trailing comma ends nothing that was there.
+        if !entries[at..].iter().all(|e| e.is_empty()) {
+            visible.ended = Some(ListEnd {
+                entry: entry.to_owned(),
+                why: end,
+            });
         }
+        break;
     }
     Ok(visible)
 }
@@ -211,7 +290,7 @@ mod tests {
     }
 
     fn visible(value: &str, order: DeviceOrder) -> Result<Vec<usize>, String> {
-        cuda_visible(value, order, &machine())
+        cuda_visible(value, order, &machine()).map(|v| v.gpus)
     }
 
     /// Every index, in each order, names the GPU CUDA numbers so (the
@@ -232,12 +311,14 @@ mod tests {
                     assert_eq!(visible(&format!("{n}, {m}"), *order), Ok(both));
                 }
             }
-            let past = visible("3", *order).expect_err("three NVIDIA GPUs");
+            let past = cuda_visible("3", *order, &machine()).expect("the list ends at 3");
+            let end = past.ended.expect("3 ends the list").to_string();
             assert!(
-                past.starts_with("CUDA_VISIBLE_DEVICES=3: 3 names no GPU")
-                    && past.contains(&format!("{order} order"))
-                    && !past.contains('\n'),
-                "{past}"
+                past.gpus.is_empty()
+                    && end.starts_with("CUDA's list ends at `3`: CUDA numbers this machine's 3")
+                    && end.contains(&format!("{order} order"))
+                    && !end.contains('\n'),
+                "{end}"
             );
         }
     }
@@ -258,7 +339,7 @@ mod tests {
         let mut unknown = machine();
         unknown[0].fastest_first = None;
         assert_eq!(
-            cuda_visible("0", DeviceOrder::FastestFirst, &unknown),
+            cuda_visible("0", DeviceOrder::FastestFirst, &unknown).map(|v| v.gpus),
             Ok(vec![1])
         );
     }
@@ -304,31 +385,111 @@ mod tests {
         }
     }
 
-    /// Empty is no GPU, and a negative index ends the list as in CUDA;
-    /// anything else that names no device is refused, as is a device
-    /// named twice, never read as "no GPU".
+    /// One entry of a generated value: what it is written as, and what
+    /// CUDA makes of it on [`machine`] in fastest-first order.
+    #[derive(Clone, Copy)]
+    enum Kind {
+        /// Names these `gpu:N`.
+        Names(&'static [usize]),
+        /// Ends the list (CUDA reads no device there).
+        Ends,
+        /// A UUID that names nothing, or several: the one error.
+        Refused,
+    }
+
+    /// Every entry kind CUDA_VISIBLE_DEVICES holds in the wild: indices in
+    /// and past range (HTCondor's 10000), negative, empty, Slurm's
+    /// NoDevFiles and the other words users set, Dockerfiles' `all`,
+    /// UUIDs and MIG UUIDs whole or as prefixes, and prefixes that name
+    /// nothing or several.
+    const ENTRIES: [(&str, Kind); 15] = [
+        ("0", Kind::Names(&[3])),
+        ("1", Kind::Names(&[1])),
+        ("2", Kind::Names(&[4, 5])),
+        ("3", Kind::Ends),
+        ("10000", Kind::Ends),
+        ("-1", Kind::Ends),
+        ("", Kind::Ends),
+        ("NoDevFiles", Kind::Ends),
+        ("none", Kind::Ends),
+        ("void", Kind::Ends),
+        ("all", Kind::Ends),
+        ("GPU-cccc3333", Kind::Names(&[3])),
+        ("MIG-bbbb1111", Kind::Names(&[4])),
+        ("GPU-ffff", Kind::Refused),
+        ("GPU-aaaa", Kind::Refused),
+    ];
+
+    /// Over every value of one to three entries of every kind, in every
+    /// position: the devices before the first entry that names none (or
+    /// one named again) are visible, that entry is named as the end
+    /// (unless only empty entries follow it: a trailing comma), and a
+    /// UUID naming nothing or several before it is one line naming the
+    /// variable. Nothing CUDA reads as "no GPU" is an error.
     #[test]
-    fn what_names_no_gpu_is_refused_not_read_as_none() {
-        for none in ["", " ", "-1", "-1,0"] {
-            assert_eq!(visible(none, DeviceOrder::PciBusId), Ok(vec![]), "{none:?}");
+    fn the_list_ends_where_cudas_does_over_every_combination_of_entries() {
+        let mut values: Vec<Vec<usize>> = (0..ENTRIES.len()).map(|i| vec![i]).collect();
+        for _ in 1..3 {
+            let longer: Vec<Vec<usize>> = values
+                .iter()
+                .filter(|v| v.len() == values.last().map_or(0, Vec::len))
+                .flat_map(|v| (0..ENTRIES.len()).map(move |i| [v.clone(), vec![i]].concat()))
+                .collect();
+            values.extend(longer);
         }
-        assert_eq!(visible("0,-1,1", DeviceOrder::PciBusId), Ok(vec![1]));
-        for bad in [
-            "gpu0",
-            "0,,1",
-            "nvidia0",
-            "all",
-            "0,1,3",
-            "0,GPU-aaaa1111,1",
-        ] {
-            let e = visible(bad, DeviceOrder::FastestFirst).expect_err(bad);
-            assert!(
-                e.starts_with(&format!("CUDA_VISIBLE_DEVICES={bad}: ")) && !e.contains('\n'),
-                "{e}"
+        assert_eq!(values.len(), 15 + 15 * 15 + 15 * 15 * 15);
+        for picks in &values {
+            let written: Vec<&str> = picks.iter().map(|&i| ENTRIES[i].0).collect();
+            let value = written.join(",");
+            let mut want_gpus: Vec<usize> = Vec::new();
+            let mut want_end: Option<&str> = None;
+            let mut refused = false;
+            for (at, &i) in picks.iter().enumerate() {
+                let ends = match ENTRIES[i].1 {
+                    Kind::Names(gpus) if gpus.iter().any(|g| want_gpus.contains(g)) => true,
+                    Kind::Names(gpus) => {
+                        want_gpus.extend(gpus);
+                        false
+                    }
+                    Kind::Ends => true,
+                    Kind::Refused => {
+                        refused = true;
+                        break;
+                    }
+                };
+                if ends {
+                    if !written[at..].iter().all(|e| e.is_empty()) {
+                        want_end = Some(written[at]);
+                    }
+                    break;
+                }
+            }
+            let got = cuda_visible(&value, DeviceOrder::FastestFirst, &machine());
+            if refused {
+                let e = got.expect_err(&value);
+                assert!(
+                    e.starts_with(&format!("CUDA_VISIBLE_DEVICES={value}: ")) && !e.contains('\n'),
+                    "{value:?}: {e}"
+                );
+                continue;
+            }
+            let got = got.unwrap_or_else(|e| panic!("{value:?}: {e}"));
+            assert_eq!(got.gpus, want_gpus, "{value:?}");
+            assert_eq!(
+                got.ended.as_ref().map(|end| end.entry.as_str()),
+                want_end,
+                "{value:?}"
             );
+            if let Some(end) = &got.ended {
+                assert!(!end.to_string().contains('\n'), "{value:?}: {end}");
+            }
         }
-        // No NVIDIA GPU at all: an index names nothing either.
-        let e = cuda_visible("0", DeviceOrder::FastestFirst, &[]).expect_err("no GPU");
-        assert!(e.contains("this machine has no NVIDIA GPU"), "{e}");
+        // No NVIDIA GPU at all: an index names nothing, and ends the list.
+        let none = cuda_visible("0", DeviceOrder::FastestFirst, &[]).expect("no GPU");
+        let end = none.ended.expect("0 ends the list").to_string();
+        assert!(
+            none.gpus.is_empty() && end.contains("this machine has no NVIDIA GPU"),
+            "{end}"
+        );
     }
 }

@@ -329,15 +329,12 @@ pub(crate) fn chosen_devices(
         let (gpus, nvidia) = (&probe.gpus, probe.nvidia.len());
         // GPU indices are PCI bus order (then MIG instances), as
         // nvidia-smi numbers GPUs; CUDA_VISIBLE_DEVICES is read over
-        // NVIDIA's enumeration in CUDA's order, and what it names that is
-        // no GPU ends the command here rather than running on the CPU.
+        // NVIDIA's enumeration as CUDA reads it, and only a UUID that
+        // names no GPU ends the command here rather than running on the
+        // CPU.
         let given = coordinator::scheduler_gpus(&coordinator::process_env, &probe.nvidia_table())?;
         let chosen: Vec<DeviceSpec> = (0..gpus.len())
-            .filter(|i| {
-                given
-                    .as_ref()
-                    .is_none_or(|(allowed, _)| allowed.contains(i))
-            })
+            .filter(|i| given.as_ref().is_none_or(|given| given.gpus.contains(i)))
             .filter(|i| match on {
                 Runs::Vulkan => gpus[*i].vulkan,
                 // A GPU in MIG mode runs as its instances.
@@ -348,11 +345,20 @@ pub(crate) fn chosen_devices(
         let vulkan_gpus = gpus.iter().filter(|g| g.vulkan).count();
         let names: Vec<String> = chosen.iter().map(ToString::to_string).collect();
         let notice = match (&given, chosen.is_empty()) {
-            (Some((_, source)), true) => format!(
-                "pipeline: {source} names no {} GPU of this machine; running on the CPU \
-                 (burn flex)",
-                on.name()
-            ),
+            (Some(given), true) => {
+                let why = given.why_none().unwrap_or_else(|| {
+                    let end = given
+                        .ended
+                        .as_ref()
+                        .map_or_else(String::new, |end| format!("; {end}"));
+                    format!(
+                        "{} names no {} GPU of this machine{end}",
+                        given.source,
+                        on.name()
+                    )
+                });
+                format!("pipeline: {why}; running on the CPU (burn flex)")
+            }
             (None, true) => {
                 let facts = crate::diagnose::Facts::of_this_machine(nvidia, vulkan_gpus);
                 match crate::diagnose::explain(&facts) {
@@ -367,8 +373,16 @@ pub(crate) fn chosen_devices(
                     None => "pipeline: no GPU found; running on the CPU (burn flex)".to_owned(),
                 }
             }
-            (Some((_, source)), false) => {
-                format!("pipeline: devices {} (from {source})", names.join(", "))
+            (Some(given), false) => {
+                let end = given
+                    .ended
+                    .as_ref()
+                    .map_or_else(String::new, |end| format!("; {end}"));
+                format!(
+                    "pipeline: devices {} (from {}{end})",
+                    names.join(", "),
+                    given.source
+                )
             }
             (None, false) => format!("pipeline: devices {}", names.join(", ")),
         };

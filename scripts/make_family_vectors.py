@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Checkpoints in every upstream layout, and PyTorch's outputs on them, for
-the transformer and ConvNeXt parity tests (gpu-worker/tests/families.rs).
+the transformer and ConvNeXt parity tests (gpu-worker/tests/it/families.rs).
 
 Each model is a small configuration of the real upstream class (torchvision,
 open_clip, transformers), with seeded random weights, saved exactly as its

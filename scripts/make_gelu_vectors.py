@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """CLIP checkpoints whose config says GELU, not OpenAI's QuickGELU (as
 LAION's open_clip and Hugging Face CLIP checkpoints do), for
-gpu-worker/tests/families.rs: the families' small shapes, seeded, each
+gpu-worker/tests/it/families.rs: the families' small shapes, seeded, each
 with its config beside it as upstream publishes it:
 
 - families/gelu/hf_clip/: model.safetensors and the config.json that

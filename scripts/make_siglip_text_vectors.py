@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""SigLIP's text side, for gpu-worker/tests/tokenizers.rs and families.rs:
+"""SigLIP's text side, for gpu-worker/tests/it/tokenizers.rs and families.rs:
 
 - text/siglip/spiece.model: a SentencePiece Unigram model trained here
   with SigLIP's settings (nmt_nfkc, T5's ids: <pad> 0, </s> 1, <unk> 2, no

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""References for the text towers (gpu-worker/tests/text.rs): each upstream
+"""References for the text towers (gpu-worker/tests/it/text.rs): each upstream
 text tower on token ids, on the small seeded checkpoints that
 make_family_vectors.py saved (vocabulary 64, context 8), loaded back the
 way users load them:

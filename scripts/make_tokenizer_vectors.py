@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Token ids from upstream tokenizers, for gpu-worker/tests/tokenizers.rs,
+"""Token ids from upstream tokenizers, for gpu-worker/tests/it/tokenizers.rs,
 and the checkpoint of the zero-shot-from-labels test.
 
 - open_clip's SimpleTokenizer (its built-in bpe_simple_vocab_16e6, context

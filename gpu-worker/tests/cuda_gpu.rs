@@ -2,7 +2,7 @@
 //! session carries to the machine with the `pipeline` binary
 //! (`scripts/cuda-kit.sh`): every family's forward pass at its real size,
 //! on the burn engine's seeded weights (their loading and layouts are
-//! checked on the CPU against PyTorch: `tests/families.rs`, `parity.rs`,
+//! checked on the CPU against PyTorch: `tests/it/families.rs`, `parity.rs`,
 //! `text.rs`), against its plan's f32 reference on the host; the engine
 //! behind the worker's seam; an image's bytes whatever images come with
 //! it.

@@ -29,15 +29,29 @@ pub(crate) fn write_safetensors(path: &Path, tensors: &[RawTensor]) {
 /// any other failure of the child fails the test, and so does a child that
 /// did not run exactly the test named (a renamed test would run none, and
 /// pass).
-pub(crate) fn in_child(test: &str, body: impl FnOnce()) -> Option<i32> {
+///
+/// `module` is the caller's `module_path!()`: libtest names a test by its
+/// path inside the test crate (`families::name` in the gathered binary),
+/// which is the module path without the crate's own name.
+pub(crate) fn in_child(module: &str, test: &str, body: impl FnOnce()) -> Option<i32> {
     use std::os::unix::process::ExitStatusExt;
     if std::env::var_os("PIPELINE_TEST_CHILD").is_some() {
         body();
         return None;
     }
+    let test = &match module.split_once("::") {
+        Some((_, inner)) => format!("{inner}::{test}"),
+        None => test.to_owned(),
+    };
     let exe = std::env::current_exe().expect("test binary path");
     let output = std::process::Command::new(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .args([
+            test.as_str(),
+            "--exact",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
         .env("PIPELINE_TEST_CHILD", "1")
         .output()
         .expect("re-run the test binary");

@@ -20,7 +20,7 @@
 //!
 //! ConvNeXt's packing is on [`ConvNextPlan`]. One file per family
 //! (`vit.rs`, `text.rs`, `convnext.rs`, `cnn.rs`) over the shared ops (`ops.rs`). `reference` runs a plan on
-//! the CPU in plain f32, op by op as the GPU will (`tests/families.rs` and
+//! the CPU in plain f32, op by op as the GPU will (`tests/it/families.rs` and
 //! `tests/text.rs` check it against PyTorch's outputs for every layout):
 //! what a GPU session compares its kernels with.
 

@@ -12,7 +12,7 @@ use gpu_worker::onnx::engine::{Channels, OnnxEngine, OnnxOptions, Scores, scores
 use gpu_worker::{Engine, PixelBatch};
 use pipeline_core::{Normalize, Prediction, Task};
 
-mod common;
+use crate::common;
 
 use common::{onnx_fixture as fixture, onnx_runtime_or_skip as runtime_or_skip};
 

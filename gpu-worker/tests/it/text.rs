@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use gpu_worker::text::TokenizerFamily;
 use gpu_worker::{Activation, TextConfig, TextPooling, TextTower};
@@ -129,7 +129,7 @@ fn text_towers_match_open_clip_and_transformers_on_the_cpu() {
 #[test]
 fn text_towers_match_upstream_on_the_software_adapter() {
     let test = "text_towers_match_upstream_on_the_software_adapter";
-    let signal = common::in_child(test, || {
+    let signal = common::in_child(module_path!(), test, || {
         if gpu_worker::open(&DeviceSpec::Software).is_err() {
             panic!("Mesa's lavapipe (mesa-vulkan-drivers) is needed; scripts/test.sh installs it");
         }

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use gpu_worker::zero_shot::{ClassMatrix, ZeroShotRule};
 use gpu_worker::{
@@ -355,7 +355,7 @@ fn a_siglip_vision_tower_alone_cannot_classify_zero_shot() {
 #[test]
 fn a_transformer_and_a_convnext_match_pytorch_on_the_software_adapter() {
     let test = "a_transformer_and_a_convnext_match_pytorch_on_the_software_adapter";
-    let signal = common::in_child(test, || {
+    let signal = common::in_child(module_path!(), test, || {
         if gpu_worker::open(&DeviceSpec::Software).is_err() {
             panic!("Mesa's lavapipe (mesa-vulkan-drivers) is needed; scripts/test.sh installs it");
         }
@@ -598,7 +598,9 @@ fn siglip_zero_shot_from_labels_matches_transformers_on_the_cpu() {
 #[test]
 fn siglip_zero_shot_from_labels_matches_transformers_on_the_software_adapter() {
     let test = "siglip_zero_shot_from_labels_matches_transformers_on_the_software_adapter";
-    let signal = common::in_child(test, || check_siglip_from_labels(&DeviceSpec::Software));
+    let signal = common::in_child(module_path!(), test, || {
+        check_siglip_from_labels(&DeviceSpec::Software)
+    });
     assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
 }
 
@@ -614,7 +616,9 @@ fn zero_shot_from_labels_and_templates_matches_open_clip_on_the_cpu() {
 #[test]
 fn zero_shot_from_labels_matches_open_clip_on_the_software_adapter() {
     let test = "zero_shot_from_labels_matches_open_clip_on_the_software_adapter";
-    let signal = common::in_child(test, || check_zero_shot_from_labels(&DeviceSpec::Software));
+    let signal = common::in_child(module_path!(), test, || {
+        check_zero_shot_from_labels(&DeviceSpec::Software)
+    });
     assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
 }
 

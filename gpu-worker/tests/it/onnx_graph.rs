@@ -10,7 +10,7 @@
 
 use gpu_worker::onnx::graph::{Graph, Layout, PixelType, describe};
 
-mod common;
+use crate::common;
 
 use common::{onnx_fixture as fixture, onnx_runtime_or_skip as runtime_or_skip};
 

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use gpu_worker::{BurnEngine, Engine, Model, PixelBatch};
 use pipeline_core::{DeviceSpec, ModelKind, Normalize, Prediction, Task};
@@ -207,8 +207,9 @@ macro_rules! device_test {
             }
             #[test]
             fn software_vulkan() {
-                let test = concat!(stringify!($name), "::software_vulkan");
-                let signal = common::in_child(test, || ($body)(DeviceSpec::Software));
+                let test = "software_vulkan";
+                let signal =
+                    common::in_child(module_path!(), test, || ($body)(DeviceSpec::Software));
                 assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
             }
         }
@@ -230,37 +231,41 @@ device_test!(efficientnet_lite0_matches_pytorch, lite0_parity);
 /// mean and read-back — `tiny`'s embeddings, no matmul — equal flex's.
 #[test]
 fn software_vulkan_runs_the_conv_path_like_the_cpu() {
-    let signal = common::in_child("software_vulkan_runs_the_conv_path_like_the_cpu", || {
-        let images = images();
-        let embed = |spec: DeviceSpec| {
-            let device = gpu_worker::open(&spec).expect("device opens");
-            let model = Model::random(ModelKind::Tiny, 7, &device);
-            let engine = BurnEngine::for_device(&spec, device, model, Task::Embed);
-            engine
-                .infer(&PixelBatch::new(&images, 2, 2, 224, &Normalize::imagenet()))
-                .expect("forward pass")
-        };
-        let (cpu, software) = (embed(DeviceSpec::Cpu), embed(DeviceSpec::Software));
-        for (c, s) in cpu.iter().zip(&software) {
-            let (Prediction::Embedding(c), Prediction::Embedding(s)) = (c, s) else {
-                panic!("embed returned a classification")
+    let signal = common::in_child(
+        module_path!(),
+        "software_vulkan_runs_the_conv_path_like_the_cpu",
+        || {
+            let images = images();
+            let embed = |spec: DeviceSpec| {
+                let device = gpu_worker::open(&spec).expect("device opens");
+                let model = Model::random(ModelKind::Tiny, 7, &device);
+                let engine = BurnEngine::for_device(&spec, device, model, Task::Embed);
+                engine
+                    .infer(&PixelBatch::new(&images, 2, 2, 224, &Normalize::imagenet()))
+                    .expect("forward pass")
             };
-            assert_eq!(c.len(), 128);
-            let max = c
-                .iter()
-                .zip(s)
-                .map(|(a, b)| (a - b).abs())
-                .fold(0.0f32, f32::max);
-            let scale = c.iter().map(|v| v.abs()).fold(0.0f32, f32::max);
-            println!(
-                "tiny embeddings, software vs cpu: max |Δ| = {max:.2e} (max |v| = {scale:.2})"
-            );
-            assert!(
-                max <= 1e-4 * scale.max(1.0),
-                "software Vulkan differs from the CPU by {max:e}"
-            );
-        }
-    });
+            let (cpu, software) = (embed(DeviceSpec::Cpu), embed(DeviceSpec::Software));
+            for (c, s) in cpu.iter().zip(&software) {
+                let (Prediction::Embedding(c), Prediction::Embedding(s)) = (c, s) else {
+                    panic!("embed returned a classification")
+                };
+                assert_eq!(c.len(), 128);
+                let max = c
+                    .iter()
+                    .zip(s)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0.0f32, f32::max);
+                let scale = c.iter().map(|v| v.abs()).fold(0.0f32, f32::max);
+                println!(
+                    "tiny embeddings, software vs cpu: max |Δ| = {max:.2e} (max |v| = {scale:.2})"
+                );
+                assert!(
+                    max <= 1e-4 * scale.max(1.0),
+                    "software Vulkan differs from the CPU by {max:e}"
+                );
+            }
+        },
+    );
     assert_eq!(signal, None, "lavapipe crashed on the conv-only path");
 }
 
@@ -325,37 +330,41 @@ fn real_efficientnet_lite0_weights_classify_photographs() {
 #[test]
 fn half_precision_on_the_cpu_stays_close_to_pytorch() {
     const HALF_TOLERANCE: f32 = 5e-3;
-    let signal = common::in_child("half_precision_on_the_cpu_stays_close_to_pytorch", || {
-        use pipeline_core::Precision;
-        let reference = reference();
-        let spec = DeviceSpec::Cpu;
-        let (device, dtype) = gpu_worker::open_with(&spec, Precision::F16).expect("cpu in f16");
-        assert_eq!(dtype, burn::tensor::FloatDType::F16);
-        let dir = tempfile::tempdir().expect("temp dir");
-        let weights = dir.path().join("resnet50.safetensors");
-        write_formula_weights(&reference.cases["resnet50"].keys, &weights);
-        let cases = [
-            (ModelKind::Resnet50, weights, Normalize::imagenet()),
-            (
-                ModelKind::EfficientnetLite0,
-                common::lite0_weights(),
-                Normalize::efficientnet_lite(),
-            ),
-        ];
-        for (kind, weights, normalize) in cases {
-            let model = Model::load(kind, &weights, &device).expect("weights load");
-            let engine = BurnEngine::for_device(
-                &spec,
-                device.clone(),
-                model,
-                Task::Classify { top_k: 1000 },
-            )
-            .with_float_dtype(dtype);
-            let got = probabilities(&engine, &images(), &normalize);
-            let want = &reference.cases[kind.name()].probs;
-            assert_close(&format!("{kind} in f16"), &spec, &got, want, HALF_TOLERANCE);
-        }
-    });
+    let signal = common::in_child(
+        module_path!(),
+        "half_precision_on_the_cpu_stays_close_to_pytorch",
+        || {
+            use pipeline_core::Precision;
+            let reference = reference();
+            let spec = DeviceSpec::Cpu;
+            let (device, dtype) = gpu_worker::open_with(&spec, Precision::F16).expect("cpu in f16");
+            assert_eq!(dtype, burn::tensor::FloatDType::F16);
+            let dir = tempfile::tempdir().expect("temp dir");
+            let weights = dir.path().join("resnet50.safetensors");
+            write_formula_weights(&reference.cases["resnet50"].keys, &weights);
+            let cases = [
+                (ModelKind::Resnet50, weights, Normalize::imagenet()),
+                (
+                    ModelKind::EfficientnetLite0,
+                    common::lite0_weights(),
+                    Normalize::efficientnet_lite(),
+                ),
+            ];
+            for (kind, weights, normalize) in cases {
+                let model = Model::load(kind, &weights, &device).expect("weights load");
+                let engine = BurnEngine::for_device(
+                    &spec,
+                    device.clone(),
+                    model,
+                    Task::Classify { top_k: 1000 },
+                )
+                .with_float_dtype(dtype);
+                let got = probabilities(&engine, &images(), &normalize);
+                let want = &reference.cases[kind.name()].probs;
+                assert_close(&format!("{kind} in f16"), &spec, &got, want, HALF_TOLERANCE);
+            }
+        },
+    );
     assert_eq!(signal, None, "the f16 run died of a signal");
 }
 

@@ -7,7 +7,7 @@
 //! says so (the worker dates its results by the launch, for the steady
 //! window).
 
-mod common;
+use crate::common;
 
 use gpu_worker::{BurnEngine, Engine, Model, PixelBatch};
 use pipeline_core::{DeviceSpec, ModelKind, Normalize, Prediction, SpanTimes, Task};
@@ -89,6 +89,6 @@ fn overlapped_passes_equal_passes_run_alone_on_the_cpu() {
 #[test]
 fn overlapped_passes_equal_passes_run_alone_on_the_software_adapter() {
     let test = "overlapped_passes_equal_passes_run_alone_on_the_software_adapter";
-    let signal = common::in_child(test, || check(&DeviceSpec::Software));
+    let signal = common::in_child(module_path!(), test, || check(&DeviceSpec::Software));
     assert_eq!(signal, None, "{test}: lavapipe died of signal {signal:?}");
 }

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-mod common;
+use crate::common;
 
 use gpu_worker::{Architecture, BurnEngine, Engine, Model, PixelBatch};
 use pipeline_core::{DeviceSpec, Normalize, Prediction, Scores, Task, hub_config};

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-mod common;
+use crate::common;
 
 use gpu_worker::{Model, WeightsError};
 use pipeline_core::{DeviceSpec, ModelKind};

@@ -40,26 +40,24 @@ pub(crate) fn engine_devices(
         }
     }
     if engine == EngineArg::Cuda {
-        if let Some(missing) = gpu_worker::cuda::libs::cuda_libraries().missing_line() {
-            return Err(format!("--engine cuda: {missing}"));
-        }
         let (devices, notice) = chosen_devices(gpus, Runs::Cuda, None)?;
-        if devices.iter().any(|d| !matches!(d, DeviceSpec::Gpu(_))) {
-            return Err(format!(
-                "--engine cuda: no NVIDIA GPU to run on (--gpus {}); --engine cpu runs the CPU",
-                gpus.trim()
-            ));
-        }
         // Refused here, in one line, rather than by every worker at start.
         // A probe that failed has already been said by `chosen_devices`;
         // the engine's own check at start remains.
-        if let Ok(probe) = crate::probe::probe() {
-            let picked = capabilities(&probe, &devices);
-            if let Some(why) = below_minimum(&picked)
-                .or_else(|| unsupported_gpu(&picked, &gpu_worker::cuda::kernels::supported_archs()))
-            {
-                return Err(format!("--engine cuda: {why}; --engine vulkan runs it"));
-            }
+        let probe = crate::probe::probe().ok();
+        let picked = probe
+            .as_ref()
+            .map(|probe| capabilities(probe, &devices))
+            .unwrap_or_default();
+        let on_gpus = devices.iter().all(|d| matches!(d, DeviceSpec::Gpu(_)));
+        if let Some(why) = cuda_refusal(
+            &picked,
+            gpus,
+            on_gpus,
+            || gpu_worker::cuda::libs::cuda_libraries().missing_line(),
+            gpu_worker::cuda::kernels::supported_archs,
+        ) {
+            return Err(format!("--engine cuda: {why}"));
         }
         return Ok((devices, EngineKind::Cuda, notice));
     }
@@ -217,6 +215,35 @@ fn capabilities<'a>(
         .collect()
 }
 
+/// Why `--engine cuda` cannot run the GPUs it `picked` (name, compute
+/// capability; `on_gpus`: whether `--gpus flag` picked GPUs only), in the
+/// order a user can act on: a GPU below the engine's minimum first, which
+/// no library mends (so a T4's user is not sent to install gigabytes, then
+/// refused); then NVIDIA's libraries (`missing`, asked only here: it
+/// loads them); then no GPU to run on; then a GPU their NVRTC does not
+/// compile for (`supported`, asked only here).
+fn cuda_refusal(
+    picked: &[(&str, Option<(i32, i32)>)],
+    flag: &str,
+    on_gpus: bool,
+    missing: impl FnOnce() -> Option<String>,
+    supported: impl FnOnce() -> Vec<i32>,
+) -> Option<String> {
+    if let Some(why) = below_minimum(picked) {
+        return Some(format!("{why}; --engine vulkan runs it"));
+    }
+    if let Some(missing) = missing() {
+        return Some(missing);
+    }
+    if !on_gpus {
+        return Some(format!(
+            "no NVIDIA GPU to run on (--gpus {}); --engine cpu runs the CPU",
+            flag.trim()
+        ));
+    }
+    unsupported_gpu(picked, &supported()).map(|why| format!("{why}; --engine vulkan runs it"))
+}
+
 /// Why the CUDA engine cannot run one of `gpus` (name, compute
 /// capability): it is older than the engine's minimum
 /// ([`gpu_worker::cuda::MIN_COMPUTE_CAPABILITY`], the number `Gpu::open`
@@ -227,7 +254,7 @@ fn below_minimum(gpus: &[(&str, Option<(i32, i32)>)]) -> Option<String> {
     gpus.iter().find_map(|&(name, capability)| {
         let (major, minor) = capability.filter(|c| *c < minimum)?;
         Some(format!(
-            "the CUDA engine needs compute capability {}.{} (Ampere) or newer, and {name} is \
+            "the CUDA engine needs compute capability {}.{} or newer, and {name} is \
              {major}.{minor}",
             minimum.0, minimum.1
         ))
@@ -492,17 +519,11 @@ mod tests {
         assert_eq!(gpu_worker::cuda::MIN_COMPUTE_CAPABILITY, (8, 0));
         assert_eq!(
             below_minimum(&[("Tesla T4", Some((7, 5)))]).as_deref(),
-            Some(
-                "the CUDA engine needs compute capability 8.0 (Ampere) or newer, and Tesla T4 \
-                 is 7.5"
-            )
+            Some("the CUDA engine needs compute capability 8.0 or newer, and Tesla T4 is 7.5")
         );
         assert_eq!(
             below_minimum(&[("A100", Some((8, 0))), ("Tesla V100", Some((7, 0)))]).as_deref(),
-            Some(
-                "the CUDA engine needs compute capability 8.0 (Ampere) or newer, and Tesla \
-                 V100 is 7.0"
-            )
+            Some("the CUDA engine needs compute capability 8.0 or newer, and Tesla V100 is 7.0")
         );
         assert_eq!(below_minimum(&[("A100", Some((8, 0)))]), None);
         assert_eq!(below_minimum(&[("unknown", None)]), None);
@@ -545,6 +566,83 @@ mod tests {
             "the CUDA engine's NVRTC compiles for compute capability 9.0 and newer, and A100 \
              is 8.0"
         );
+    }
+
+    /// `--engine cuda` refuses a GPU below the engine's minimum before it
+    /// looks for NVIDIA's libraries (a T4's user is not told to install
+    /// them, then refused), and asks for the libraries, and then NVRTC's
+    /// architectures, only where nothing before refused: over every
+    /// combination of GPUs picked, libraries, `--gpus` picking GPUs only,
+    /// and NVRTC's architectures.
+    #[test]
+    fn engine_cuda_refuses_an_old_gpu_before_asking_for_nvidias_libraries() {
+        use super::cuda_refusal;
+        use std::cell::Cell;
+        let t4 = ("Tesla T4", Some((7, 5)));
+        let a100 = ("A100", Some((8, 0)));
+        let h100 = ("H100", Some((9, 0)));
+        let unknown = ("unknown", None);
+        type Picked<'a> = Vec<(&'a str, Option<(i32, i32)>)>;
+        let picks: [Picked<'_>; 6] = [
+            vec![],
+            vec![a100],
+            vec![t4],
+            vec![h100, t4],
+            vec![a100, h100],
+            vec![unknown],
+        ];
+        let lacking = "the CUDA engine needs cuDNN: pip install nvidia-cudnn-cu13";
+        for picked in &picks {
+            for missing in [None, Some(lacking)] {
+                for on_gpus in [true, false] {
+                    for supported in [vec![75, 80, 90], vec![90, 100]] {
+                        let (asked_libraries, asked_nvrtc) = (Cell::new(false), Cell::new(false));
+                        let got = cuda_refusal(
+                            picked,
+                            " all ",
+                            on_gpus,
+                            || {
+                                asked_libraries.set(true);
+                                missing.map(str::to_owned)
+                            },
+                            || {
+                                asked_nvrtc.set(true);
+                                supported.clone()
+                            },
+                        );
+                        let old = picked.iter().any(|g| g.1.is_some_and(|c| c < (8, 0)));
+                        let nvrtc_lacks = picked
+                            .iter()
+                            .any(|g| g.1.is_some_and(|c| c < (supported[0] / 10, 0)));
+                        let case = format!("{picked:?} {missing:?} {on_gpus} {supported:?}");
+                        let want: Option<&str> = if old {
+                            Some("the CUDA engine needs compute capability 8.0 or newer")
+                        } else if missing.is_some() {
+                            Some(lacking)
+                        } else if !on_gpus {
+                            Some("no NVIDIA GPU to run on (--gpus all)")
+                        } else if nvrtc_lacks {
+                            Some("the CUDA engine's NVRTC compiles for")
+                        } else {
+                            None
+                        };
+                        match (&got, want) {
+                            (Some(got), Some(want)) => {
+                                assert!(got.starts_with(want), "{case}: {got}");
+                                assert!(!got.contains('\n'), "{case}: {got}");
+                            }
+                            (got, want) => assert_eq!(got.as_deref(), want, "{case}"),
+                        }
+                        assert_eq!(asked_libraries.get(), !old, "{case}");
+                        assert_eq!(
+                            asked_nvrtc.get(),
+                            !old && missing.is_none() && on_gpus,
+                            "{case}"
+                        );
+                    }
+                }
+            }
+        }
     }
 
     /// An explicit `--gpus N` names a GPU the engine can run: Vulkan's for

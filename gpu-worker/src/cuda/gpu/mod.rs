@@ -160,8 +160,8 @@ impl Gpu {
         let (min_major, min_minor) = super::MIN_COMPUTE_CAPABILITY;
         if capability < super::MIN_COMPUTE_CAPABILITY {
             return Err(GpuError(format!(
-                "compute capability {}.{}: the CUDA engine needs {min_major}.{min_minor} \
-                 (Ampere) or newer; use --engine vulkan",
+                "compute capability {}.{}: the CUDA engine needs {min_major}.{min_minor} or \
+                 newer; use --engine vulkan",
                 capability.0, capability.1
             )));
         }

@@ -38,12 +38,21 @@ pub(crate) enum Command {
     /// Enumerate the Vulkan devices and print them as JSON (run by the
     /// other commands as a child, so that a driver crash costs the child).
     #[command(hide = true)]
-    ProbeDevices,
+    ProbeDevices(ProbeDevicesArgs),
     /// Start ONNX Runtime's CUDA provider on a model once, and say why not
     /// where it does not start (run by `infer` as a child, so that the
     /// coordinator holds no CUDA context or memory on a GPU).
     #[command(hide = true)]
     ProbeOnnxCuda(ProbeOnnxCudaArgs),
+}
+
+/// `pipeline probe-devices`.
+#[derive(Debug, Args)]
+pub(crate) struct ProbeDevicesArgs {
+    /// Ask the CUDA driver each NVIDIA GPU's place in its order (starts
+    /// the driver on every GPU).
+    #[arg(long)]
+    pub(crate) cuda_order: bool,
 }
 
 /// `pipeline probe-onnx-cuda`.

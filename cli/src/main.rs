@@ -49,7 +49,7 @@ fn main() -> ExitCode {
         Command::EmbedText(args) => embed_text::run(&args),
         Command::Preprocess(args) => preprocess::run(&args),
         Command::Worker => return worker(),
-        Command::ProbeDevices => probe::print(),
+        Command::ProbeDevices(args) => probe::print(args.cuda_order),
         Command::ProbeOnnxCuda(args) => probe::try_onnx_cuda(&args.model, args.runtime.as_deref()),
     };
     outcome.report()

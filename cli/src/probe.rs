@@ -6,9 +6,17 @@
 //! probe-onnx-cuda`): once started, it keeps a CUDA context and a memory
 //! pool on its GPU for the life of its process, which for the coordinator
 //! is the whole run, beside that GPU's worker.
+//!
+//! Each child has a deadline ([`DEVICE_PROBE_DEADLINE`],
+//! [`ONNX_TRIAL_DEADLINE`], or `PIPELINE_PROBE_TIMEOUT_S` seconds): a
+//! driver that hangs costs that child, killed, and one line, never the
+//! command. Its stdout and stderr are read on threads of their own (a
+//! full pipe would stall it).
 
+use std::io::Read;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
@@ -144,13 +152,17 @@ fn adapter(a: gpu_worker::AdapterSummary) -> Adapter {
     }
 }
 
-/// The child's side: enumerate in this process and print JSON.
-pub(crate) fn print() -> Outcome {
+/// The child's side: enumerate in this process and print JSON, with each
+/// NVIDIA GPU's place in the CUDA driver's order where `cuda_order` (which
+/// starts the driver: `cuInit`).
+pub(crate) fn print(cuda_order: bool) -> Outcome {
+    let gpus = if cuda_order {
+        gpu_worker::gpus_with_cuda_order()
+    } else {
+        gpu_worker::gpus()
+    };
     let probe = Probe {
-        gpus: gpu_worker::gpus_with_cuda_order()
-            .into_iter()
-            .map(adapter)
-            .collect(),
+        gpus: gpus.into_iter().map(adapter).collect(),
         others: gpu_worker::adapters()
             .into_iter()
             .filter(|a| !matches!(a.kind, "discrete" | "integrated" | "virtual"))
@@ -205,9 +217,27 @@ pub(crate) fn onnx_cuda_starts(
     if let Some(dir) = pipeline_core::runtime_dir_for_children() {
         command.env("XDG_RUNTIME_DIR", dir);
     }
-    let output = command
-        .output()
-        .map_err(|e| format!("cannot start the trial of ONNX Runtime's CUDA provider: {e}"))?;
+    onnx_trial(command, deadline(ONNX_TRIAL_DEADLINE))
+}
+
+/// The trial `command` run to its end, or for `deadline` at most: `Err`
+/// says why the provider does not start, in one line.
+fn onnx_trial(mut command: Command, deadline: Duration) -> Result<(), String> {
+    let output = match run_until(&mut command, deadline) {
+        Ok(output) => output,
+        Err(Ended::NotStarted(e)) => {
+            return Err(format!(
+                "cannot start the trial of ONNX Runtime's CUDA provider: {e}"
+            ));
+        }
+        Err(Ended::TimedOut) => {
+            return Err(format!(
+                "the trial of ONNX Runtime's CUDA provider did not answer within {} and was \
+                 stopped (is the CUDA driver hung? nvidia-smi says)",
+                seconds(deadline)
+            ));
+        }
+    };
     if output.status.success() {
         return Ok(());
     }
@@ -245,19 +275,52 @@ fn run_probe() -> anyhow::Result<Probe> {
     // Every GPU of the machine, whatever this process may use: `--gpus`
     // and the scheduler's variables choose among them afterwards (the
     // CUDA driver would otherwise list only what CUDA_VISIBLE_DEVICES lets
-    // it see). The driver is asked its default order, fastest first, the
-    // one order it alone knows: bus order is the list's own.
+    // it see).
     command
         .arg("probe-devices")
-        .stdin(Stdio::null())
-        .env_remove("CUDA_VISIBLE_DEVICES")
-        .env("CUDA_DEVICE_ORDER", "FASTEST_FIRST");
+        .env_remove("CUDA_VISIBLE_DEVICES");
+    // The driver's default order, fastest first, is the one order it
+    // alone knows (bus order is the list's own); asking for it starts the
+    // driver on every GPU, so it is asked only where an index of
+    // CUDA_VISIBLE_DEVICES needs it.
+    let env = |name: &str| std::env::var(name).ok();
+    if needs_cuda_order(&env) {
+        command
+            .arg("--cuda-order")
+            .env("CUDA_DEVICE_ORDER", "FASTEST_FIRST");
+    }
     if let Some(dir) = pipeline_core::runtime_dir_for_children() {
         command.env("XDG_RUNTIME_DIR", dir);
     }
-    let output = command
-        .output()
-        .context("cannot start device enumeration")?;
+    read_probe(command, deadline(DEVICE_PROBE_DEADLINE))
+}
+
+/// Whether the device probe must ask the CUDA driver its fastest-first
+/// order: only where `CUDA_VISIBLE_DEVICES` names a GPU by index before
+/// its list ends, and `CUDA_DEVICE_ORDER` is not `PCI_BUS_ID` (bus order
+/// is the probe's own).
+fn needs_cuda_order(env: &dyn Fn(&str) -> Option<String>) -> bool {
+    let order = coordinator::DeviceOrder::from_env(env("CUDA_DEVICE_ORDER").as_deref());
+    if order == coordinator::DeviceOrder::PciBusId {
+        return false;
+    }
+    env("CUDA_VISIBLE_DEVICES").is_some_and(|value| coordinator::names_an_index(&value))
+}
+
+/// The device probe `command` run to its end, or for `deadline` at most,
+/// and its answer read.
+fn read_probe(mut command: Command, deadline: Duration) -> anyhow::Result<Probe> {
+    let output = match run_until(&mut command, deadline) {
+        Ok(output) => output,
+        Err(Ended::NotStarted(e)) => {
+            return Err(e).context("cannot start device enumeration");
+        }
+        Err(Ended::TimedOut) => bail!(
+            "device enumeration did not answer within {} and was stopped (is a GPU driver \
+             hung? nvidia-smi says)",
+            seconds(deadline)
+        ),
+    };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let last = stderr.lines().rev().find(|l| !l.trim().is_empty());
@@ -268,6 +331,95 @@ fn run_probe() -> anyhow::Result<Probe> {
         );
     }
     serde_json::from_slice(&output.stdout).context("device enumeration said something unreadable")
+}
+
+/// How long the device probe may take: NVML and, where asked, the CUDA
+/// driver starting on every GPU (tens of seconds on many GPUs without
+/// persistence mode).
+const DEVICE_PROBE_DEADLINE: Duration = Duration::from_secs(60);
+
+/// How long the ONNX CUDA provider's trial may take: the driver, CUDA's
+/// and cuDNN's libraries loaded, and a session of the model built.
+const ONNX_TRIAL_DEADLINE: Duration = Duration::from_secs(120);
+
+/// `default`, or `PIPELINE_PROBE_TIMEOUT_S` seconds where that is set to
+/// a positive number (a machine whose driver starts slower still).
+fn deadline(default: Duration) -> Duration {
+    std::env::var("PIPELINE_PROBE_TIMEOUT_S")
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(default, Duration::from_secs_f64)
+}
+
+/// `deadline` as a user reads it: `60 s`, `0.2 s`.
+fn seconds(deadline: Duration) -> String {
+    format!("{} s", deadline.as_secs_f64())
+}
+
+/// Why a child gave no output.
+enum Ended {
+    /// It could not be started.
+    NotStarted(std::io::Error),
+    /// It ran past its deadline, and was killed.
+    TimedOut,
+}
+
+/// How often a child is asked whether it has ended.
+const POLL: Duration = Duration::from_millis(20);
+
+/// Runs `command` (stdin closed, stdout and stderr piped, each read on a
+/// thread of its own) until it ends, or kills it at `deadline`.
+fn run_until(command: &mut Command, deadline: Duration) -> Result<Output, Ended> {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(Ended::NotStarted)?;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                // A read error leaves what was read: the child's status
+                // says how it ended.
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let until = Instant::now() + deadline;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if Instant::now() < until => std::thread::sleep(POLL),
+            // Past the deadline, or it cannot be waited on: stopped. Its
+            // readers are left to end with its pipes (a process it started
+            // may hold them open).
+            Ok(None) | Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(Ended::TimedOut);
+            }
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]
@@ -323,6 +475,100 @@ mod tests {
             .map(|f| f.strip_prefix(&src).unwrap_or(f).display().to_string())
             .collect();
         assert_eq!(starting, ["probe.rs"]);
+    }
+
+    /// A probe child that does not answer (a hung driver, here `sleep`)
+    /// is killed at its deadline and said in one line, the device probe's
+    /// and the ONNX trial's alike, well before the child would have
+    /// ended; one that writes more than a pipe holds to both pipes, or
+    /// fails, is read to its end as before.
+    #[test]
+    fn a_probe_child_past_its_deadline_is_stopped_and_said_in_one_line() {
+        use super::{onnx_trial, read_probe};
+        use std::process::Command;
+        use std::time::{Duration, Instant};
+        let hung = || {
+            let mut sleep = Command::new("sleep");
+            sleep.arg("30");
+            sleep
+        };
+        let deadline = Duration::from_millis(300);
+        let started = Instant::now();
+        let trial = onnx_trial(hung(), deadline).expect_err("the trial hung");
+        assert!(
+            trial.contains("did not answer within 0.3 s") && !trial.contains('\n'),
+            "{trial}"
+        );
+        let probe = format!(
+            "{:#}",
+            read_probe(hung(), deadline).expect_err("the probe hung")
+        );
+        assert!(
+            probe.starts_with("device enumeration did not answer within 0.3 s")
+                && !probe.contains('\n'),
+            "{probe}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        let sh = |script: &str| {
+            let mut sh = Command::new("sh");
+            sh.args(["-c", script]);
+            sh
+        };
+        let chatty = sh(
+            "head -c 1000000 /dev/zero >&2; head -c 1000000 /dev/zero | tr '\\0' ' '; \
+             echo '{\"gpus\": [], \"others\": []}'",
+        );
+        let probe = read_probe(chatty, Duration::from_secs(60)).expect("a probe's answer");
+        assert!(probe.gpus.is_empty() && probe.others.is_empty());
+        let failed = onnx_trial(
+            sh("echo 'pipeline: error: no cuDNN' >&2; exit 2"),
+            Duration::from_secs(60),
+        );
+        assert_eq!(failed, Err("no cuDNN".to_owned()));
+        assert_eq!(onnx_trial(sh("exit 0"), Duration::from_secs(60)), Ok(()));
+    }
+
+    /// The device probe starts the CUDA driver (`cuInit`, on every GPU) to
+    /// ask its fastest-first order only where `CUDA_VISIBLE_DEVICES` names
+    /// a GPU by index before its list ends and `CUDA_DEVICE_ORDER` is not
+    /// PCI_BUS_ID: over every combination of the two.
+    #[test]
+    fn the_cuda_driver_is_asked_its_order_only_where_an_index_needs_it() {
+        use super::needs_cuda_order;
+        let values: [(Option<&str>, bool); 14] = [
+            (None, false),
+            (Some(""), false),
+            (Some("0"), true),
+            (Some(" 1 , 0"), true),
+            (Some("GPU-abc"), false),
+            (Some("GPU-abc,1"), true),
+            (Some("MIG-abc,GPU-def"), false),
+            (Some("-1"), false),
+            (Some("-1,0"), false),
+            (Some("NoDevFiles"), false),
+            (Some("NoDevFiles,0"), false),
+            (Some("all"), false),
+            (Some(",0"), false),
+            (Some("10000"), true),
+        ];
+        for order in [None, Some("FASTEST_FIRST"), Some("PCI_BUS_ID")] {
+            for (value, index) in values {
+                let env = |name: &str| match name {
+                    "CUDA_DEVICE_ORDER" => order.map(str::to_owned),
+                    "CUDA_VISIBLE_DEVICES" => value.map(str::to_owned),
+                    _ => None,
+                };
+                assert_eq!(
+                    needs_cuda_order(&env),
+                    index && order != Some("PCI_BUS_ID"),
+                    "{order:?} {value:?}"
+                );
+            }
+        }
     }
 
     /// The table `CUDA_VISIBLE_DEVICES` is read over holds each NVIDIA GPU

@@ -50,5 +50,5 @@ pub use run_error::RunError;
 pub use stats::{Stages, SteadyWindow};
 pub use summary::{ChunkCounts, Records, Recovery, RunSummary, Times, WorkerReport};
 pub use update::{UpdateCounts, UpdateError};
-pub use visible::{DeviceOrder, ListEnd, NvidiaDevice, Visible, cuda_visible};
+pub use visible::{DeviceOrder, ListEnd, NvidiaDevice, Visible, cuda_visible, names_an_index};
 pub use workers::describe_exit;

@@ -220,6 +220,17 @@ fn whole_or_instances(gpu: &NvidiaDevice) -> Vec<usize> {
     }
 }
 
+/// Whether CUDA reads an index in `value` (a `CUDA_VISIBLE_DEVICES`)
+/// before its list ends: what needs CUDA's own order of the GPUs, which
+/// a UUID does not.
+pub fn names_an_index(value: &str) -> bool {
+    value
+        .split(',')
+        .map(str::trim)
+        .find(|entry| !has_uuid_prefix(entry))
+        .is_some_and(|entry| entry.parse::<i64>().is_ok_and(|n| n >= 0))
+}
+
 /// Whether `entry` is written as a UUID: `GPU-…` or `MIG-…`.
 pub(crate) fn has_uuid_prefix(entry: &str) -> bool {
     let lower = entry.to_ascii_lowercase();

@@ -114,6 +114,7 @@ impl Probe {
                         .filter(|(_, m)| m.mig_of == Some(i))
                         .filter_map(|(j, m)| Some((j, m.uuid.clone()?)))
                         .collect(),
+                    mig_mode: self.in_mig_mode(i),
                 })
             })
             .collect()
@@ -591,17 +592,18 @@ mod tests {
         let table: Vec<_> = probe
             .nvidia_table()
             .into_iter()
-            .map(|d| (d.index, d.uuid, d.fastest_first, d.mig))
+            .map(|d| (d.index, d.uuid, d.fastest_first, d.mig, d.mig_mode))
             .collect();
         assert_eq!(
             table,
             vec![
-                (1, "GPU-a".to_owned(), Some(1), vec![]),
+                (1, "GPU-a".to_owned(), Some(1), vec![], false),
                 (
                     2,
                     "GPU-b".to_owned(),
                     Some(0),
-                    vec![(3, "MIG-b1".to_owned()), (4, "MIG-b2".to_owned())]
+                    vec![(3, "MIG-b1".to_owned()), (4, "MIG-b2".to_owned())],
+                    true
                 ),
             ]
         );

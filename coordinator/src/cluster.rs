@@ -183,6 +183,10 @@ pub struct GivenGpus {
     /// Where `CUDA_VISIBLE_DEVICES` ends, as CUDA reads it, before its
     /// last entry.
     pub ended: Option<ListEnd>,
+    /// Whether `CUDA_VISIBLE_DEVICES`' indices were counted in PCI bus
+    /// order standing in for CUDA's fastest-first (the driver did not
+    /// give it).
+    pub bus_order_stands_in: bool,
 }
 
 impl GivenGpus {
@@ -218,6 +222,7 @@ pub fn scheduler_gpus(env: Env<'_>, nvidia: &[NvidiaDevice]) -> Result<Option<Gi
             gpus: visible.gpus,
             source: source.clone(),
             ended: visible.ended,
+            bus_order_stands_in: visible.bus_order_stands_in,
         })
     };
     if name == "CUDA_VISIBLE_DEVICES" && !nvidia.is_empty() {
@@ -248,6 +253,7 @@ pub fn scheduler_gpus(env: Env<'_>, nvidia: &[NvidiaDevice]) -> Result<Option<Gi
         gpus,
         source,
         ended: None,
+        bus_order_stands_in: false,
     }))
 }
 
@@ -370,12 +376,14 @@ mod tests {
                 uuid: "GPU-1111".into(),
                 fastest_first: Some(1),
                 mig: Vec::new(),
+                mig_mode: false,
             },
             NvidiaDevice {
                 index: 2,
                 uuid: "GPU-2222".into(),
                 fastest_first: Some(0),
                 mig: Vec::new(),
+                mig_mode: false,
             },
         ];
         let gpus = |pairs: &[(&str, &str)]| {

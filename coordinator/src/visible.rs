@@ -7,8 +7,9 @@
 //!   (the CUDA driver's own heuristic, which the probe asks it for) by
 //!   default, PCI bus order with `CUDA_DEVICE_ORDER=PCI_BUS_ID`. The
 //!   tool's `gpu:N` counts every GPU (an integrated one included) in bus
-//!   order, so the two differ. Where the driver did not give its order,
-//!   bus order stands in for fastest-first (equal GPUs are ordered so).
+//!   order, so the two differ. Where the driver did not give its order
+//!   for a GPU not in MIG mode, bus order stands in for fastest-first
+//!   (equal GPUs are ordered so), and the run says so.
 //! - `GPU-…` and `MIG-…` name a GPU or a MIG instance by UUID, or by a
 //!   prefix of it that names one device only, as CUDA accepts.
 //! - A GPU in MIG mode runs as its instances: naming it names each of them
@@ -40,6 +41,9 @@ pub struct NvidiaDevice {
     /// Its MIG instances, where MIG mode is on: each one's `gpu:N` index
     /// and `MIG-…` UUID.
     pub mig: Vec<(usize, String)>,
+    /// Whether MIG mode is on. CUDA then lists its instances, not it, so
+    /// the driver gives it no place of its own in fastest-first order.
+    pub mig_mode: bool,
 }
 
 /// How CUDA numbers its devices (`CUDA_DEVICE_ORDER`).
@@ -80,6 +84,9 @@ pub struct Visible {
     /// The entry CUDA stops at, where one does before the value's end (a
     /// trailing comma, which hides nothing, is not one).
     pub ended: Option<ListEnd>,
+    /// Whether its indices were counted in PCI bus order standing in for
+    /// CUDA's fastest-first, which the CUDA driver did not give.
+    pub bus_order_stands_in: bool,
 }
 
 /// The entry at which CUDA stops reading `CUDA_VISIBLE_DEVICES`, and why.
@@ -122,11 +129,15 @@ pub fn cuda_visible(
     order: DeviceOrder,
     gpus: &[NvidiaDevice],
 ) -> Result<Visible, String> {
-    let ordered = cuda_order(order, gpus);
-    read_list(
+    let (ordered, stands_in) = cuda_order(order, gpus);
+    let counted = std::cell::Cell::new(false);
+    let visible = read_list(
         value,
         |n| match ordered.get(n) {
-            Some(gpu) => Ok(whole_or_instances(gpu)),
+            Some(gpu) => {
+                counted.set(true);
+                Ok(whole_or_instances(gpu))
+            }
             None if ordered.is_empty() => Err("this machine has no NVIDIA GPU".to_owned()),
             None => Err(format!(
                 "CUDA numbers this machine's {} NVIDIA GPU(s) 0 to {} in {order} order; see \
@@ -136,7 +147,11 @@ pub fn cuda_visible(
             )),
         },
         |entry| by_uuid(entry, gpus),
-    )
+    )?;
+    Ok(Visible {
+        bus_order_stands_in: stands_in && counted.get(),
+        ..visible
+    })
 }
 
 /// `value` read entry by entry as CUDA reads it: an index is what
@@ -152,6 +167,7 @@ pub(crate) fn read_list(
     let mut visible = Visible {
         gpus: Vec::new(),
         ended: None,
+        bus_order_stands_in: false,
     };
     if value.trim().is_empty() {
         return Ok(visible);
@@ -196,18 +212,24 @@ pub(crate) fn read_list(
     Ok(visible)
 }
 
-/// `gpus` in the order CUDA numbers them. Fastest-first needs the
-/// driver's order for every GPU; without it, bus order stands in.
-fn cuda_order(order: DeviceOrder, gpus: &[NvidiaDevice]) -> Vec<&NvidiaDevice> {
+/// `gpus` in the order CUDA numbers them, and whether bus order stood in
+/// for fastest-first. Fastest-first needs the driver's place for every GPU
+/// not in MIG mode (one in MIG mode has none: the driver lists its
+/// instances, whose UUIDs are not the GPU's, and it comes after those with
+/// a place); without it, bus order stands in.
+fn cuda_order(order: DeviceOrder, gpus: &[NvidiaDevice]) -> (Vec<&NvidiaDevice>, bool) {
     let mut ordered: Vec<&NvidiaDevice> = gpus.iter().collect();
-    let known = gpus.iter().all(|g| g.fastest_first.is_some());
-    match order {
-        DeviceOrder::FastestFirst if known => {
-            ordered.sort_by_key(|g| (g.fastest_first, g.index));
-        }
-        _ => ordered.sort_by_key(|g| g.index),
+    let known = gpus
+        .iter()
+        .filter(|g| !g.mig_mode)
+        .all(|g| g.fastest_first.is_some());
+    let stands_in = order == DeviceOrder::FastestFirst && !known;
+    if order == DeviceOrder::FastestFirst && known {
+        ordered.sort_by_key(|g| (g.fastest_first.is_none(), g.fastest_first, g.index));
+    } else {
+        ordered.sort_by_key(|g| g.index);
     }
-    ordered
+    (ordered, stands_in)
 }
 
 /// A GPU as a run takes it: itself, or each of its MIG instances where
@@ -284,6 +306,7 @@ mod tests {
             uuid: uuid.to_owned(),
             fastest_first: fastest,
             mig: mig.iter().map(|(i, u)| (*i, (*u).to_owned())).collect(),
+            mig_mode: !mig.is_empty(),
         };
         vec![
             gpu(1, "GPU-aaaa1111-0000-0000-0000-000000000001", Some(1), &[]),
@@ -347,12 +370,39 @@ mod tests {
             DeviceOrder::from_env(Some("PCI_BUS_ID")),
             DeviceOrder::PciBusId
         );
-        let mut unknown = machine();
-        unknown[0].fastest_first = None;
-        assert_eq!(
-            cuda_visible("0", DeviceOrder::FastestFirst, &unknown).map(|v| v.gpus),
-            Ok(vec![1])
-        );
+        // The driver lists a GPU in MIG mode as its instances, so it has no
+        // place of its own (cuDeviceGetUuid_v2 answers the instance's
+        // UUID): the others keep fastest-first, whatever place it had.
+        // Any other GPU without a place, in any combination: bus order,
+        // said.
+        for unknown in 0..8u32 {
+            let mut gpus = machine();
+            for (bit, gpu) in gpus.iter_mut().enumerate() {
+                if unknown & (1 << bit) != 0 {
+                    gpu.fastest_first = None;
+                }
+            }
+            let stands_in = unknown & 0b101 != 0;
+            for (order, want) in [
+                (DeviceOrder::FastestFirst, [vec![3], vec![1], vec![4, 5]]),
+                (DeviceOrder::PciBusId, [vec![1], vec![4, 5], vec![3]]),
+            ] {
+                let by_bus = [vec![1], vec![4, 5], vec![3]];
+                let want = if stands_in { &by_bus } else { &want };
+                for (n, gpus_n) in want.iter().enumerate() {
+                    let got = cuda_visible(&n.to_string(), order, &gpus).expect("an index");
+                    assert_eq!(&got.gpus, gpus_n, "{unknown:03b} {order} {n}");
+                    assert_eq!(
+                        got.bus_order_stands_in,
+                        stands_in && order == DeviceOrder::FastestFirst,
+                        "{unknown:03b} {order} {n}"
+                    );
+                }
+                // A UUID counts nothing: nothing stood in.
+                let by_uuid = cuda_visible("GPU-cccc3333", order, &gpus).expect("a UUID");
+                assert!(!by_uuid.bus_order_stands_in, "{unknown:03b}");
+            }
+        }
     }
 
     /// Every UUID, whole or as any unique prefix, in either case, names its

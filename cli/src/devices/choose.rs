@@ -401,10 +401,16 @@ pub(crate) fn chosen_devices(
                 }
             }
             (Some(given), false) => {
-                let end = given
+                let mut end = given
                     .ended
                     .as_ref()
                     .map_or_else(String::new, |end| format!("; {end}"));
+                if given.bus_order_stands_in {
+                    end.push_str(
+                        "; its indices counted in PCI bus order, the CUDA driver not having \
+                         given its fastest-first order",
+                    );
+                }
                 format!(
                     "pipeline: devices {} (from {}{end})",
                     names.join(", "),

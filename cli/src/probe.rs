@@ -57,6 +57,9 @@ pub(crate) struct Adapter {
     /// For a MIG instance (`kind` `mig`), the `--gpus` index of its GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) mig_of: Option<usize>,
+    /// Whether an NVIDIA GPU is in MIG mode, with instances or without.
+    #[serde(default)]
+    pub(crate) mig_enabled: bool,
 }
 
 fn yes() -> bool {
@@ -121,9 +124,24 @@ impl Probe {
     }
 
     /// Whether `--gpus` index `i` is a GPU in MIG mode (its instances run,
-    /// each a device of its own; CUDA gives the whole GPU none).
+    /// each a device of its own, and none where it has none; CUDA gives
+    /// the whole GPU none).
     pub(crate) fn in_mig_mode(&self, i: usize) -> bool {
-        self.gpus.iter().any(|g| g.mig_of == Some(i))
+        self.gpus.get(i).is_some_and(|g| g.mig_enabled)
+            || self.gpus.iter().any(|g| g.mig_of == Some(i))
+    }
+
+    /// Why `--gpus` index `i` runs nothing: a GPU in MIG mode with no
+    /// instances, which CUDA gives no device. `None` for any other.
+    pub(crate) fn mig_without_instances(&self, i: usize) -> Option<String> {
+        let gpu = self.gpus.get(i)?;
+        (self.in_mig_mode(i) && !self.gpus.iter().any(|g| g.mig_of == Some(i))).then(|| {
+            format!(
+                "gpu:{i} ({}) is in MIG mode with no instances: create them with `nvidia-smi \
+                 mig -cgi … -C`, or turn MIG mode off",
+                gpu.name
+            )
+        })
     }
 
     /// The `--gpus` index of the GPU at PCI bus id `id`.
@@ -150,6 +168,7 @@ fn adapter(a: gpu_worker::AdapterSummary) -> Adapter {
         capability: a.capability,
         cuda_index: a.cuda_index,
         mig_of: a.mig_of,
+        mig_enabled: a.mig_enabled,
     }
 }
 
@@ -441,6 +460,7 @@ mod tests {
             capability: None,
             cuda_index,
             mig_of,
+            mig_enabled: false,
         }
     }
 
@@ -608,5 +628,53 @@ mod tests {
             ]
         );
         assert!(probe.in_mig_mode(2) && !probe.in_mig_mode(1) && !probe.in_mig_mode(3));
+    }
+
+    /// A GPU in MIG mode with no instances is in MIG mode (CUDA gives it
+    /// no device), not a whole GPU, and is named with how to make them;
+    /// in the table `CUDA_VISIBLE_DEVICES` is read over it is in MIG mode
+    /// with none. Over every GPU of a machine with each kind.
+    #[test]
+    fn a_gpu_in_mig_mode_without_instances_is_no_whole_gpu() {
+        let mut empty = adapter(Some("GPU-c"), None, None);
+        empty.mig_enabled = true;
+        empty.name = "A100".to_owned();
+        let mut parent = adapter(Some("GPU-b"), None, None);
+        parent.mig_enabled = true;
+        let probe = Probe {
+            gpus: vec![
+                adapter(None, None, None),
+                adapter(Some("GPU-a"), Some(0), None),
+                parent,
+                empty,
+                adapter(Some("MIG-b1"), None, Some(2)),
+            ],
+            others: Vec::new(),
+            nvidia: Vec::new(),
+        };
+        let want = [
+            (false, false),
+            (false, false),
+            (true, false),
+            (true, true),
+            (false, false),
+        ];
+        for (i, (mig, empty)) in want.into_iter().enumerate() {
+            assert_eq!(probe.in_mig_mode(i), mig, "gpu:{i}");
+            let why = probe.mig_without_instances(i);
+            assert_eq!(why.is_some(), empty, "gpu:{i}");
+            if let Some(why) = why {
+                assert!(
+                    why.starts_with("gpu:3 (A100) is in MIG mode with no instances")
+                        && why.contains("nvidia-smi mig -cgi")
+                        && !why.contains('\n'),
+                    "{why}"
+                );
+            }
+        }
+        assert_eq!(probe.mig_without_instances(9), None);
+        let table = probe.nvidia_table();
+        let c = table.iter().find(|d| d.uuid == "GPU-c").expect("GPU-c");
+        assert!(c.mig_mode && c.mig.is_empty(), "{c:?}");
     }
 }

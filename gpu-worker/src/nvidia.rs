@@ -42,6 +42,9 @@ pub struct NvidiaGpu {
     /// Its MIG instances where MIG mode is on (NVML's; none where NVML is
     /// missing), each a CUDA device of its own.
     pub mig: Vec<MigInstance>,
+    /// Whether MIG mode is on (NVML's `mig_mode().current`): CUDA then
+    /// runs its instances only, and none where it has none.
+    pub mig_enabled: bool,
 }
 
 /// One MIG instance of a GPU: a CUDA device of its own, named by its UUID.
@@ -106,11 +109,15 @@ fn cuda_driver_order() -> Vec<String> {
     .unwrap_or_default()
 }
 
+/// Whether `device` is in MIG mode (off where NVML cannot say).
+fn mig_enabled(device: &nvml_wrapper::Device<'_>) -> bool {
+    device.mig_mode().is_ok_and(|m| m.current == 1)
+}
+
 /// The MIG instances of `device` where MIG mode is on; none where it is
-/// off, or NVML cannot say.
+/// off, has none, or NVML cannot say.
 fn mig_instances(device: &nvml_wrapper::Device<'_>) -> Vec<MigInstance> {
-    let on = device.mig_mode().is_ok_and(|m| m.current == 1);
-    if !on {
+    if !mig_enabled(device) {
         return Vec::new();
     }
     // NVML gives the most a GPU can hold; the indices without an
@@ -152,6 +159,7 @@ fn nvml_gpus() -> Option<Vec<NvidiaGpu>> {
                         .map(|c| (c.major, c.minor)),
                     cuda_index: None,
                     mig: mig_instances(&device),
+                    mig_enabled: mig_enabled(&device),
                 })
             })
             .collect(),
@@ -184,6 +192,7 @@ fn cuda_driver_gpus() -> Vec<NvidiaGpu> {
                     capability: found.capability,
                     cuda_index: Some(ordinal),
                     mig: Vec::new(),
+                    mig_enabled: false,
                 })
             })
             .collect()

@@ -370,6 +370,14 @@ pub(crate) fn chosen_devices(
             .map(DeviceSpec::Gpu)
             .collect();
         let vulkan_gpus = gpus.iter().filter(|g| g.vulkan).count();
+        // A GPU in MIG mode with no instances runs nothing under CUDA:
+        // said, with how to make them, where the scheduler did not leave
+        // it out.
+        let idle_mig: Vec<String> = (0..gpus.len())
+            .filter(|_| on == Runs::Cuda)
+            .filter(|i| given.as_ref().is_none_or(|given| given.gpus.contains(i)))
+            .filter_map(|i| probe.mig_without_instances(i))
+            .collect();
         let names: Vec<String> = chosen.iter().map(ToString::to_string).collect();
         let notice = match (&given, chosen.is_empty()) {
             (Some(given), true) => {
@@ -426,6 +434,9 @@ pub(crate) fn chosen_devices(
             Some(why) => format!("{notice}; {why}"),
             None => notice,
         };
+        let notice = idle_mig
+            .iter()
+            .fold(notice, |notice, why| format!("{notice}; left out: {why}"));
         if chosen.is_empty() {
             return Ok((vec![DeviceSpec::Cpu], Some(notice)));
         }
@@ -470,6 +481,11 @@ pub(crate) fn chosen_devices(
                 ));
             };
             engine_runs_on(on, gpu).map_err(|why| format!("--gpus {part}: {why}"))?;
+            if on == Runs::Cuda
+                && let Some(why) = machine.mig_without_instances(i)
+            {
+                return Err(format!("--gpus {part}: {why}"));
+            }
             if on == Runs::Cuda && machine.in_mig_mode(i) {
                 let instances: Vec<String> = gpus
                     .iter()
@@ -511,6 +527,7 @@ mod tests {
             capability: None,
             cuda_index: None,
             mig_of: None,
+            mig_enabled: false,
         }
     }
 

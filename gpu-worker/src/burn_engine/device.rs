@@ -98,6 +98,8 @@ pub struct AdapterSummary {
     /// For a MIG instance (`kind` `mig`, listed after every whole GPU),
     /// the `gpu:N` index of the GPU it is part of.
     pub mig_of: Option<usize>,
+    /// Whether an NVIDIA GPU is in MIG mode, with instances or without.
+    pub mig_enabled: bool,
     /// How to ask for it: `gpu:N` or `software`.
     pub spec: Option<String>,
     /// burn's name for it (adapters of type `other` have none).
@@ -151,6 +153,7 @@ pub fn adapters() -> Vec<AdapterSummary> {
                 capability: None,
                 cuda_index: None,
                 mig_of: None,
+                mig_enabled: false,
                 spec: (slot == 3).then(|| "software".to_owned()),
                 burn_kind,
             }
@@ -208,6 +211,7 @@ fn joined_gpus(
                 adapter.uuid = Some(gpu.uuid);
                 adapter.capability = gpu.capability;
                 adapter.cuda_index = gpu.cuda_index;
+                adapter.mig_enabled = gpu.mig_enabled;
             }
             None => gpus.push(AdapterSummary {
                 name: gpu.name,
@@ -221,6 +225,7 @@ fn joined_gpus(
                 capability: gpu.capability,
                 cuda_index: gpu.cuda_index,
                 mig_of: None,
+                mig_enabled: gpu.mig_enabled,
                 spec: None,
                 burn_kind: None,
             }),
@@ -256,6 +261,7 @@ fn joined_gpus(
                 capability: gpu.capability,
                 cuda_index: None,
                 mig_of: Some(parent),
+                mig_enabled: false,
                 spec: None,
                 burn_kind: None,
             };
@@ -443,6 +449,7 @@ mod tests {
             capability: None,
             cuda_index: None,
             mig_of: None,
+            mig_enabled: false,
             spec: None,
             burn_kind: Some(DeviceKind::DiscreteGpu(n)),
         }
@@ -458,6 +465,7 @@ mod tests {
             capability: Some((9, 0)),
             cuda_index: None,
             mig: Vec::new(),
+            mig_enabled: false,
         }
     }
 
@@ -579,6 +587,16 @@ mod tests {
         assert_eq!(joined[5].pci_bus_id.as_deref(), Some("0000:81:00.0"));
         assert_eq!(joined[5].memory, Some((20, 19)));
         assert_eq!(joined[5].burn_kind, None);
+        // MIG mode comes along, instances or none (CUDA then runs none of
+        // the GPU), whether Vulkan sees the GPU or not.
+        let mut empty = nvidia("0000:41:00.0", "GPU-empty");
+        empty.mig_enabled = true;
+        for vulkan_too in [vec![vulkan("A100", "0000:41:00.0", 0)], Vec::new()] {
+            let joined = joined_gpus(vulkan_too, vec![empty.clone()]);
+            assert_eq!(joined.len(), 1, "{joined:?}");
+            assert!(joined[0].mig_enabled, "{joined:?}");
+        }
+        assert!(joined.iter().all(|g| !g.mig_enabled));
     }
 
     #[test]

@@ -6,7 +6,7 @@ speak, over repos in a folder (`ROOT/ORG--NAME/...`, one commit each).
                                   [--cut-once FILE] [--stall api|FILE]
                                   [--etag weak|md5|VALUE] [--commit VALUE]
                                   [--corrupt FILE] [--short FILE]
-                                  [--refuse-after N] [--gzip]
+                                  [--refuse-after N] [--gzip] [--cdn]
 
 Prints its port on the first line of stdout, then serves until killed.
 - `GET|HEAD /ORG/NAME/resolve/REV/FILE`: REV is `main` or the commit.
@@ -41,6 +41,11 @@ Prints its port on the first line of stdout, then serves until killed.
 - `--gzip`: a request that accepts gzip gets a file's bytes compressed
   (`Content-Encoding: gzip`, ranges and sizes of the compressed bytes), as
   a compressing proxy or CDN may send them.
+- `--cdn`: LFS files' bytes are served by a second server on 127.0.0.1
+  (another port, so another origin), as the hub's CDN is another host:
+  the 302 names it and carries no `X-Linked-Size` (the size is the CDN's
+  `Content-Range` total). Its requests are logged as
+  `CDN METHOD PATH RANGE AUTHORIZATION` (`-` where none came).
 - Every request is appended to LOG as `METHOD PATH RANGE`.
 """
 
@@ -75,6 +80,7 @@ def main() -> None:
     parser.add_argument("--short", default=None)
     parser.add_argument("--refuse-after", type=int, default=None)
     parser.add_argument("--gzip", action="store_true")
+    parser.add_argument("--cdn", action="store_true")
     args = parser.parse_args()
 
     repos: dict[str, dict[str, bytes]] = {}
@@ -169,6 +175,11 @@ def main() -> None:
             self.connection.shutdown(2)
 
         def do_GET(self):
+            if cdn is not None and self.server is cdn:
+                with lock, open(args.log, "a") as log:
+                    log.write(f"CDN {self.command} {self.path} {self.headers.get('Range', '-')} "
+                              f"{self.headers.get('Authorization', '-')}\n")
+                return self.answer()
             with lock, open(args.log, "a") as log:
                 log.write(f"{self.command} {self.path} {self.headers.get('Range', '-')}\n")
                 state["served"] += 1
@@ -230,6 +241,11 @@ def main() -> None:
             if name.endswith(LFS):
                 sha = hashlib.sha256(data).hexdigest()
                 host = self.headers.get("Host", f"127.0.0.1:{self.server.server_port}")
+                if cdn is not None:
+                    return self.send(302, {
+                        "Location": f"http://127.0.0.1:{cdn.server_port}/cdn/{sha}",
+                        "X-Repo-Commit": file_commit, "X-Linked-Etag": etag(sha),
+                        "ETag": etag(git_sha1(data))})
                 return self.send(302, {
                     "Location": f"http://{host}/cdn/{sha}", "X-Repo-Commit": file_commit,
                     "X-Linked-Etag": etag(sha), "X-Linked-Size": str(len(data)),
@@ -247,6 +263,9 @@ def main() -> None:
                 super().handle_error(request, client_address)
 
     server = Server(("127.0.0.1", 0), Handler)
+    cdn = Server(("127.0.0.1", 0), Handler) if args.cdn else None
+    if cdn is not None:
+        threading.Thread(target=cdn.serve_forever, daemon=True).start()
 
     def stop():
         # `--refuse-after`: no more connections; the port then refuses.

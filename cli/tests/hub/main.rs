@@ -708,3 +708,45 @@ fn what_cannot_run_is_one_line_exit_2() {
         assert_eq!(run.status.code(), Some(0), "{token:?}: {}", stderr(&run));
     }
 }
+
+/// The hub's CDN is another origin: a weight file's redirect leads there,
+/// and the token (which opens a gated repo on the hub) never reaches it,
+/// as `huggingface_hub` drops it for another host; the download still
+/// works, its size asked of the CDN.
+#[test]
+fn the_token_goes_to_the_hub_alone_never_to_where_it_redirects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (root, data) = layout(dir.path());
+    let model = "tiny-org/vit-2labels";
+    let hub = Hub::start(
+        &root,
+        &dir.path().join("log"),
+        &["--cdn", "--gated", model, "--token", "hf_good"],
+    );
+    let cache = dir.path().join("cache").display().to_string();
+    let run = infer(
+        dir.path(),
+        &data,
+        model,
+        "out.jsonl",
+        &[
+            ("HF_ENDPOINT", &hub.endpoint()),
+            ("HF_HUB_CACHE", &cache),
+            ("HF_TOKEN", "hf_good"),
+        ],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    records(dir.path(), "out.jsonl", model);
+    let requests = hub.requests();
+    let cdn: Vec<&String> = requests.iter().filter(|r| r.starts_with("CDN ")).collect();
+    assert!(
+        cdn.iter().any(|r| r.contains("/cdn/")),
+        "the weights came from the CDN: {requests:?}"
+    );
+    for request in &cdn {
+        assert!(
+            request.ends_with(" -") && !request.contains("hf_good"),
+            "the token reached the CDN: {request}"
+        );
+    }
+}

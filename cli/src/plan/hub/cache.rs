@@ -605,7 +605,8 @@ fn download(
             RepoType::Model,
             commit.clone(),
         ));
-    let client = fetch::Client::new(env.token.clone());
+    // The token goes to the hub's origin only.
+    let client = fetch::Client::new(env.token.clone(), &api.url(""));
     let locks = env
         .cache
         .join(".locks")

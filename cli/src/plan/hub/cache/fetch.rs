@@ -30,41 +30,66 @@ use std::time::Duration;
 use hf_hub::api::Progress;
 use hf_hub::api::sync::ApiError;
 use ureq::Agent;
-use ureq::config::RedirectAuthHeaders;
 use ureq::http::Response;
 
 use super::checksum;
 use super::headers::{self, shown};
 use super::stall::Beat;
 
-/// Relative redirects followed before the headers are read.
+/// Redirects followed: relative ones before the headers are read, any
+/// to a body.
 const REDIRECTS: usize = 5;
 
-/// The HTTP clients of the downloads: one that follows no redirect (for
-/// the hub's own headers) and one that does (for the body, from the CDN),
-/// each sending the token, to the hub's host only.
+/// The HTTP client of the downloads. It follows redirects itself, so that
+/// the token goes to the hub's origin (scheme, host and port) only, as
+/// `huggingface_hub` drops it for another host: a redirect names a host
+/// the hub (or a mirror) chooses, and ureq's own check ignores the port.
 #[derive(Clone)]
 pub(super) struct Client {
-    direct: Agent,
-    follow: Agent,
+    agent: Agent,
     token: Option<String>,
+    /// `scheme://host[:port]` of the hub, the one origin the token goes to.
+    hub: String,
 }
 
 impl Client {
-    pub(super) fn new(token: Option<String>) -> Self {
+    /// A client sending `token` to the origin of `hub` (a URL on it) only.
+    pub(super) fn new(token: Option<String>, hub: &str) -> Self {
         Self {
-            direct: Agent::config_builder().max_redirects(0).build().into(),
-            follow: Agent::config_builder()
-                .redirect_auth_headers(RedirectAuthHeaders::SameHost)
-                .build()
-                .into(),
+            agent: Agent::config_builder().max_redirects(0).build().into(),
             token,
+            hub: origin(hub).to_ascii_lowercase(),
         }
     }
 
+    /// `url`, its redirects followed where `follow` (absolute or relative,
+    /// up to [`REDIRECTS`]), each request carrying the token only where
+    /// its origin is the hub's.
     fn get(&self, follow: bool, url: &str, range: &str) -> Result<Response<ureq::Body>, ApiError> {
-        let agent = if follow { &self.follow } else { &self.direct };
-        let mut request = agent
+        let mut url = url.to_owned();
+        let mut response = self.once(&url, range)?;
+        if !follow {
+            return Ok(response);
+        }
+        for _ in 0..REDIRECTS {
+            if !response.status().is_redirection() {
+                break;
+            }
+            let Some(next) = header(&response, "location")
+                .and_then(text)
+                .and_then(|l| redirected(&url, l))
+            else {
+                break;
+            };
+            url = next;
+            response = self.once(&url, range)?;
+        }
+        Ok(response)
+    }
+
+    fn once(&self, url: &str, range: &str) -> Result<Response<ureq::Body>, ApiError> {
+        let mut request = self
+            .agent
             .get(url)
             .header("Range", range)
             // Sizes, ranges and checksums are of the file's own bytes, as
@@ -74,11 +99,29 @@ impl Client {
                 "User-Agent",
                 concat!("pipeline/", env!("CARGO_PKG_VERSION")),
             );
-        if let Some(token) = &self.token {
+        if let Some(token) = &self.token
+            && origin(url).eq_ignore_ascii_case(&self.hub)
+        {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
         request.call().map_err(request_error)
     }
+}
+
+/// The URL a redirect from `from` to `location` names: absolute, on the
+/// same scheme (`//host/…`) or on the same origin (`/path`); `None` for
+/// anything else.
+fn redirected(from: &str, location: &str) -> Option<String> {
+    if location.contains("://") {
+        return Some(location.to_owned());
+    }
+    if let Some(rest) = location.strip_prefix("//") {
+        let scheme = from.split("://").next()?;
+        return Some(format!("{scheme}://{rest}"));
+    }
+    location
+        .starts_with('/')
+        .then(|| format!("{}{location}", origin(from)))
 }
 
 fn request_error(e: ureq::Error) -> ApiError {
@@ -388,5 +431,23 @@ mod tests {
         assert_eq!(origin("http://127.0.0.1:80/a/b"), "http://127.0.0.1:80");
         assert_eq!(origin("https://hub.example/x"), "https://hub.example");
         assert_eq!(origin("http://h"), "http://h");
+    }
+
+    #[test]
+    fn redirects_resolve_against_the_url_they_answer() {
+        let from = "https://hub.example:8443/o/m/resolve/c/f";
+        assert_eq!(
+            redirected(from, "https://cdn.example/x").as_deref(),
+            Some("https://cdn.example/x")
+        );
+        assert_eq!(
+            redirected(from, "//cdn.example/x").as_deref(),
+            Some("https://cdn.example/x")
+        );
+        assert_eq!(
+            redirected(from, "/x?y").as_deref(),
+            Some("https://hub.example:8443/x?y")
+        );
+        assert_eq!(redirected(from, "x"), None);
     }
 }

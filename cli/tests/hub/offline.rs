@@ -248,3 +248,121 @@ fn a_snapshot_downloaded_model_runs_with_the_hub_out_of_reach() {
         records(dir.path(), "tiny-org_timm-convnext-up.jsonl", "up"),
     );
 }
+
+/// `path` read-only for the test's life: a read-only bind mount of
+/// itself, since the tests run as root and root writes through mode bits;
+/// as another user, the mode bits.
+struct ReadOnly(PathBuf, bool);
+
+impl ReadOnly {
+    fn new(path: &Path) -> Self {
+        let run = |args: &[&str]| {
+            Command::new(args[0])
+                .args(&args[1..])
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let p = path.display().to_string();
+        assert!(run(&["chmod", "-R", "a-w", &p]), "chmod {p}");
+        let probe = path.join("probe");
+        let mounted = std::fs::write(&probe, b"").is_ok()
+            && run(&["mount", "--bind", &p, &p])
+            && run(&["mount", "-o", "remount,ro,bind", &p]);
+        let _ = std::fs::remove_file(&probe);
+        assert!(
+            std::fs::write(&probe, b"").is_err(),
+            "{p} could not be made read-only"
+        );
+        Self(path.to_owned(), mounted)
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        if self.1 {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+        let _ = Command::new("chmod")
+            .args(["-R", "u+w"])
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A cluster's cache is shared read-only: a model Python put there runs
+/// from it, without a write, with the hub down (the records of a run made
+/// while it was up) and with the hub up.
+#[test]
+fn a_read_only_cache_runs_with_the_hub_up_or_down() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (root, data) = layout(dir.path());
+    let hub = Hub::start(&root, &dir.path().join("log"), &[]);
+    let endpoint = hub.endpoint();
+    let shared = dir.path().join("shared-cache");
+    let shared_s = shared.display().to_string();
+    let online_cache = dir.path().join("online-cache").display().to_string();
+    let models = ["tiny-org/timm-convnext", "tiny-org/open-clip"];
+    for model in models {
+        python_snapshot(
+            model,
+            None,
+            &[("HF_ENDPOINT", &endpoint), ("HF_HUB_CACHE", &shared_s)],
+        );
+    }
+    let infer_args = |model: &str, out: &str| {
+        let mut args = vec!["infer".to_owned(), "--data".to_owned()];
+        args.push(data.display().to_string());
+        args.extend(["--out", out, "--model", model, "--gpus", "cpu"].map(str::to_owned));
+        args
+    };
+    let name = |model: &str, how: &str| format!("{}-{how}.jsonl", model.replace('/', "_"));
+    let up = [
+        ("HF_ENDPOINT", endpoint.as_str()),
+        ("HF_HUB_CACHE", online_cache.as_str()),
+    ];
+    for model in models {
+        let run = pipeline(
+            dir.path(),
+            &strs(&infer_args(model, &name(model, "online"))),
+            &up,
+        );
+        assert_eq!(run.status.code(), Some(0), "{model}: {}", stderr(&run));
+    }
+    let _read_only = ReadOnly::new(&shared);
+    let up = [
+        ("HF_ENDPOINT", endpoint.as_str()),
+        ("HF_HUB_CACHE", shared_s.as_str()),
+    ];
+    for model in models {
+        let out = name(model, "read-only-up");
+        let run = pipeline(dir.path(), &strs(&infer_args(model, &out)), &up);
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "hub up, {model}: {}",
+            stderr(&run)
+        );
+        assert_eq!(
+            records(dir.path(), &out, "up"),
+            records(dir.path(), &name(model, "online"), "online"),
+            "hub up, {model}"
+        );
+    }
+    drop(hub);
+    for model in models {
+        let out = name(model, "read-only-down");
+        let run = pipeline(dir.path(), &strs(&infer_args(model, &out)), &up);
+        assert_eq!(
+            run.status.code(),
+            Some(0),
+            "hub down, {model}: {}",
+            stderr(&run)
+        );
+        assert_eq!(warnings(&run).len(), 1, "{}", stderr(&run));
+        assert_eq!(
+            records(dir.path(), &out, "down"),
+            records(dir.path(), &name(model, "online"), "online"),
+            "hub down, {model}"
+        );
+    }
+}

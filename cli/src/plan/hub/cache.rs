@@ -230,40 +230,9 @@ pub(crate) fn resolve(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> Result<S
             at(env)
         ));
     }
-    let repo = repo_dir(env, id);
-    let locks = env
-        .cache
-        .join(".locks")
-        .join(repo.file_name().unwrap_or_default());
-    std::fs::create_dir_all(&locks).map_err(|e| {
-        format!(
-            "--model {id}: cannot write the cache {}: {e}",
-            locks.display()
-        )
-    })?;
-    let lock = std::fs::File::create(locks.join("pipeline.lock"))
-        .map_err(|e| format!("--model {id}: {e}"))?;
-    // Another process downloading this repo finishes first; its files are
-    // then cached.
-    let mut said = false;
-    loop {
-        match lock.try_lock() {
-            Ok(()) => break,
-            Err(std::fs::TryLockError::WouldBlock) => {
-                if !said {
-                    eprintln!("pipeline: waiting for another process downloading {id}");
-                    said = true;
-                }
-                std::thread::sleep(Duration::from_millis(250));
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(format!("--model {id}: cannot lock the cache: {e}"));
-            }
-        }
-    }
-    if let Some(found) = cached(env, id, wanted, false) {
-        return Ok(found);
-    }
+    // The hub is asked before anything is written: a cache that holds
+    // what is needed (a shared, read-only one included) runs without a
+    // write, the hub up or not; the lock is taken only to download.
     let limit = env
         .limit
         .clone()
@@ -591,6 +560,15 @@ fn download(
             absent(name);
         }
     }
+    let dir = repo.join("snapshots").join(&commit);
+    let lacking = names.iter().any(|name| !dir.join(name).is_file());
+    // Another process downloading this repo finishes first; what it
+    // fetched is then skipped.
+    let _lock = if lacking {
+        Some(lock_repo(env, id)?)
+    } else {
+        None
+    };
     // The URLs as `hf-hub` builds them, from its endpoint (`HF_ENDPOINT`,
     // else the public hub's).
     let mut builder = ApiBuilder::from_cache(Cache::new(env.cache.clone())).with_progress(false);
@@ -612,7 +590,6 @@ fn download(
         .join(".locks")
         .join(repo.file_name().unwrap_or_default());
     let bar = std::io::stderr().is_terminal();
-    let dir = repo.join("snapshots").join(&commit);
     let mut files = Vec::new();
     for name in names {
         let path = dir.join(name);
@@ -634,15 +611,52 @@ fn download(
         }
         files.push((name.to_owned(), path));
     }
-    // The branch's name, as Python reads it.
-    if !is_commit(&id.revision) {
-        write_ref(&repo, &id.revision, &commit).map_err(|e| format!("--model {id}: {e}"))?;
+    // The branch's name, as Python reads it; where nothing was
+    // downloaded, a cache that cannot be written runs as it stands.
+    if !is_commit(&id.revision) && cached_commit(env, id).as_deref() != Some(commit.as_str()) {
+        let written = write_ref(&repo, &id.revision, &commit);
+        if lacking {
+            written.map_err(|e| format!("--model {id}: {e}"))?;
+        }
     }
     Ok(Snapshot {
         commit,
         files,
-        downloaded: true,
+        downloaded: lacking,
     })
+}
+
+/// The repo's lock in the cache's `.locks/`, held while its files are
+/// downloaded: another process downloading it finishes first.
+fn lock_repo(env: &HubEnv, id: &HubId) -> Result<std::fs::File, String> {
+    let locks = env
+        .cache
+        .join(".locks")
+        .join(repo_dir(env, id).file_name().unwrap_or_default());
+    std::fs::create_dir_all(&locks).map_err(|e| {
+        format!(
+            "--model {id}: cannot write the cache {}: {e}",
+            locks.display()
+        )
+    })?;
+    let lock = std::fs::File::create(locks.join("pipeline.lock"))
+        .map_err(|e| format!("--model {id}: {e}"))?;
+    let mut said = false;
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(lock),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                if !said {
+                    eprintln!("pipeline: waiting for another process downloading {id}");
+                    said = true;
+                }
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(format!("--model {id}: cannot lock the cache: {e}"));
+            }
+        }
+    }
 }
 
 /// A file's name as a URL's path: each byte but unreserved ones and `/`

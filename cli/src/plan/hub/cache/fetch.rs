@@ -370,13 +370,14 @@ fn body(
         }
         start = 0;
     }
+    let limit = match read_limit(meta.size, start) {
+        Ok(limit) => limit,
+        Err(why) => return Ok(Err(why)),
+    };
     beat.init(usize::try_from(meta.size).unwrap_or(usize::MAX), &job.name);
     beat.update(usize::try_from(start).unwrap_or(0));
     // One byte past the size is enough to know the body is too long.
-    let mut reader = response
-        .into_body()
-        .into_reader()
-        .take(meta.size - start + 1);
+    let mut reader = response.into_body().into_reader().take(limit);
     let mut buffer = vec![0u8; 1 << 16];
     loop {
         let n = reader
@@ -395,6 +396,15 @@ fn body(
     }
     beat.finish();
     Ok(Ok(()))
+}
+
+/// The bytes to read of a body from `start` of a file of `size`: one past
+/// the rest, so that a body too long is seen. A size the hub sent that
+/// leaves no room for that byte is refused, not wrapped around.
+fn read_limit(size: u64, start: u64) -> Result<u64, String> {
+    size.checked_sub(start)
+        .and_then(|rest| rest.checked_add(1))
+        .ok_or_else(|| format!("the hub gave the size {size}, which no file has"))
 }
 
 /// `snapshots/<commit>/<name>` → `blobs/<digest>`, relative as Python
@@ -431,6 +441,23 @@ mod tests {
         assert_eq!(origin("http://127.0.0.1:80/a/b"), "http://127.0.0.1:80");
         assert_eq!(origin("https://hub.example/x"), "https://hub.example");
         assert_eq!(origin("http://h"), "http://h");
+    }
+
+    #[test]
+    fn a_size_at_the_integer_s_end_is_refused_not_wrapped() {
+        assert_eq!(read_limit(10, 0), Ok(11));
+        assert_eq!(read_limit(10, 10), Ok(1));
+        assert_eq!(read_limit(0, 0), Ok(1));
+        assert_eq!(read_limit(u64::MAX - 1, 0), Ok(u64::MAX));
+        let refused = read_limit(u64::MAX, 0);
+        assert!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.contains("18446744073709551615") && !e.contains('\n')),
+            "{refused:?}"
+        );
+        assert_eq!(read_limit(u64::MAX, 1), Ok(u64::MAX));
+        assert!(read_limit(5, 6).is_err());
     }
 
     #[test]

@@ -107,11 +107,13 @@ fn list(server: &FaultServer, names: &[String], closed: u16, n: u32) -> (String,
         ),
         (
             format!("{base}/refuse/always/{}?token=SECRETTOKEN{n}&v=1", names[3]),
-            format!("{base}/refuse/always/{}?v=1", names[3]),
+            // Unsigned: a token may choose the object, so its name keeps
+            // the parameter, its value hidden.
+            format!("{base}/refuse/always/{}?token=REDACTED&v=1", names[3]),
         ),
         (
             format!("{base}/denied/{}?access_token=SECRETOAUTH{n}", names[3]),
-            format!("{base}/denied/{}", names[3]),
+            format!("{base}/denied/{}?access_token=REDACTED", names[3]),
         ),
     ];
     let text = lines

@@ -63,8 +63,8 @@ pub use protocol::{
     write_frame,
 };
 pub use redact::{
-    CREDENTIAL_PARAMETERS, REDACTED, SECRET_VARIABLES, object_url, redact_message, redact_text,
-    redact_url,
+    CREDENTIAL_PARAMETERS, REDACTED, SECRET_VARIABLES, object_identity, object_url, redact_message,
+    redact_text, redact_url,
 };
 pub use registry::{EngineKind, MemoryModel, ModelSpec};
 pub use resolved::{CheckpointLayout, LogitParams, ResolvedWeights};

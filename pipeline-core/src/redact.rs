@@ -126,21 +126,62 @@ pub fn redact_url(url: &str) -> Cow<'_, str> {
 /// was signed), so that two signings of one object name it alike. Other
 /// parameters stay (they may choose a version or a rendition). Any other
 /// text comes back unchanged, borrowed.
+///
+/// Only a signed URL (one with a signature parameter, [`is_signature`])
+/// loses its credentials from its name: they are the signing's, and the
+/// object is what the rest names. In a URL without a signature a
+/// credential's parameter may be what chooses the object (`?key=a.jpg`),
+/// so it stays in the name, its value shown as [`REDACTED`]; two objects
+/// whose names then agree are refused by the manifest, not run as one.
 pub fn object_url(url: &str) -> Cow<'_, str> {
-    let signed = url.split_once('?').is_some_and(|(_, query)| {
-        let query = query.split('#').next().unwrap_or_default();
-        query.split('&').any(|pair| {
-            let name = pair.split_once('=').map_or(pair, |(name, _)| name);
-            is_credential(&percent_decoded(name))
-        })
-    });
+    let signed = is_signed(url);
     rewrite(url, |name| {
-        if is_credential(name) || (signed && matches_any(name, SIGNING_PARAMETERS)) {
+        if signed && (is_credential(name) || matches_any(name, SIGNING_PARAMETERS)) {
+            Param::Drop
+        } else if is_credential(name) {
+            Param::Redact
+        } else {
+            Param::Keep
+        }
+    })
+}
+
+/// What tells `url`'s object from another's, for comparing, never for
+/// showing: [`object_url`] with an unsigned URL's credentials as they
+/// are (they may choose the object). Two URLs of one object signed twice,
+/// or with and without `user:password@`, are alike.
+pub fn object_identity(url: &str) -> Cow<'_, str> {
+    let signed = is_signed(url);
+    rewrite(url, |name| {
+        if signed && (is_credential(name) || matches_any(name, SIGNING_PARAMETERS)) {
             Param::Drop
         } else {
             Param::Keep
         }
     })
+}
+
+/// Whether `url`'s query holds a signature ([`is_signature`]).
+fn is_signed(url: &str) -> bool {
+    url.split_once('?').is_some_and(|(_, query)| {
+        let query = query.split('#').next().unwrap_or_default();
+        query.split('&').any(|pair| {
+            let name = pair.split_once('=').map_or(pair, |(name, _)| name);
+            is_signature(&percent_decoded(name))
+        })
+    })
+}
+
+/// Whether a query parameter is a signature, which makes its URL a
+/// signed one: AWS's `X-Amz-Signature` and V2 `Signature`, Google's
+/// `X-Goog-Signature`, CloudFront's `Signature`, Alibaba's
+/// `X-Oss-Signature` and `Signature`, Tencent's `q-signature`, Huawei's
+/// `Signature` (any name ending in `signature`), and Azure's `sig`. Tokens,
+/// keys and credentials alone do not: an API's `?key=` or `?token=` may
+/// stand beside what chooses the object, or be it.
+fn is_signature(name: &str) -> bool {
+    let name = name.trim().to_ascii_lowercase();
+    name == "sig" || name.ends_with("signature")
 }
 
 /// `text` with every URL in it shown as [`redact_url`] shows it, and the

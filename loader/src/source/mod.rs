@@ -210,6 +210,12 @@ struct Listing {
     keeping: Keeping,
     base_url: Option<url::Url>,
     base_dir: PathBuf,
+    /// Each URL item's name: its line (from 1), its object
+    /// (`object_identity`) and its URL.
+    named: std::collections::HashMap<String, (usize, String, String)>,
+    /// The first two URLs of different objects given one name.
+    clash: Option<(usize, String, usize, String)>,
+    count: usize,
 }
 
 impl Listing {
@@ -222,6 +228,9 @@ impl Listing {
                 .parent()
                 .map(Path::to_path_buf)
                 .unwrap_or_default(),
+            named: std::collections::HashMap::new(),
+            clash: None,
+            count: 0,
         }
     }
 
@@ -229,18 +238,31 @@ impl Listing {
     /// is named by its object (`object_url`): no credential reaches the
     /// output's `path`, and the names, and so the run's identity, stay the
     /// same when the URLs are signed again.
+    /// Two URLs of one object (signed twice, say) are one item twice; two
+    /// objects whose names agree only because an unsigned URL's credential
+    /// is hidden in them would be two rows with one `path`, and are
+    /// refused at [`Self::finish`].
     fn push(&mut self, name: String, kept: Vec<(String, String)>) {
         self.keeping.push(kept);
+        self.count += 1;
         if is_url(&name) {
             let location = Location::Url {
                 url: name.clone(),
                 range: None,
             };
-            let name = match object_url(&name) {
-                std::borrow::Cow::Owned(object) => object,
-                std::borrow::Cow::Borrowed(_) => name,
-            };
-            self.entries.push(name, location);
+            let object = object_url(&name).into_owned();
+            let identity = pipeline_core::object_identity(&name).into_owned();
+            match self.named.get(&object) {
+                Some((line, first, url)) if self.clash.is_none() && *first != identity => {
+                    self.clash = Some((*line, url.clone(), self.count, name.clone()));
+                }
+                Some(_) => {}
+                None => {
+                    self.named
+                        .insert(object.clone(), (self.count, identity, name));
+                }
+            }
+            self.entries.push(object, location);
             return;
         }
         let location = if let Some(base) = &self.base_url {
@@ -258,6 +280,19 @@ impl Listing {
     }
 
     fn finish(self, data: &str) -> Result<Manifest, SourceError> {
+        if let Some((first, a, second, b)) = self.clash {
+            return Err(SourceError::Unsupported {
+                path: data.to_owned(),
+                message: format!(
+                    "items {first} ({}) and {second} ({}) are different URLs that the \
+                     output would name alike, {} (a credential is left out of an item's \
+                     name); give each object its own path",
+                    redact_url(&a),
+                    redact_url(&b),
+                    object_url(&a)
+                ),
+            });
+        }
         Ok(Manifest {
             source: data.to_owned(),
             entries: self.entries,
@@ -265,6 +300,85 @@ impl Listing {
             problems: Vec::new(),
             revision: None,
         })
+    }
+}
+
+#[cfg(test)]
+mod same_name_tests {
+    use super::*;
+
+    /// The items' names, or the words of the refusal.
+    type Outcome = Result<&'static [&'static str], &'static [&'static str]>;
+
+    fn listed(names: &[&str]) -> Result<Manifest, SourceError> {
+        let data = "/lists/urls.txt";
+        let mut listing = Listing::new(data, Keeping::new(data, &[], &[]).expect("none kept"));
+        for name in names {
+            listing.push((*name).to_owned(), Vec::new());
+        }
+        listing.finish(data)
+    }
+
+    #[test]
+    fn two_objects_with_one_name_are_refused_naming_both_without_secrets() {
+        // (the list, the items' names, or the words of the refusal)
+        let table: &[(&[&str], Outcome)] = &[
+            (
+                &["https://api/get?key=a.jpg", "https://api/get?key=b.jpg"],
+                Err(&[
+                    "items 1 (https://api/get?key=REDACTED) and 2 (https://api/get?key=REDACTED)",
+                ]),
+            ),
+            (
+                &[
+                    "https://h/x.jpg?token=t1",
+                    "https://h/y.jpg",
+                    "https://u:pw@h/x.jpg?token=t2",
+                ],
+                Err(&["items 1 (https://h/x.jpg?token=REDACTED) and 3"]),
+            ),
+            // One signed object signed twice, and one URL twice: one name
+            // each, as before.
+            (
+                &[
+                    "https://b.s3.amazonaws.com/k.jpg?X-Amz-Credential=A&X-Amz-Signature=s1",
+                    "https://b.s3.amazonaws.com/k.jpg?X-Amz-Credential=A&X-Amz-Signature=s2",
+                    "https://h/a.jpg",
+                    "https://h/a.jpg",
+                ],
+                Ok(&[
+                    "https://b.s3.amazonaws.com/k.jpg",
+                    "https://b.s3.amazonaws.com/k.jpg",
+                    "https://h/a.jpg",
+                    "https://h/a.jpg",
+                ]),
+            ),
+            (
+                &["https://api/get?key=a.jpg", "https://api/get?id=b.jpg"],
+                Ok(&["https://api/get?key=REDACTED", "https://api/get?id=b.jpg"]),
+            ),
+        ];
+        for (list, want) in table {
+            match (listed(list), want) {
+                (Ok(manifest), Ok(names)) => {
+                    let got: Vec<String> = (0..manifest.entries.len())
+                        .map(|i| manifest.entries.name(i).to_string_lossy().into_owned())
+                        .collect();
+                    assert_eq!(got, *names, "{list:?}");
+                }
+                (Err(e), Err(words)) => {
+                    let line = e.to_string();
+                    for w in *words {
+                        assert!(line.contains(w), "{list:?}: {line}");
+                    }
+                    for secret in ["a.jpg", "b.jpg", "t1", "t2", "pw"] {
+                        assert!(!line.contains(secret), "{list:?}: {line}");
+                    }
+                    assert!(!line.contains('\n'), "{line}");
+                }
+                (got, _) => panic!("{list:?}: {:?}", got.map(|_| "a manifest")),
+            }
+        }
     }
 }
 

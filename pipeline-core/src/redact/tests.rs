@@ -107,7 +107,20 @@ const FORMS: &[(&str, &str, &str)] = &[
     (
         "https://api.h/v1/img?access_token=t&key=k&token&size=3#f",
         "https://api.h/v1/img?access_token=REDACTED&key=REDACTED&token=REDACTED&size=3#f",
-        "https://api.h/v1/img?size=3#f",
+        // Unsigned: the credentials may choose the object, so they stay in
+        // its name, their values hidden.
+        "https://api.h/v1/img?access_token=REDACTED&key=REDACTED&token=REDACTED&size=3#f",
+    ),
+    (
+        "https://api/get?key=a.jpg",
+        "https://api/get?key=REDACTED",
+        "https://api/get?key=REDACTED",
+    ),
+    // A token beside a signature is the signing's.
+    (
+        "https://api/get?key=a.jpg&Signature=s",
+        "https://api/get?key=REDACTED&Signature=REDACTED",
+        "https://api/get",
     ),
     // Both at once.
     (

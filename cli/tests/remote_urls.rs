@@ -251,6 +251,54 @@ fn no_credential_of_a_data_url_reaches_any_output() {
     );
 }
 
+/// `bench` over a list at a presigned URL of presigned and logged-in
+/// items: no secret in its notices, its table or its `--json`, which
+/// shows `--data` redacted.
+#[test]
+fn no_credential_of_a_data_url_reaches_bench_s_output() {
+    let (dir, root, names) = images(2);
+    let cwd = dir.path();
+    let server = fault_server::start(&root, 0).expect("the server starts");
+    let base = server.base();
+    let lines = format!(
+        "{base}/ok/{}?{}\nhttp://user:SECRETPW@127.0.0.1:{}/ok/{}\n",
+        names[0],
+        signed(1),
+        server.port,
+        names[1]
+    );
+    fs::write(root.join("bench.txt"), lines).expect("list");
+    let data = format!("{base}/ok/bench.txt?{}", signed(1));
+    let json = cwd.join("bench.json");
+    let run = pipeline(
+        cwd,
+        &[
+            "bench",
+            "--data",
+            &data,
+            "--input-format",
+            "list",
+            "--model",
+            "tiny",
+            "--gpus",
+            "cpu",
+            "--repeat",
+            "1",
+            "--json",
+            json.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+    assert_clean_run("bench", &run);
+    let report = text(&json);
+    assert_clean("bench's JSON", &report);
+    assert!(
+        report.contains("/ok/bench.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256")
+            && report.contains("X-Amz-Signature=REDACTED"),
+        "{report}"
+    );
+}
+
 /// A `--data` list at a presigned URL that is missing, and one at a
 /// logged-in URL that refuses: one line each, exit 2, no secret.
 #[test]

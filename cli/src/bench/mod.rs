@@ -53,7 +53,7 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
     let planned = plan_workers(&args.run, &crate::plan::ModelFlags::default())?;
     if !args.quiet {
         for notice in planned.notices.iter().filter(|n| !n.is_empty()) {
-            eprintln!("{notice}");
+            eprintln!("{}", pipeline_core::redact_text(notice));
         }
     }
     let devices = &planned.devices;
@@ -128,7 +128,10 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
         .iter()
         .max_by(|a, b| a.median().total_cmp(&b.median()))
         .expect("at least one point");
-    print!("{}", table(&results, best, args));
+    print!(
+        "{}",
+        pipeline_core::redact_text(&table(&results, best, args))
+    );
     if let Some(path) = &args.json {
         let report = report_json(
             &results,
@@ -138,8 +141,10 @@ pub(super) fn bench(args: &BenchArgs) -> Result<(), String> {
             devices,
             dataset.as_ref(),
         );
-        let bytes = serde_json::to_vec_pretty(&report).map_err(|e| e.to_string())?;
-        std::fs::write(path, bytes).map_err(|e| format!("--json {}: {e}", path.display()))?;
+        let text = serde_json::to_string_pretty(&report).map_err(|e| e.to_string())?;
+        // `--data`'s URL, as every output shows it: without credentials.
+        std::fs::write(path, pipeline_core::redact_text(&text).as_bytes())
+            .map_err(|e| format!("--json {}: {e}", path.display()))?;
     }
     if let Some(path) = &args.plot {
         plot(&results, path, &planned.worker)

@@ -70,6 +70,39 @@ pub const CREDENTIAL_PARAMETERS: &[&str] = &[
     "passwd",
     "secret",
     "client_secret",
+    // Alibaba Cloud OSS (V1 and V4, an STS token).
+    "ossaccesskeyid",
+    "security-token",
+    "x-oss-signature",
+    "x-oss-credential",
+    "x-oss-security-token",
+    // Tencent Cloud COS.
+    "q-signature",
+    "q-ak",
+    "x-cos-security-token",
+    // Huawei Cloud OBS.
+    "accesskeyid",
+    "x-obs-security-token",
+    // Tokens under other spellings (GitLab's `private_token`, OpenStack's
+    // `X-Auth-Token`).
+    "access-token",
+    "private_token",
+    "x-auth-token",
+];
+
+/// Endings that make any parameter's name a credential's, whatever the
+/// vendor's prefix (`x-acme-signature`, `sessionToken`, `db_password`),
+/// compared without regard to case: a name no list has yet is still not
+/// shown. The cost is a harmless parameter so named (`pageToken`) shown
+/// as [`REDACTED`].
+const CREDENTIAL_SUFFIXES: &[&str] = &[
+    "signature",
+    "security-token",
+    "credential",
+    "token",
+    "secret",
+    "password",
+    "accesskeyid",
 ];
 
 /// Query parameters that belong to a signature without being secret: when
@@ -90,6 +123,16 @@ const SIGNING_PARAMETERS: &[&str] = &[
     // Azure: a signature's start and expiry times.
     "st",
     "se",
+    // Alibaba OSS V4 and Tencent COS.
+    "x-oss-signature-version",
+    "x-oss-date",
+    "x-oss-expires",
+    "x-oss-additional-headers",
+    "q-sign-algorithm",
+    "q-sign-time",
+    "q-key-time",
+    "q-header-list",
+    "q-url-param-list",
 ];
 
 /// Environment variables whose values are secrets, masked by
@@ -397,7 +440,9 @@ fn rewrite(url: &str, choose: impl Fn(&str) -> Param) -> Cow<'_, str> {
 }
 
 fn is_credential(name: &str) -> bool {
-    matches_any(name, CREDENTIAL_PARAMETERS)
+    let lower = name.trim().to_ascii_lowercase();
+    matches_any(&lower, CREDENTIAL_PARAMETERS)
+        || CREDENTIAL_SUFFIXES.iter().any(|end| lower.ends_with(end))
 }
 
 fn matches_any(name: &str, list: &[&str]) -> bool {

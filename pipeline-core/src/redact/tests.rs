@@ -122,6 +122,58 @@ const FORMS: &[(&str, &str, &str)] = &[
         "https://api/get?key=REDACTED&Signature=REDACTED",
         "https://api/get",
     ),
+    // Alibaba OSS: V1, and V4 with an STS token.
+    (
+        "https://b.oss-cn-hangzhou.aliyuncs.com/k.jpg?OSSAccessKeyId=LTAI&Expires=1\
+         &Signature=s%3D&security-token=CAIS",
+        "https://b.oss-cn-hangzhou.aliyuncs.com/k.jpg?OSSAccessKeyId=REDACTED&Expires=1\
+         &Signature=REDACTED&security-token=REDACTED",
+        "https://b.oss-cn-hangzhou.aliyuncs.com/k.jpg",
+    ),
+    (
+        "https://b.oss-cn-hangzhou.aliyuncs.com/k.jpg?x-oss-signature-version=OSS4-HMAC-SHA256\
+         &x-oss-credential=LTAI%2F20261128%2Fcn-hangzhou%2Foss%2Faliyun_v4_request\
+         &x-oss-date=20261128T000000Z&x-oss-expires=3600&x-oss-security-token=CAIS\
+         &x-oss-signature=ab",
+        "https://b.oss-cn-hangzhou.aliyuncs.com/k.jpg?x-oss-signature-version=OSS4-HMAC-SHA256\
+         &x-oss-credential=REDACTED&x-oss-date=20261128T000000Z&x-oss-expires=3600\
+         &x-oss-security-token=REDACTED&x-oss-signature=REDACTED",
+        "https://b.oss-cn-hangzhou.aliyuncs.com/k.jpg",
+    ),
+    // Tencent COS.
+    (
+        "https://b-125.cos.ap-guangzhou.myqcloud.com/k.jpg?q-sign-algorithm=sha1&q-ak=AKID\
+         &q-sign-time=1;2&q-key-time=1;2&q-header-list=host&q-url-param-list=\
+         &q-signature=ab&x-cos-security-token=tok",
+        "https://b-125.cos.ap-guangzhou.myqcloud.com/k.jpg?q-sign-algorithm=sha1\
+         &q-ak=REDACTED&q-sign-time=1;2&q-key-time=1;2&q-header-list=host\
+         &q-url-param-list=&q-signature=REDACTED&x-cos-security-token=REDACTED",
+        "https://b-125.cos.ap-guangzhou.myqcloud.com/k.jpg",
+    ),
+    // Huawei OBS.
+    (
+        "https://b.obs.cn-north-4.myhuaweicloud.com/k.jpg?AccessKeyId=AK&Expires=1\
+         &Signature=s&x-obs-security-token=t",
+        "https://b.obs.cn-north-4.myhuaweicloud.com/k.jpg?AccessKeyId=REDACTED&Expires=1\
+         &Signature=REDACTED&x-obs-security-token=REDACTED",
+        "https://b.obs.cn-north-4.myhuaweicloud.com/k.jpg",
+    ),
+    // Tokens under other names, and any name with a credential's ending.
+    (
+        "https://git.h/raw?private_token=p&access-token=a&X-Auth-Token=x&ref=main",
+        "https://git.h/raw?private_token=REDACTED&access-token=REDACTED\
+         &X-Auth-Token=REDACTED&ref=main",
+        "https://git.h/raw?private_token=REDACTED&access-token=REDACTED\
+         &X-Auth-Token=REDACTED&ref=main",
+    ),
+    (
+        "https://h/x?x-acme-signature=1&sessionToken=2&DB_Password=3&clientSecret=4\
+         &myCredential=5&Vendor-Security-Token=6&SubAccessKeyId=7&width=8",
+        "https://h/x?x-acme-signature=REDACTED&sessionToken=REDACTED&DB_Password=REDACTED\
+         &clientSecret=REDACTED&myCredential=REDACTED&Vendor-Security-Token=REDACTED\
+         &SubAccessKeyId=REDACTED&width=8",
+        "https://h/x?width=8",
+    ),
     // Both at once.
     (
         "http://u:p@h:1/x?sig=s",

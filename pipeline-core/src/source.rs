@@ -225,11 +225,17 @@ impl fmt::Display for Location {
 pub struct RemoteSpec {
     /// Requests in flight per worker.
     pub concurrency: usize,
-    /// Seconds one request may take, body included.
+    /// Seconds one request may take, body included (or, where
+    /// `idle_only`, may go without a byte arriving).
     pub timeout_s: f64,
     /// Retries of a request that failed in a way worth retrying (timeouts,
     /// resets, 5xx, 429).
     pub retries: u32,
+    /// `timeout_s` limits only a silence, not a whole body: for a large
+    /// object (a model's file) that may take longer than any total limit
+    /// and still be arriving steadily.
+    #[serde(default)]
+    pub idle_only: bool,
 }
 
 impl RemoteSpec {
@@ -245,6 +251,7 @@ impl Default for RemoteSpec {
             concurrency: 32,
             timeout_s: 30.0,
             retries: 5,
+            idle_only: false,
         }
     }
 }

@@ -354,6 +354,7 @@ pub(crate) fn remote_spec(args: &RunArgs) -> Result<RemoteSpec, String> {
         concurrency: args.io_concurrency as usize,
         timeout_s: args.io_timeout,
         retries: args.io_retries,
+        idle_only: false,
     })
 }
 

@@ -78,9 +78,11 @@ fn fetch_into(models: &Path, url: &str, spec: RemoteSpec) -> Result<PathBuf, Str
         .filter(|n| !n.is_empty())
         .ok_or_else(|| format!("--model {shown}: the URL names no file"))?;
     let folder = &location[..location.len() - name.len()];
-    // A model is one large object: its read gets ten minutes at least.
+    // A model is one large object: a limit on its whole read fails any
+    // file slower to arrive than it (and, without an ETag, starts it over
+    // each time), so `--io-timeout` limits only a silence.
     let spec = RemoteSpec {
-        timeout_s: spec.timeout_s.max(600.0),
+        idle_only: true,
         ..spec
     };
     let remote = Remote::new(spec).map_err(|e| format!("--model {e}"))?;

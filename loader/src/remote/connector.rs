@@ -51,8 +51,13 @@ impl HttpConnector for Connector {
             return Ok(client.clone());
         }
         let timeout = self.spec.timeout();
-        let inner = reqwest::Client::builder()
-            .timeout(timeout)
+        let builder = reqwest::Client::builder();
+        let builder = if self.spec.idle_only {
+            builder.read_timeout(timeout)
+        } else {
+            builder.timeout(timeout)
+        };
+        let inner = builder
             .connect_timeout(timeout.min(std::time::Duration::from_secs(10)))
             .redirect(reqwest::redirect::Policy::custom(|attempt| {
                 let from = attempt.previous().last().map_or("", |u| u.scheme());

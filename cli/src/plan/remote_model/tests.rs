@@ -181,6 +181,27 @@ fn a_presigned_and_a_plain_url_of_one_object_keep_each_others_files() {
 }
 
 /// What a failing fetch says names the URL without its credentials.
+/// A model's file that arrives steadily but slower than `--io-timeout`
+/// is fetched whole: the limit is on a silence, not on the whole body.
+#[test]
+fn a_file_slower_than_the_timeout_but_never_silent_arrives() {
+    let server = server();
+    let models = tempfile::tempdir().expect("tempdir");
+    let url = format!("{}/drip/2000/hf_vit/model.onnx", server.base());
+    let spec = RemoteSpec {
+        timeout_s: 0.5,
+        retries: 0,
+        ..RemoteSpec::default()
+    };
+    let started = std::time::Instant::now();
+    let path = fetch_into(models.path(), &url, spec).expect("fetched");
+    assert!(
+        started.elapsed() > spec.timeout() * 3,
+        "the body came slower than the limit"
+    );
+    assert!(read(&path) == read(&upstream().join("hf_vit/model.onnx")));
+}
+
 #[test]
 fn a_failing_fetch_shows_no_credential() {
     let server = server();

@@ -346,6 +346,16 @@ fn redact_urls_in(text: &str) -> Cow<'_, str> {
         while end < bytes.len() && !ends_url(bytes[end]) {
             end += 1;
         }
+        // URLs joined by commas: each is its own.
+        if let Some(next) = text[sep + 3..end].find("://") {
+            let mut at = sep + 3 + next;
+            while at > sep + 3 && is_scheme_byte(bytes[at - 1]) {
+                at -= 1;
+            }
+            if bytes[at - 1] == b',' {
+                end = at - 1;
+            }
+        }
         if start == sep || start < copied {
             from = sep + 3;
             continue;
@@ -355,11 +365,15 @@ fn redact_urls_in(text: &str) -> Cow<'_, str> {
         }
         let url = &text[start..end];
         if let Cow::Owned(redacted) = redact_url(url) {
+            // A URL nested in this one was redacted with it.
             out.push_str(&text[copied..start]);
             out.push_str(&redacted);
             copied = end;
+            from = end.max(sep + 3);
+        } else {
+            // Each `://` on its own: one inside an unchanged URL is looked at.
+            from = sep + 3;
         }
-        from = end.max(sep + 3);
     }
     if copied == 0 {
         return Cow::Borrowed(text);
@@ -416,7 +430,13 @@ fn rewrite(url: &str, choose: impl Fn(&str) -> Param) -> Cow<'_, str> {
         for pair in query.split('&') {
             let name = pair.split_once('=').map_or(pair, |(name, _)| name);
             match choose(&percent_decoded(name)) {
-                Param::Keep => kept.push(Cow::Borrowed(pair)),
+                Param::Keep => match pair.split_once('=').map(|(_, value)| nested(value)) {
+                    Some(Cow::Owned(value)) => {
+                        changed = true;
+                        kept.push(Cow::Owned(format!("{name}={value}")));
+                    }
+                    _ => kept.push(Cow::Borrowed(pair)),
+                },
                 Param::Redact => {
                     changed = true;
                     kept.push(Cow::Owned(format!("{name}={REDACTED}")));
@@ -437,6 +457,34 @@ fn rewrite(url: &str, choose: impl Fn(&str) -> Param) -> Cow<'_, str> {
     }
     out.push_str(fragment);
     Cow::Owned(out)
+}
+
+/// A query value with the URLs in it (`?next=https://b/x?sig=S`, or
+/// percent-encoded) redacted; borrowed when it holds none to redact. An
+/// encoded one comes back encoded (every byte but unreserved ones).
+fn nested(value: &str) -> Cow<'_, str> {
+    if value.contains("://") {
+        return redact_urls_in(value);
+    }
+    if !value.to_ascii_lowercase().contains("%3a%2f%2f") {
+        return Cow::Borrowed(value);
+    }
+    let decoded = percent_decoded(value);
+    match redact_urls_in(&decoded) {
+        Cow::Borrowed(_) => Cow::Borrowed(value),
+        Cow::Owned(redacted) => Cow::Owned(
+            redacted
+                .bytes()
+                .map(|b| {
+                    if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+                        char::from(b).to_string()
+                    } else {
+                        format!("%{b:02X}")
+                    }
+                })
+                .collect(),
+        ),
+    }
 }
 
 fn is_credential(name: &str) -> bool {

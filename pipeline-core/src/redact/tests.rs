@@ -183,6 +183,43 @@ const FORMS: &[(&str, &str, &str)] = &[
 ];
 
 #[test]
+fn urls_nested_in_a_query_or_joined_by_commas_are_redacted_each() {
+    // (text, as shown)
+    let table = [
+        (
+            "https://a/login?next=https://b/x?X-Amz-Signature=S1",
+            "https://a/login?next=https://b/x?X-Amz-Signature=REDACTED",
+        ),
+        (
+            "see https://a/r?u=https%3A%2F%2Fb%2Fx%3Fsig%3DS2 now",
+            "see https://a/r?u=https%3A%2F%2Fb%2Fx%3Fsig%3DREDACTED now",
+        ),
+        (
+            "https://a/x?sig=S3,https://b/y?token=S4",
+            "https://a/x?sig=REDACTED,https://b/y?token=REDACTED",
+        ),
+        (
+            "https://u:S5@a/x,https://v:S6@b/y",
+            "https://a/x,https://b/y",
+        ),
+        (
+            "https://a/x?v=1,http://b/y?key=S7&w=2",
+            "https://a/x?v=1,http://b/y?key=REDACTED&w=2",
+        ),
+        // Nothing to hide: the very same text.
+        (
+            "https://a/r?u=https%3A%2F%2Fb%2Fx",
+            "https://a/r?u=https%3A%2F%2Fb%2Fx",
+        ),
+        ("https://a/x,https://b/y", "https://a/x,https://b/y"),
+    ];
+    for (text, shown) in table {
+        assert_eq!(redact_text_with(text, &[]), shown, "{text}");
+        assert_eq!(redact_text_with(shown, &[]), shown, "again: {text}");
+    }
+}
+
+#[test]
 fn every_form_is_shown_and_named_without_its_credentials() {
     for (url, shown, named) in FORMS {
         assert_eq!(redact_url(url), *shown, "shown: {url}");

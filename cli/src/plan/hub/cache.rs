@@ -273,11 +273,12 @@ pub(crate) fn offline_warning() -> Option<&'static str> {
     WARNING.get().map(String::as_str)
 }
 
-/// ` at ENDPOINT`, where `HF_ENDPOINT` names one.
+/// ` at ENDPOINT`, where `HF_ENDPOINT` names one, without its
+/// `user:password@` (a mirror's login).
 fn at(env: &HubEnv) -> String {
     env.endpoint
         .as_deref()
-        .map(|e| format!(" at {e}"))
+        .map(|e| format!(" at {}", pipeline_core::redact_url(e)))
         .unwrap_or_default()
 }
 
@@ -419,10 +420,7 @@ fn request_error(env: &HubEnv, id: &HubId, what: &str, e: &ApiError) -> String {
         _ => format!(
             "--model {id}: cannot fetch {what} from the hub{}: {e}; a model in the Hugging \
              Face cache ({}) runs without the network",
-            env.endpoint
-                .as_deref()
-                .map(|e| format!(" at {e}"))
-                .unwrap_or_default(),
+            at(env),
             env.cache.display()
         ),
     }
@@ -688,6 +686,22 @@ fn write_ref(repo: &Path, revision: &str, commit: &str) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_mirror_s_login_is_not_shown() {
+        let env = |endpoint: &str| HubEnv {
+            cache: PathBuf::from("/c"),
+            endpoint: Some(endpoint.to_owned()),
+            token: None,
+            offline: false,
+            limit: Ok(Duration::from_secs(1)),
+        };
+        assert_eq!(
+            at(&env("https://user:SECRET@mirror.example:8080")),
+            " at https://mirror.example:8080"
+        );
+        assert_eq!(at(&env("http://127.0.0.1:1")), " at http://127.0.0.1:1");
+    }
 
     #[test]
     fn repo_ids_and_revisions() {

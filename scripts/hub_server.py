@@ -1,4 +1,4 @@
-"""A Hugging Face hub on 127.0.0.1 for `cli/tests/hub/` (#42): the
+"""A Hugging Face hub on 127.0.0.1 for `cli/tests/it/hub/` (#42): the
 download protocol both `huggingface_hub` (Python) and the `hf-hub` crate
 speak, over repos in a folder (`ROOT/ORG--NAME/...`, one commit each).
 

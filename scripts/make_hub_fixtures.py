@@ -1,4 +1,4 @@
-"""Hugging Face repos for `cli/tests/hub/` (#42): small seeded models of
+"""Hugging Face repos for `cli/tests/it/hub/` (#42): small seeded models of
 the transformers families the tool builds from a hub config, each saved by
 transformers' own `save_pretrained` (config.json, model.safetensors) with
 its PIL image processor's `preprocessor_config.json`, at sizes none of the

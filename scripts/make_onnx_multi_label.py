@@ -1,5 +1,5 @@
 """Classifiers scored with a sigmoid, exported by optimum for
-`cli/tests/onnx/scores.rs`: a transformers ViT with
+`cli/tests/it/onnx/scores.rs`: a transformers ViT with
 `problem_type: multi_label_classification` and four labels, and one with
 a single logit (`num_labels` 1, no `problem_type`), each seeded and small
 (a few hundred kB), exported by `optimum-onnx`'s `main_export` (what

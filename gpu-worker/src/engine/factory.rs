@@ -1,7 +1,7 @@
 //! The engine factory: the one place that names an engine type. The
 //! worker, `--model-only` and everything else ask it for an [`Engine`] by
 //! the configured [`EngineKind`]; a new engine, in its own folder behind
-//! the seam, adds its arm here and nowhere else (`cli/tests/house.rs`
+//! the seam, adds its arm here and nowhere else (`cli/tests/it/house.rs`
 //! checks).
 
 use pipeline_core::{EngineKind, Task, WorkerConfig};

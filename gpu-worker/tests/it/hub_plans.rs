@@ -5,7 +5,7 @@
 //! `config.json` as the worker builds it and run by its f32 reference on
 //! the CPU, gives the burn engine's embeddings and scores for the same
 //! pixels; the burn engine's are held to transformers' own outputs by
-//! `cli/tests/hub/`. So the lowering of transformers' layouts (the bare
+//! `cli/tests/it/hub/`. So the lowering of transformers' layouts (the bare
 //! `ViTModel`, `ViTForImageClassification`, `Dinov2ForImageClassification`
 //! with its class-token and patch-mean head, CLIP's and SigLIP's vision
 //! towers, `ConvNextForImageClassification`, `ResNetForImageClassification`

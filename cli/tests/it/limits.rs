@@ -7,7 +7,7 @@ use std::path::Path;
 use fixtures::DatasetSpec;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 fn run(cwd: &Path, data: &Path, out: &str, extra: &[&str]) -> Vec<Value> {
     let output = common::pipeline(cwd)

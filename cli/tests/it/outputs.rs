@@ -14,7 +14,7 @@ use fixtures::DatasetSpec;
 use serde_json::Value;
 use tempfile::TempDir;
 
-mod common;
+use crate::common;
 
 /// `infer` with `tiny` on the CPU, `--task embed` unless `extra` says
 /// another.

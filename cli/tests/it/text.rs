@@ -12,7 +12,7 @@ use std::process::Output;
 use fixtures::DatasetSpec;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 fn pipeline(args: &[&str], cwd: &Path) -> Output {
     common::pipeline(cwd)

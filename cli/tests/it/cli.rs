@@ -3,7 +3,7 @@
 
 use std::process::Output;
 
-mod common;
+use crate::common;
 
 fn pipeline(args: &[&str]) -> Output {
     common::pipeline(&std::env::temp_dir())

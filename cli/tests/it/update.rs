@@ -12,7 +12,7 @@ use std::process::Output;
 use fixtures::DatasetSpec;
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 fn run(cwd: &Path, data: &Path, out: &str, extra: &[&str], env: &[(&str, String)]) -> Output {
     common::pipeline(cwd)

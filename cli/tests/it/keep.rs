@@ -17,7 +17,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
-mod common;
+use crate::common;
 
 fn run(cwd: &Path, data: &Path, out: &str, extra: &[&str]) -> Output {
     common::pipeline(cwd)

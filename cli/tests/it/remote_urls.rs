@@ -16,7 +16,7 @@ use std::process::{Command, Output, Stdio};
 use fixtures::fault_server::{self, FaultServer};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 use common::data::{SHARD_FORMATS, images, stderr, write_shards};
 

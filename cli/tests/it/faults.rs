@@ -17,7 +17,7 @@ use fixtures::{Dataset, DatasetSpec};
 use serde_json::Value;
 use tempfile::TempDir;
 
-mod common;
+use crate::common;
 
 /// One test's dataset, its folder, and the flags every run of it shares.
 struct Case {

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use fixtures::fault_server::{self, Fault, FaultServer};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 use common::data::*;
 
@@ -154,7 +154,7 @@ fn faults_that_outlast_the_retries_give_the_right_kinds_without_a_hang() {
     ];
     let (dir, root, all) = images(40);
     // JPEG and PNG, whose truncation the decoder must catch (WebP's is
-    // `loader/tests/truncation.rs`'s).
+    // `loader/tests/it/truncation.rs`'s).
     let names: Vec<&String> = all
         .iter()
         .filter(|n| n.ends_with(".jpg") || n.ends_with(".png"))

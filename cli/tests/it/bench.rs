@@ -10,7 +10,7 @@ use std::process::Output;
 
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 fn bench(cwd: &Path, args: &[&str]) -> Output {
     let out = common::pipeline(cwd)

@@ -10,7 +10,7 @@ use fixtures::{Dataset, DatasetSpec};
 use serde_json::Value;
 use tempfile::TempDir;
 
-mod common;
+use crate::common;
 
 fn pipeline(args: &[&str], cwd: &Path, weights_dir: &Path) -> Output {
     common::pipeline(cwd)

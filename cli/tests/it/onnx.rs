@@ -14,16 +14,11 @@ use fixtures::{DatasetSpec, generate};
 use loader::{Loader, LoaderConfig};
 use pipeline_core::{DecodeLimits, Normalize, PreprocessSpec};
 
-mod common;
-#[path = "onnx/config_limits.rs"]
+use crate::common;
 mod config_limits;
-#[path = "onnx/cuda_trial.rs"]
 mod cuda_trial;
-#[path = "onnx/raw.rs"]
 mod raw;
-#[path = "onnx/scores.rs"]
 mod scores;
-#[path = "onnx/upstream.rs"]
 mod upstream;
 
 fn model(name: &str) -> PathBuf {

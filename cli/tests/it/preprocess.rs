@@ -9,7 +9,7 @@ use fixtures::{DatasetSpec, generate};
 use loader::{Loader, LoaderConfig};
 use pipeline_core::{DecodeLimits, ModelKind, PreprocessSpec, spec_from_config};
 
-mod common;
+use crate::common;
 
 /// The loader's crop of `path` for `model`, as interleaved RGB.
 fn loader_crop(model: ModelKind, path: &Path) -> Vec<u8> {

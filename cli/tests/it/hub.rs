@@ -32,8 +32,7 @@ use std::process::{Child, Command, Output, Stdio};
 
 use serde_json::Value;
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod faults;
 mod offline;
 mod open_clip_cache;

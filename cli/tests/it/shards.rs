@@ -10,7 +10,7 @@ use std::process::Output;
 
 use fixtures::DatasetSpec;
 
-mod common;
+use crate::common;
 
 fn pipeline(cwd: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = common::pipeline(cwd);

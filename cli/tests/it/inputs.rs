@@ -11,7 +11,7 @@ use arrow_array::builder::BinaryBuilder;
 use arrow_array::{ArrayRef, StructArray};
 use serde_json::Value;
 
-mod common;
+use crate::common;
 
 use common::data::*;
 

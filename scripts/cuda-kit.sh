@@ -59,7 +59,7 @@
 # NVIDIA's wheels, default /opt/torch/.venv), KIT_SANITIZE=1 (reruns a
 # family that failed under compute-sanitizer's memcheck after part 2),
 # PIPELINE_CUDA_PINNED=1 (passed through to the engine: pixels and results
-# through page-locked buffers, gpu-worker/src/cuda/gpu/host.rs, written
+# through page-locked buffers, gpu-worker/cuda/src/gpu/host.rs, written
 # after the last device call of 2026-11-27 and not yet run on a GPU; the
 # next GPU session's first extra call:
 # `PIPELINE_CUDA_PINNED=1 KIT_PACK=1 PARTS=2,3 MODELS=resnet50,vit_b_16,clip_vit_b_32

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes gpu-worker/src/text/ftfy_tables.json: the data of ftfy's fix_text
+"""Writes gpu-worker/tokenizers/src/ftfy_tables.json: the data of ftfy's fix_text
 (ftfy 6, Apache-2.0, by Robyn Speer), which open_clip's tokenizer runs on
 every text: the single-byte charmaps of its mojibake search, its regexes
 (written out from Python's parse of them, so that Rust's regex and

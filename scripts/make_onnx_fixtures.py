@@ -3,7 +3,7 @@ shape the tool must feed or refuse, built with the `onnx` package's
 helpers (no torch), checked with `onnx.checker`, opset 17.
 
     pip install onnx
-    python scripts/make_onnx_fixtures.py gpu-worker/tests/onnx
+    python scripts/make_onnx_fixtures.py gpu-worker/onnx/tests/models
 """
 
 import pathlib

@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use pipeline_core::{SpanTimes, WorkerConfig};
 
-use crate::engine::{EngineError, PixelBatch};
 use crate::worker::{SetupError, open_engine};
+use engine_seam::{EngineError, PixelBatch};
 
 /// One measured run of the model alone.
 #[derive(Debug, Clone, PartialEq)]

@@ -32,7 +32,7 @@ use pipeline_core::{
 };
 
 use crate::backoff::{BatchSizeChange, ItemResult, OomBackoff};
-use crate::engine::{Engine, EngineError, InFlight, OpenError, PixelBatch};
+use engine_seam::{Engine, EngineError, InFlight, OpenError, PixelBatch};
 
 /// Chunks a worker asks to have queued: one running, one being decoded.
 pub const PREFETCH_SPANS: usize = 2;
@@ -143,7 +143,7 @@ where
         if orphaned.load(Ordering::SeqCst) {
             return Err(WorkerError::Orphaned);
         }
-        crate::failpoints::device_lost_once()
+        engine_seam::failpoints::device_lost_once()
             .map_err(|message| WorkerError::DeviceLost(format!("{}: {message}", config.name)))?;
         let times = SpanTimes {
             wait_loader_s,
@@ -170,7 +170,7 @@ struct Launched<'a> {
     pass: InFlight<'a>,
     times: SpanTimes,
     /// When `launch` returned: when the pass ended, where it ran inside
-    /// `launch` ([`crate::engine::PendingPass::ended_in_launch`]).
+    /// `launch` ([`engine_seam::PendingPass::ended_in_launch`]).
     launched_at: Instant,
 }
 
@@ -373,8 +373,8 @@ impl<W: Write> Outbox<'_, W> {
         let (span, group_done) = (batch.group, batch.group_done);
         stream.recycle(batch);
         let message = if group_done {
-            crate::failpoints::crash_once();
-            crate::failpoints::hang_once();
+            engine_seam::failpoints::crash_once();
+            engine_seam::failpoints::hang_once();
             let (mut outcomes, mut times) = self.open_spans.remove(&span).unwrap_or_default();
             // The process's retries since the last span closed: exact in
             // total, approximate per span (fetching runs ahead).
@@ -447,7 +447,7 @@ fn setup(config: &WorkerConfig) -> Result<(Box<dyn Engine>, Loader, usize), Setu
 /// `ModelSpec::engines`) on the configured device, and picks the starting
 /// batch size: the user's, else the engine's for its device.
 pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Box<dyn Engine>, usize), SetupError> {
-    crate::failpoints::setup_fails().map_err(SetupError::Injected)?;
+    engine_seam::failpoints::setup_fails().map_err(SetupError::Injected)?;
     if !config.model.engines().contains(&config.engine) {
         return Err(SetupError::NoEngine(format!(
             "the {} engine does not run {}",
@@ -455,7 +455,7 @@ pub(crate) fn open_engine(config: &WorkerConfig) -> Result<(Box<dyn Engine>, usi
             config.model
         )));
     }
-    let engine = crate::engine::factory::open(config)?;
+    let engine = crate::factory::open(config)?;
     let batch_size = config
         .batch_size
         .unwrap_or_else(|| engine.default_batch(&config.model));
@@ -495,7 +495,7 @@ fn read_spans<R: Read>(
     loop {
         match read_frame::<_, ToWorker>(&mut input) {
             Ok(Some(ToWorker::Span { id, items })) => {
-                crate::failpoints::crash_on(&items);
+                engine_seam::failpoints::crash_on(&items);
                 let items = items
                     .into_iter()
                     .map(|item| WorkItem {

@@ -250,7 +250,7 @@ fn the_hub_repos_on_the_gpu_are_their_reference() {
                 )
             }
             Architecture::ResNet(_) => {
-                let plan = gpu_worker::cuda::plan::cnn_plan(&arch, &repo, &weights)
+                let plan = gpu_worker::cnn_plan(&arch, &repo, &weights)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let cuda = CudaCnn::new(&gpu, &plan).unwrap_or_else(|e| panic!("{what}: {e}"));
                 (
@@ -337,7 +337,8 @@ fn the_dinov2_towers_on_the_gpu_are_their_reference() {
 fn cnn_case(gpu: &Gpu, kind: ModelKind) {
     use gpu_worker::cuda::cnn_run::CudaCnn;
     use gpu_worker::cuda::convnext_run::CudaConvNext;
-    use gpu_worker::cuda::plan::{cnn_plan, cnn_plan_seeded, convnext_plan_seeded};
+    use gpu_worker::cuda::plan::convnext_plan_seeded;
+    use gpu_worker::{cnn_plan, cnn_plan_seeded};
     let what = format!("{kind} on {}", gpu.name());
     let arch = Architecture::of(kind);
     let n: Normalize = kind.default_preprocess().normalize;
@@ -478,7 +479,8 @@ fn engine_case(model: ModelKind) {
         cuda_uuids: Default::default(),
         onnx_runtime: None,
     };
-    let engine = CudaEngine::open(&config).unwrap_or_else(|e| panic!("{model}: {e}"));
+    let engine = CudaEngine::open(&config, gpu_worker::cuda_wiring())
+        .unwrap_or_else(|e| panic!("{model}: {e}"));
     let side = config.preprocess.crop as usize;
     let normalize = config.preprocess.normalize;
     let plane = 3 * side * side;

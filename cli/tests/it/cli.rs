@@ -119,7 +119,7 @@ fn devices_report_onnx_runtime_and_unfeedable_onnx_models_are_refused() {
     // An ONNX model: a missing file, and one the tool could never feed,
     // each one line, exit 2 (`tests/onnx.rs` runs the ones it can).
     let fixtures =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gpu-worker/tests/onnx");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../gpu-worker/onnx/tests/models");
     let mut cases = vec![(dir.path().join("mine.onnx"), "no such file")];
     if std::env::var_os("PIPELINE_REQUIRE_ORT").is_some() {
         cases.push((fixtures.join("text_input.onnx"), "input_ids [?, 77] Int64"));

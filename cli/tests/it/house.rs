@@ -4,14 +4,17 @@
 //!   that imports it back. A circle between files means no file of it can
 //!   be read, tested or moved alone; it is also where a low floor (an
 //!   error type, a flag) grew up inside a high one.
-//! - burn is named only by the burn engine (`gpu-worker/src/burn_engine/`)
-//!   and the model families written for it (`gpu-worker/src/model/`):
+//! - burn is named only by the burn engine's crate (`gpu-worker/burn/`):
 //!   everything else talks to the engine seam, which another engine plugs
 //!   into.
 //! - An engine type is named only by the engine factory
-//!   (`gpu-worker/src/engine/factory.rs`), inside its own folder, and by
-//!   `lib.rs`'s re-export for tests and benchmarks: the worker and the
-//!   rest of the seam pick no engine themselves.
+//!   (`gpu-worker/src/factory.rs`), inside its own crate, and by
+//!   `gpu-worker`'s `lib.rs` re-export for tests and benchmarks: the worker
+//!   and the rest of the seam pick no engine themselves.
+//! - The crates below the worker compile only what their job needs, however
+//!   deep (`cargo tree`): the ONNX engine no burn or cudarc, the CUDA engine
+//!   no burn or ONNX Runtime, the model families, the seam and the
+//!   tokenizers no engine's runtime at all.
 //! - Every relative link of every Markdown file of the repository leads to
 //!   a file that is there, and every `#anchor` into a Markdown file to one
 //!   of its headings: the docs are split across pages (ARCHITECTURE.md is
@@ -35,9 +38,16 @@ type Module = Vec<String>;
 
 /// The crates whose files must not form circles, and that may name burn
 /// only where [`BURN_HOMES`] says.
-const CRATES: [&str; 5] = [
+const CRATES: [&str; 12] = [
     "pipeline-core",
     "loader",
+    "gpu-worker/families",
+    "gpu-worker/seam",
+    "gpu-worker/tokenizers",
+    "gpu-worker/nvidia",
+    "gpu-worker/burn",
+    "gpu-worker/cuda",
+    "gpu-worker/onnx",
     "gpu-worker",
     "coordinator",
     "cli",
@@ -93,8 +103,8 @@ fn the_check_finds_circles_and_only_circles() {
     assert_eq!(circles(&clean), Vec::<String>::new());
 }
 
-/// Where burn may be named: the burn engine and its model families.
-const BURN_HOMES: [&str; 2] = ["gpu-worker/src/burn_engine/", "gpu-worker/src/model/"];
+/// Where burn may be named: the burn engine's crate.
+const BURN_HOMES: [&str; 1] = ["gpu-worker/burn/"];
 
 /// The crates of burn and the runtime under it.
 const BURN_CRATES: [&str; 6] = [
@@ -145,42 +155,47 @@ fn the_burn_check_finds_uses_types_and_calls_but_not_tests() {
     assert!(burn_names("#[cfg(test)] mod tests { use burn::tensor::Tensor; }").is_empty());
 }
 
-/// The engine types, by their module paths in `gpu-worker`.
-const ENGINE_TYPES: [&str; 4] = [
-    "burn_engine::BurnEngine",
-    "cuda::engine::CudaEngine",
-    // Not opened by the factory yet (#41: no `EngineKind` names it until
-    // the run's model description carries an ONNX model).
-    "onnx::engine::OnnxEngine",
-    // `lib.rs`'s re-export, for tests and benchmarks.
+/// The engine types, by their paths from other crates, and (the last
+/// three) inside `gpu-worker` through its re-exports.
+const ENGINE_TYPES: [&str; 9] = [
+    "engine_burn::BurnEngine",
+    "engine_cuda::engine::CudaEngine",
+    "engine_onnx::engine::OnnxEngine",
+    "gpu_worker::BurnEngine",
+    "gpu_worker::cuda::engine::CudaEngine",
+    "gpu_worker::onnx::engine::OnnxEngine",
     "BurnEngine",
+    "cuda::engine::CudaEngine",
+    "onnx::engine::OnnxEngine",
 ];
 
 /// Where an engine type may be named: the factory, the engines' own
-/// folders, and the crate root's re-export.
+/// crates, and `gpu-worker`'s root re-export.
 const ENGINE_NAMERS: [&str; 5] = [
-    "gpu-worker/src/engine/factory.rs",
-    "gpu-worker/src/burn_engine/",
-    "gpu-worker/src/cuda/",
-    "gpu-worker/src/onnx/",
+    "gpu-worker/src/factory.rs",
     "gpu-worker/src/lib.rs",
+    "gpu-worker/burn/",
+    "gpu-worker/cuda/",
+    "gpu-worker/onnx/",
 ];
 
 #[test]
 fn only_the_engine_factory_picks_an_engine() {
     let mut outside = Vec::new();
     let mut in_factory = Vec::new();
-    for (module, rel, text) in crate_sources("gpu-worker") {
-        let named = engine_names(&module, &text);
-        if rel.ends_with("engine/factory.rs") {
-            in_factory.extend(named);
-        } else if !ENGINE_NAMERS.iter().any(|home| rel.starts_with(home))
-            && let Some(first) = named.first()
-        {
-            outside.push(format!("{rel}: {first}"));
+    for krate in CRATES {
+        for (module, rel, text) in crate_sources(krate) {
+            let named = engine_names(&module, &text);
+            if rel == "gpu-worker/src/factory.rs" {
+                in_factory.extend(named);
+            } else if !ENGINE_NAMERS.iter().any(|home| rel.starts_with(home))
+                && let Some(first) = named.first()
+            {
+                outside.push(format!("{rel}: {first}"));
+            }
         }
     }
-    for engine in &ENGINE_TYPES[..2] {
+    for engine in &ENGINE_TYPES[..3] {
         assert!(
             in_factory.iter().any(|p| p.starts_with(engine)),
             "the factory opens {engine} (the check reads paths): {in_factory:?}"
@@ -197,32 +212,118 @@ fn only_the_engine_factory_picks_an_engine() {
 fn the_engine_check_finds_engine_types_through_any_path() {
     let worker = module("worker");
     assert_eq!(
-        engine_names(&worker, "use crate::burn_engine::BurnEngine;"),
-        ["burn_engine::BurnEngine"]
+        engine_names(&worker, "use engine_burn::BurnEngine;"),
+        ["engine_burn::BurnEngine"]
     );
     assert_eq!(
         engine_names(
             &worker,
-            "fn f() { crate::cuda::engine::CudaEngine::open(c); }"
+            "fn f() { engine_cuda::engine::CudaEngine::open(c, w); }"
         ),
-        ["cuda::engine::CudaEngine::open"]
+        ["engine_cuda::engine::CudaEngine::open"]
     );
     assert_eq!(
-        engine_names(&module("cuda::vit_run"), "use super::engine::CudaEngine;"),
+        engine_names(&worker, "use crate::cuda::engine::{CudaEngine, Wiring};"),
         ["cuda::engine::CudaEngine"]
     );
     assert_eq!(
         engine_names(&worker, "fn f() { crate::BurnEngine::open(c); }"),
         ["BurnEngine::open"]
     );
-    assert!(engine_names(&worker, "use crate::engine::Engine;").is_empty());
+    assert_eq!(
+        engine_names(&module("plan"), "use gpu_worker::onnx::engine::OnnxEngine;"),
+        ["gpu_worker::onnx::engine::OnnxEngine"]
+    );
+    assert!(engine_names(&worker, "use engine_seam::Engine;").is_empty());
+    assert!(engine_names(&worker, "use gpu_worker::onnx::engine::OnnxOptions;").is_empty());
     assert!(
         engine_names(
             &worker,
-            "#[cfg(test)] mod t { use crate::burn_engine::BurnEngine; }"
+            "#[cfg(test)] mod t { use engine_burn::BurnEngine; }"
         )
         .is_empty()
     );
+}
+
+/// What each crate below the worker must not compile, however deep: an
+/// engine builds and tests alone (`cargo test -p engine-onnx` compiles no
+/// burn), and what every engine shares compiles no engine's runtime.
+const MUST_NOT_COMPILE: [(&str, &[&str]); 7] = [
+    (
+        "model-families",
+        &["burn", "cubecl", "wgpu", "cudarc", "ort"],
+    ),
+    ("engine-seam", &["burn", "cubecl", "wgpu", "cudarc", "ort"]),
+    (
+        "text-tokenizers",
+        &["burn", "cubecl", "wgpu", "cudarc", "ort"],
+    ),
+    ("nvidia-devices", &["burn", "cubecl", "wgpu", "ort"]),
+    ("engine-onnx", &["burn", "cubecl", "wgpu", "cudarc"]),
+    ("engine-cuda", &["burn", "cubecl", "wgpu", "ort"]),
+    ("engine-burn", &["ort", "engine-cuda", "engine-onnx"]),
+];
+
+/// `cargo tree`'s packages for `package` and its tests, every depth.
+fn compiled_for(package: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let out = std::process::Command::new(cargo)
+        .args(["tree", "--offline", "--locked", "-e", "normal,build,dev"])
+        .args(["--prefix", "none", "--format", "{p}", "-p", package])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo tree -p {package}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Whether `package` is `family` or one of its crates (`burn-flex`,
+/// `cubecl-runtime`, `ort-sys`).
+fn of_family(package: &str, family: &str) -> bool {
+    package == family
+        || package
+            .strip_prefix(family)
+            .is_some_and(|rest| rest.starts_with('-') || rest.starts_with('_'))
+}
+
+#[test]
+fn each_crate_below_the_worker_compiles_only_what_its_job_needs() {
+    let mut report = Vec::new();
+    for (package, banned) in MUST_NOT_COMPILE {
+        let compiled = compiled_for(package);
+        assert!(
+            compiled.contains(package),
+            "cargo tree lists {package} itself: {compiled:?}"
+        );
+        for found in &compiled {
+            if let Some(family) = banned.iter().find(|f| of_family(found, f)) {
+                report.push(format!("{package} compiles {found} ({family})"));
+            }
+        }
+    }
+    assert!(report.is_empty(), "{}", report.join("\n"));
+}
+
+/// The check sees what it bans: the worker compiles every engine.
+#[test]
+fn the_compile_check_sees_every_engine_under_the_worker() {
+    let compiled = compiled_for("gpu-worker");
+    for family in ["burn", "cudarc", "ort", "engine-onnx", "engine-cuda"] {
+        assert!(
+            compiled.iter().any(|p| of_family(p, family)),
+            "gpu-worker compiles {family}"
+        );
+    }
+    assert!(of_family("burn-flex", "burn") && of_family("ort-sys", "ort"));
+    assert!(!of_family("burnish", "burn") && !of_family("sort", "ort"));
 }
 
 /// Every crate path in `text`, a file of module `me`, that names one of
@@ -232,14 +333,18 @@ fn engine_names(me: &Module, text: &str) -> Vec<String> {
     let mut paths = Paths {
         me,
         found: Vec::new(),
-        keep_external: false,
+        keep_external: true,
     };
     paths.visit_file(&file);
     paths
         .found
         .into_iter()
         .map(|p| p.join("::"))
-        .filter(|p| ENGINE_TYPES.iter().any(|t| p.starts_with(t)))
+        .filter(|p| {
+            ENGINE_TYPES
+                .iter()
+                .any(|t| p == t || p.starts_with(&format!("{t}::")))
+        })
         .collect()
 }
 
@@ -269,7 +374,7 @@ fn crate_sources(krate: &str) -> Vec<(Module, String, String)> {
         .parent()
         .expect("cli sits in the workspace");
     let files = crate_files(&root.join(krate).join("src"));
-    assert!(files.len() > 3, "{krate}: found its source files");
+    assert!(files.len() >= 3, "{krate}: found its source files");
     files
         .into_iter()
         .map(|(module, path)| {

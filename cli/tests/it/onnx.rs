@@ -1,5 +1,5 @@
 //! `pipeline infer --model FILE.onnx` (#41) end to end, over the small
-//! models of `gpu-worker/tests/onnx/` whose outputs are known in closed
+//! models of `gpu-worker/onnx/tests/models/` whose outputs are known in closed
 //! form (channel means of what the model was fed): every image once in
 //! input order, a broken file an error record; the model sees the exact
 //! loader's crop under the preprocessing given (flags, else a resize to its
@@ -23,7 +23,7 @@ mod upstream;
 
 fn model(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../gpu-worker/tests/onnx")
+        .join("../gpu-worker/onnx/tests/models")
         .join(format!("{name}.onnx"))
 }
 

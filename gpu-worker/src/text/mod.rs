@@ -4,29 +4,25 @@
 //! the same checkpoint. `pipeline embed-text` and zero-shot classification
 //! from plain labels run on it.
 //!
-//! The tokenizer comes from the checkpoint's upstream (`tokenize.rs`):
+//! The tokenizer comes from the checkpoint's upstream (`text-tokenizers`):
 //! open_clip's BPE, built in, for an OpenCLIP/OpenAI file; the
 //! `tokenizer.json` beside a Hugging Face CLIP file; SigLIP's
-//! `spiece.model` (`sentencepiece.rs`) or `tokenizer.json` beside a
+//! `spiece.model` or `tokenizer.json` beside a
 //! `SiglipModel` file; or `--tokenizer FILE`.
 
-mod ftfy;
-mod ftfy_data;
-pub mod prompts;
-mod pystr;
-mod sentencepiece;
-mod tokenize;
+pub use text_tokenizers::prompts;
 
 use std::path::{Path, PathBuf};
 
 use pipeline_core::{DeviceSpec, EngineKind, ModelKind};
 use rayon::prelude::*;
 
-use crate::engine::DeviceError;
-pub use crate::model::text::{TextConfig, TokenizerFamily};
-use crate::model::text::{TextTower, checkpoint_is_hugging_face};
-use crate::weights_error::WeightsError;
-pub use tokenize::{TextTokenizer, TokenizerError, clip_clean};
+use engine_burn::model::text::TextTower;
+use engine_seam::DeviceError;
+use model_families::WeightsError;
+use model_families::text::checkpoint_is_hugging_face;
+pub use model_families::text::{TextConfig, TokenizerFamily};
+pub use text_tokenizers::{TextTokenizer, TokenizerError, clip_clean};
 
 /// Why a text encoder could not open, in one line.
 #[derive(Debug, thiserror::Error)]
@@ -64,7 +60,7 @@ pub enum TextError {
     NoSiglipTokenizer,
     /// The CUDA engine did not open the tower, or failed in a pass.
     #[error(transparent)]
-    Cuda(#[from] crate::cuda::text_run::CudaTextError),
+    Cuda(#[from] engine_cuda::text_run::CudaTextError),
 }
 
 /// A model's text tower on a device, with its tokenizer.
@@ -80,7 +76,7 @@ enum Tower {
     /// burn's, on the CPU or a Vulkan GPU.
     Burn(Box<TextTower>),
     /// The CUDA engine's (`cuda::text_run`).
-    Cuda(Box<crate::cuda::text_run::CudaTextTower>),
+    Cuda(Box<engine_cuda::text_run::CudaTextTower>),
 }
 
 impl std::fmt::Debug for Tower {
@@ -94,12 +90,12 @@ impl std::fmt::Debug for Tower {
 
 /// The text tower of a named model, if this tool has one for it.
 pub fn text_config(kind: ModelKind) -> Option<TextConfig> {
-    crate::model::text::TextConfig::of(kind)
+    TextConfig::of(kind)
 }
 
 /// The text tower a hub CLIP or SigLIP repo's config describes.
 pub fn hub_text_config(text: &pipeline_core::HubText) -> TextConfig {
-    crate::model::text::TextConfig::of_hub(text)
+    TextConfig::of_hub(text)
 }
 
 /// The tokenizer `weights` is used with, for `config`'s tower: `tokenizer`
@@ -164,17 +160,18 @@ impl TextEncoder {
         let tower = match (engine, device) {
             (EngineKind::Cuda, DeviceSpec::Gpu(index)) => {
                 let probe = tokenizer.encode("a photo of a cat.", config.context);
-                Tower::Cuda(Box::new(crate::cuda::text_run::CudaTextTower::open(
+                Tower::Cuda(Box::new(engine_cuda::text_run::CudaTextTower::open(
                     config.clone(),
                     name,
                     weights,
                     seed,
                     *index,
+                    crate::factory::cuda_wiring().gpu_address,
                     probe,
                 )?))
             }
             _ => {
-                let device = crate::open(device)?;
+                let device = engine_burn::open(device)?;
                 Tower::Burn(Box::new(match weights {
                     Some(path) => TextTower::load(config.clone(), name, path, &device)?,
                     None => TextTower::seeded(config.clone(), name, seed, &device),
@@ -227,7 +224,7 @@ impl TextEncoder {
             Tower::Burn(tower) => Ok(tower.embed(&ids)),
             Tower::Cuda(tower) => tower
                 .embed(&ids)
-                .map_err(|e| crate::cuda::text_run::CudaTextError::Gpu(e).into()),
+                .map_err(|e| engine_cuda::text_run::CudaTextError::Gpu(e).into()),
         }
     }
 }

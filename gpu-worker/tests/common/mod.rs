@@ -135,29 +135,6 @@ pub(crate) fn lite0_weights() -> std::path::PathBuf {
     path
 }
 
-/// A small ONNX model of `tests/onnx/` (`scripts/make_onnx_fixtures.py`).
-pub(crate) fn onnx_fixture(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/onnx")
-        .join(format!("{name}.onnx"))
-}
-
-/// Whether ONNX Runtime loaded; where it must (CI sets
-/// `PIPELINE_REQUIRE_ORT`) and did not, a failure.
-pub(crate) fn onnx_runtime_or_skip() -> bool {
-    match gpu_worker::onnx::runtime::onnx_runtime() {
-        Ok(_) => true,
-        Err(e) => {
-            assert!(
-                std::env::var_os("PIPELINE_REQUIRE_ORT").is_none(),
-                "ONNX Runtime must load here: {e}"
-            );
-            eprintln!("skipped, no ONNX Runtime ({e})");
-            false
-        }
-    }
-}
-
 /// A hub fixture repo's model (`cli/tests/hub_repos/`): its transformers
 /// or timm `config.json`, else open_clip's `open_clip_config.json`;
 /// `None` without either.

@@ -105,8 +105,8 @@ fn the_cuda_engines_plans_of_hub_repos_give_the_burn_engines_outputs() {
                 (features, (!logits.is_empty()).then_some(logits))
             }
             Architecture::ResNet(_) => {
-                let plan = gpu_worker::cuda::plan::cnn_plan(&arch, &repo, &weights)
-                    .unwrap_or_else(|e| plan_error(e));
+                let plan =
+                    gpu_worker::cnn_plan(&arch, &repo, &weights).unwrap_or_else(|e| plan_error(e));
                 let (features, logits) =
                     plan.reference(&pixels, side, normalize.mean, normalize.std);
                 (features, (!logits.is_empty()).then_some(logits))

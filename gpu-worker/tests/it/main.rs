@@ -10,14 +10,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
-mod cuda_kernels;
 mod families;
 mod hub_plans;
-mod onnx_engine;
-mod onnx_graph;
-mod onnx_runtime;
 mod overlap;
 mod parity;
 mod text;
 mod tokenizers;
 mod weights;
+mod zero_shot_head;

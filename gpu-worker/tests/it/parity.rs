@@ -378,7 +378,7 @@ fn half_precision_on_the_cpu_stays_close_to_pytorch() {
 #[test]
 fn the_cuda_engines_cnn_plans_give_pytorchs_probabilities() {
     use gpu_worker::Architecture;
-    use gpu_worker::cuda::plan::cnn_plan;
+    use gpu_worker::cnn_plan;
     let reference = reference();
     let dir = tempfile::tempdir().expect("temp dir");
     let formula = |kind: ModelKind| {
@@ -453,7 +453,8 @@ fn softmax_rows(logits: &[f32], classes: usize) -> Vec<Vec<f32>> {
 #[test]
 fn the_cuda_engines_seeded_plans_are_the_burn_engines_seeded_models() {
     use gpu_worker::Architecture;
-    use gpu_worker::cuda::plan::{cnn_plan_seeded, convnext_plan_seeded};
+    use gpu_worker::cnn_plan_seeded;
+    use gpu_worker::cuda::plan::convnext_plan_seeded;
     let spec = DeviceSpec::Cpu;
     let device = gpu_worker::open(&spec).expect("the CPU opens");
     for kind in [

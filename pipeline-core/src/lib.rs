@@ -54,6 +54,7 @@ pub use model_ref::{Channels, ModelRef, OnnxModel};
 pub use panic::panic_message;
 pub use preprocess::{
     CropRounding, DecodeLimits, MAX_SIDE, Normalize, PreprocessSpec, ResizeFilter, SpecError,
+    keys_cubic,
 };
 pub use preprocess_config::{ConfigSource, spec_from_config};
 pub use preprocess_flags::{PreprocessFlags, spec_from_flags};

@@ -8,6 +8,21 @@
 
 use serde::{Deserialize, Serialize};
 
+/// Keys' cubic convolution kernel with `a = -0.5`: Pillow's `BICUBIC`
+/// filter, and PyTorch's antialiased bicubic's (the model's position
+/// embeddings resampled as transformers' DINOv2 with registers does).
+pub fn keys_cubic(x: f64) -> f64 {
+    let a = -0.5;
+    let x = x.abs();
+    if x < 1.0 {
+        ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
+    } else if x < 2.0 {
+        (((x - 5.0) * x + 8.0) * x - 4.0) * a
+    } else {
+        0.0
+    }
+}
+
 /// The largest resize or crop side, in pixels, whoever gives it (`--size`,
 /// `--resize`, `--crop`, or a model's config file): a batch holds
 /// batch × 3 × crop² bytes, so a side far past any model's (a config's

@@ -86,7 +86,7 @@ fn resample_antialiased(src: &[f32], from: usize, to: usize, dim: usize) -> Vec<
             let min = ((center - support + 0.5) as i64).max(0) as usize;
             let max = ((center + support + 0.5) as i64).min(from as i64) as usize;
             let mut w: Vec<f64> = (min..max)
-                .map(|j| loader::keys_cubic((j as f64 - center + 0.5) * invscale))
+                .map(|j| pipeline_core::keys_cubic((j as f64 - center + 0.5) * invscale))
                 .collect();
             let total: f64 = w.iter().sum();
             if total != 0.0 {

@@ -17,20 +17,9 @@ pub(crate) enum Filter {
     Lanczos,
 }
 
-/// Keys' cubic convolution kernel with `a = -0.5`: Pillow's `BICUBIC`
-/// filter, and PyTorch's antialiased bicubic's (the model's position
-/// embeddings resampled as transformers' DINOv2 with registers does).
-pub fn keys_cubic(x: f64) -> f64 {
-    let a = -0.5;
-    let x = x.abs();
-    if x < 1.0 {
-        ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0
-    } else if x < 2.0 {
-        (((x - 5.0) * x + 8.0) * x - 4.0) * a
-    } else {
-        0.0
-    }
-}
+/// Pillow's `BICUBIC` kernel, shared with the model families (position
+/// embeddings), which use no loader.
+pub use pipeline_core::keys_cubic;
 
 /// Fixed-point bits of a weight: `32 - 8 - 2`, room for 8-bit pixels and
 /// two bits of overshoot (negative lobes).

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetches NVIDIA's NVRTC (the PyPI wheel `nvidia-cuda-nvrtc`, by pip through
 # its configured index) for the CUDA engine's kernel compile test
-# (gpu-worker/tests/it/cuda_kernels.rs): NVRTC compiles CUDA C++ to PTX with
+# (gpu-worker/cuda/tests/kernels.rs): NVRTC compiles CUDA C++ to PTX with
 # no GPU, so CI checks every kernel. Only the wheel's lib/ is kept.
 #
 #   scripts/fetch-nvrtc.sh     # into $PIPELINE_NVRTC_DIR, else target/nvrtc

@@ -27,7 +27,7 @@ except ImportError:  # Python < 3.11
     import sre_parse
     import sre_constants as sre_c
 
-OUT = os.path.join("gpu-worker", "src", "text", "ftfy_tables.json")
+OUT = os.path.join("gpu-worker", "tokenizers", "src", "ftfy_tables.json")
 
 
 def char_escape(code):

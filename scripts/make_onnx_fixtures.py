@@ -1,4 +1,4 @@
-"""Small ONNX models for `gpu-worker/tests/it/onnx_graph.rs` (#41): each input
+"""Small ONNX models for `gpu-worker/onnx/tests/it/graph.rs`: each input
 shape the tool must feed or refuse, built with the `onnx` package's
 helpers (no torch), checked with `onnx.checker`, opset 17.
 
@@ -69,7 +69,7 @@ def main(out: pathlib.Path) -> None:
         [helper.make_node("Cast", ["x"], ["xf"], to=F32)] + pooled("xf", "y"))
     models["one_channel"] = model(
         "gray", [t("x", F32, ["n", 1, 8, 8])], [t("y", F32, ["n", 1])], pooled("x", "y"))
-    # For the engine's tests (gpu-worker/tests/it/onnx_engine.rs): a fixed
+    # For the engine's tests (gpu-worker/onnx/tests/it/engine.rs): a fixed
     # batch of 2 in NHWC bytes, and a classifier whose logits are known
     # (the three channel means, then 0.5 and -0.5).
     models["nhwc_u8_batch_2"] = model(

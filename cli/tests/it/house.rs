@@ -231,6 +231,10 @@ fn the_engine_check_finds_engine_types_through_any_path() {
         ["BurnEngine::open"]
     );
     assert_eq!(
+        engine_names(&module("text"), "use super::cuda::engine::CudaEngine;"),
+        ["cuda::engine::CudaEngine"]
+    );
+    assert_eq!(
         engine_names(&module("plan"), "use gpu_worker::onnx::engine::OnnxEngine;"),
         ["gpu_worker::onnx::engine::OnnxEngine"]
     );
@@ -381,6 +385,7 @@ fn crate_sources(krate: &str) -> Vec<(Module, String, String)> {
         .parent()
         .expect("cli sits in the workspace");
     let files = crate_files(&root.join(krate).join("src"));
+    // `nvidia-devices` is three files (lib.rs, gpus.rs, libs.rs).
     assert!(files.len() >= 3, "{krate}: found its source files");
     files
         .into_iter()

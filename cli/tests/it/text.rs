@@ -2,7 +2,7 @@
 //! through the real binary: every line once and in order in each format,
 //! the classes made from labels equal to a class file made from
 //! `embed-text`'s own prompt embeddings (upstream parity of both is in
-//! `gpu-worker/tests/families.rs` and `tokenizers.rs`), resume refusing a
+//! `gpu-worker/tests/it/families.rs` and `tokenizers.rs`), resume refusing a
 //! changed label list, and one-line errors.
 
 use std::fs;

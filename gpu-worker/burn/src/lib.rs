@@ -4,8 +4,8 @@
 //! the machine's GPU list, Vulkan's adapters joined with NVIDIA's GPUs by
 //! PCI bus id, that `gpu:N` counts over (`device.rs`).
 //!
-//! It may use `engine-seam`, `model-families`, `nvidia-devices` (for the
-//! GPUs Vulkan cannot see) and burn; never the worker or another engine.
+//! It may use `pipeline-core`, `engine-seam`, `model-families`,
+//! `nvidia-devices` (for the GPUs Vulkan cannot see) and burn; never the worker or another engine.
 //! Nothing above it names burn: its CNN loader reaches the CUDA engine
 //! as a function the worker hands over ([`lowered_cnn`]).
 

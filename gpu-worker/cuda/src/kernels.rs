@@ -3,7 +3,7 @@
 //! toolkit at build time; PTX, which a driver older than NVRTC refuses,
 //! only for a GPU newer than NVRTC knows). CI compiles every one for
 //! Ampere and Hopper with the
-//! `nvidia-cuda-nvrtc` wheel (`tests/it/cuda_kernels.rs`), so a kernel that
+//! `nvidia-cuda-nvrtc` wheel (`tests/kernels.rs`), so a kernel that
 //! does not compile fails there, not on a user's GPU.
 
 use super::libs::{CudaLib, cuda_libraries};
@@ -420,7 +420,7 @@ mod nvrtc {
 
         /// #40: the engine's NVRTC calls run from the file the search
         /// found, not from whatever copy cudarc's load by bare name would
-        /// take (`tests/it/cuda_kernels.rs` holds `function` itself to it).
+        /// take (`tests/kernels.rs` holds `function` itself to it).
         #[test]
         fn the_nvrtc_table_runs_from_the_file_found() {
             let Some(Found::File(found)) = cuda_libraries().found(CudaLib::Nvrtc) else {

@@ -11,11 +11,13 @@
 //! encoder on it (`encoder_run.rs`), every family's forward pass (the
 //! ViT image towers in `vit_run.rs`, the ResNets and EfficientNet-Lite0
 //! in `cnn_run.rs`, ConvNeXt in `convnext_run.rs`, the text towers in
-//! `text_run.rs`), held to the plans' references by `tests/cuda_gpu.rs`
+//! `text_run.rs`), held to the plans' references by `gpu-worker/tests/cuda_gpu.rs`
 //! wherever a GPU opens (`scripts/cuda-kit.sh` carries it there), and the
 //! engine behind the worker's seam (`engine.rs`, `--engine cuda`) and
 //! behind `embed-text --engine cuda`, which check one input against the
 //! reference at every start.
+
+#![deny(missing_docs)]
 
 mod bind;
 pub mod cnn_run;

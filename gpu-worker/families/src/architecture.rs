@@ -212,7 +212,8 @@ impl Architecture {
 
     /// The checkpoint layouts this architecture loads by canonical tensor
     /// names. The burn-module CNNs have none: they load through
-    /// `burn::store` by their own field names (`weights.rs`).
+    /// `burn::store` by their own field names (the burn engine's
+    /// `model/weights.rs`).
     pub fn layouts(&self) -> &'static [Layout] {
         match self {
             Self::Tiny | Self::ResNet(_) | Self::EfficientNetLite0 => &[],

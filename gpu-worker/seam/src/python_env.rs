@@ -1,6 +1,7 @@
 //! Python installations, where pip puts the native libraries that engines
 //! load at run time: NVIDIA's wheels for the CUDA engine
-//! (`cuda/libs.rs`), ONNX Runtime's for the ONNX engine (`onnx/`). Each is
+//! (`nvidia-devices`' `libs.rs`), ONNX Runtime's for the ONNX engine
+//! (`engine-onnx`). Each is
 //! looked for in the active virtual environment and conda prefix, the
 //! environment of each `python3` on `PATH` (a virtual environment that is
 //! not activated but whose `bin` is on `PATH`, as PyTorch's images set it

@@ -4,7 +4,7 @@
 //! [`network::Network`] in its own file; [`Architecture::of`] says which a
 //! model is. The CNNs are burn modules loaded through `burn::store`; the
 //! ViT families and ConvNeXt are built from a checkpoint's tensors by
-//! canonical name (`families.rs`, `layout/`).
+//! canonical name (`model_families::architecture`, `model_families::layout`).
 
 pub(crate) mod activation;
 mod check;
@@ -200,7 +200,7 @@ impl Model {
 
     /// Classifies zero-shot against `classes` (CLIP, SigLIP), scored as
     /// `rule` says with the checkpoint's `logit_scale` and `logit_bias`
-    /// (see [`crate::zero_shot`]). `name` and `weights` are for the error.
+    /// (see [`model_families::zero_shot`]). `name` and `weights` are for the error.
     pub fn with_zero_shot(
         mut self,
         classes: &ClassMatrix,
@@ -322,7 +322,8 @@ impl Model {
 /// zero-shot logit parameters if it has them. The CNNs are burn modules:
 /// drawn on the host, loaded through `burn::store`, their BatchNorms folded
 /// into the convolutions (`fold.rs`). The other families are built from a
-/// checkpoint's tensors by canonical name (`families.rs`, `layout/`).
+/// checkpoint's tensors by canonical name (`model_families::architecture`,
+/// `model_families::layout`).
 fn build(
     arch: &Architecture,
     name: &str,

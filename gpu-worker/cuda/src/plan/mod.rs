@@ -6,7 +6,8 @@
 //! SigLIP text towers ([`TextPlan`]), ConvNeXt ([`ConvNextPlan`]), and
 //! the ResNets and EfficientNet-Lite0 ([`CnnPlan`]), which the burn engine
 //! loads as burn modules: their plan is made from that same module,
-//! loaded and folded on the host (`model/lowered.rs`).
+//! loaded and folded on the host by the burn engine's loader, handed over as
+//! a [`LowerCnn`].
 //! Packing:
 //! - the patch convolution (kernel = stride = patch) as a GEMM, its
 //!   weight `[3·p·p, D]` in the order an image's patch is read (channel,
@@ -20,7 +21,7 @@
 //!
 //! ConvNeXt's packing is on [`ConvNextPlan`]. One file per family
 //! (`vit.rs`, `text.rs`, `convnext.rs`, `cnn.rs`) over the shared ops (`ops.rs`). `reference` runs a plan on
-//! the CPU in plain f32, op by op as the GPU will (`tests/it/families.rs` and
+//! the CPU in plain f32, op by op as the GPU will (`gpu-worker/tests/it/families.rs` and
 //! `tests/text.rs` check it against PyTorch's outputs for every layout):
 //! what a GPU session compares its kernels with.
 

@@ -595,4 +595,23 @@ EJ_FN void ej_output_row(const ej_component *comps, int color, ej_u32 width, ej_
   for (x = 0; x < width; x++) ej_output_pixel(comps, color, x, y, rgb + (ej_u64)x * 3);
 }
 
+/* ---- Packed coefficients: what the loader threads upload ----
+ * A block travels as its nonzero coefficients only: bit k of `mask` says
+ * coefficient k (natural order) is not zero, and `values` holds those
+ * coefficients in increasing k. The host packs (loader::exact_jpeg::pack);
+ * one kernel thread unpacks one block into the 64 coefficients the IDCT
+ * reads. */
+EJ_FN void ej_unpack_block(ej_u64 mask, const ej_i16 *values, ej_i16 *coef)
+{
+  int k, n = 0;
+  for (k = 0; k < EJ_DCTSIZE2; k++) {
+    if ((mask >> k) & 1u) {
+      coef[k] = values[n];
+      n++;
+    } else {
+      coef[k] = 0;
+    }
+  }
+}
+
 #endif /* EXACT_JPEG_H */

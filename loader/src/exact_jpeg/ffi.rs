@@ -8,7 +8,7 @@
 //! catches it and destroys the decompressor.
 #![allow(unsafe_code)]
 
-use super::{Coefficients, ColorTransform, ComponentCoefficients, Idct};
+use super::{Coefficients, ColorTransform, ComponentCoefficients, Idct, PackedComponent};
 use mozjpeg_sys as sys;
 use pipeline_core::{ItemError, ItemErrorKind};
 use std::ffi::{c_int, c_ulong};
@@ -22,6 +22,13 @@ unsafe extern "C" {
         quantval: *const u16,
         simd: c_int,
         samples: *mut u8,
+    );
+    fn ej_host_unpack_component(
+        masks: *const u64,
+        offsets: *const u32,
+        values: *const i16,
+        blocks: u32,
+        out: *mut i16,
     );
     fn ej_host_to_rgb(
         num_components: c_int,
@@ -332,4 +339,36 @@ pub(super) fn to_rgb(
         ));
     }
     Ok(rgb)
+}
+
+/// The blocks of `packed`, unpacked by the host build of
+/// `ej_unpack_block`, the function the kernels unpack with.
+pub(super) fn unpack_component(packed: &PackedComponent) -> Vec<[i16; 64]> {
+    let blocks = packed.masks.len();
+    assert_eq!(packed.offsets.len(), blocks, "one offset a block");
+    let needed = packed
+        .masks
+        .iter()
+        .zip(&packed.offsets)
+        .map(|(mask, &offset)| offset as usize + mask.count_ones() as usize)
+        .max()
+        .unwrap_or(0);
+    assert!(
+        needed <= packed.values.len(),
+        "every block's values are there"
+    );
+    let mut out = vec![[0i16; 64]; blocks];
+    // SAFETY: `masks` and `offsets` hold `blocks` entries each, and every
+    // block reads `mask.count_ones()` values from its offset, within
+    // `values` (checked above); `out` is `blocks` × 64 coefficients.
+    unsafe {
+        ej_host_unpack_component(
+            packed.masks.as_ptr(),
+            packed.offsets.as_ptr(),
+            packed.values.as_ptr(),
+            u32::try_from(blocks).expect("a component's blocks fit u32"),
+            out.as_mut_ptr().cast(),
+        );
+    }
+    out
 }

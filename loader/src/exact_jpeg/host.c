@@ -33,6 +33,16 @@ void ej_host_idct_component(const ej_i16 *blocks, ej_u32 width_in_blocks,
   }
 }
 
+/* Unpacks `blocks` packed blocks (mask and the offset of its first value
+ * in `values` each) into 64 coefficients each, natural order, at `out`. */
+void ej_host_unpack_component(const ej_u64 *masks, const ej_u32 *offsets,
+                              const ej_i16 *values, ej_u32 blocks, ej_i16 *out)
+{
+  ej_u32 b;
+  for (b = 0; b < blocks; b++)
+    ej_unpack_block(masks[b], values + offsets[b], out + (ej_u64)b * EJ_DCTSIZE2);
+}
+
 /* Upsamples and colour-converts `num_components` (1 or 3) components'
  * samples to width x height RGB. Component c's samples start at
  * samples[c], rows strides[c] apart, sampled h_samp[c] x v_samp[c];

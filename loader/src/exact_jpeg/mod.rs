@@ -18,7 +18,9 @@
 //! [`read_coefficients`] is the loader threads' half: libjpeg-turbo's
 //! `jpeg_read_coefficients`. [`reconstruct_rgb`] is the kernels' work on
 //! the host, the reference the device output is compared with. [`resize`]
-//! does the same for Pillow's resize that follows.
+//! does the same for Pillow's resize that follows. [`PackedComponent`] is
+//! what goes up to the GPU: each block's nonzero coefficients only, which
+//! `ej_unpack_block` expands on the device.
 
 mod ffi;
 pub mod resize;
@@ -75,6 +77,61 @@ pub struct Coefficients {
     pub color: ColorTransform,
     /// One component for grayscale, three otherwise.
     pub components: Vec<ComponentCoefficients>,
+}
+
+/// One component's coefficients as the loader threads upload them: each
+/// block's nonzero coefficients only. Bit `k` of a block's mask says
+/// coefficient `k` (natural order) is not zero; its values sit in `values`
+/// from the block's offset on, in increasing `k`. A block costs 12 bytes
+/// and 2 a nonzero coefficient, against 128 dense; the kernels unpack one
+/// block a thread (`ej_unpack_block` in [`EXACT_JPEG_H`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedComponent {
+    /// A block's nonzero coefficients, as bits.
+    pub masks: Vec<u64>,
+    /// Where each block's values start in `values`.
+    pub offsets: Vec<u32>,
+    /// Every block's nonzero coefficients, block after block.
+    pub values: Vec<i16>,
+}
+
+impl PackedComponent {
+    /// `component`'s blocks, packed; `None` where its nonzero coefficients
+    /// outnumber a `u32` offset (past any image the decode limits admit).
+    pub fn pack(component: &ComponentCoefficients) -> Option<Self> {
+        let blocks = component.blocks.len();
+        let mut packed = Self {
+            masks: Vec::with_capacity(blocks),
+            offsets: Vec::with_capacity(blocks),
+            values: Vec::new(),
+        };
+        for block in &component.blocks {
+            packed
+                .offsets
+                .push(u32::try_from(packed.values.len()).ok()?);
+            let mut mask = 0u64;
+            for (k, &value) in block.iter().enumerate() {
+                if value != 0 {
+                    mask |= 1 << k;
+                    packed.values.push(value);
+                }
+            }
+            packed.masks.push(mask);
+        }
+        u32::try_from(packed.values.len()).ok()?;
+        Some(packed)
+    }
+
+    /// The bytes this takes on the bus: masks, offsets and values.
+    pub fn bytes(&self) -> usize {
+        self.masks.len() * 8 + self.offsets.len() * 4 + self.values.len() * 2
+    }
+
+    /// The blocks again, unpacked by the host build of the kernels'
+    /// `ej_unpack_block`: the reference the device's unpacking is held to.
+    pub fn unpack(&self) -> Vec<[i16; 64]> {
+        ffi::unpack_component(self)
+    }
 }
 
 /// Which IDCT arithmetic [`reconstruct_rgb`] runs.

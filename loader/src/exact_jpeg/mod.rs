@@ -103,18 +103,22 @@ impl PackedComponent {
         let mut packed = Self {
             masks: Vec::with_capacity(blocks),
             offsets: Vec::with_capacity(blocks),
-            values: Vec::new(),
+            // About a quarter of a photo's coefficients are not zero.
+            values: Vec::with_capacity(blocks * 16),
         };
         for block in &component.blocks {
             packed
                 .offsets
                 .push(u32::try_from(packed.values.len()).ok()?);
-            let mut mask = 0u64;
-            for (k, &value) in block.iter().enumerate() {
-                if value != 0 {
-                    mask |= 1 << k;
-                    packed.values.push(value);
-                }
+            // Without a branch a coefficient (the compiler vectorises it),
+            // then one step a nonzero value.
+            let mask = block.iter().enumerate().fold(0u64, |mask, (k, &value)| {
+                mask | (u64::from(value != 0) << k)
+            });
+            let mut bits = mask;
+            while bits != 0 {
+                packed.values.push(block[bits.trailing_zeros() as usize]);
+                bits &= bits - 1;
             }
             packed.masks.push(mask);
         }

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use fixtures::jpeg_photo;
-use loader::exact_jpeg::{Coefficients, PackedComponent, read_coefficients};
+use loader::exact_jpeg::{Coefficients, PackedComponent, read_coefficients, read_packed};
 use loader::{Loader, LoaderConfig};
 use pipeline_core::{DecodeLimits, PreprocessSpec};
 
@@ -148,13 +148,7 @@ fn split_decode(c: &mut Criterion) {
             b.iter(|| {
                 let path = next.next().expect("cycle never ends");
                 let bytes = std::fs::read(path).expect("bench JPEG");
-                let coefficients = read_coefficients(&bytes).expect("bench JPEG reads");
-                let packed: Vec<PackedComponent> = coefficients
-                    .components
-                    .iter()
-                    .map(|c| PackedComponent::pack(c).expect("packs"))
-                    .collect();
-                black_box(packed)
+                black_box(read_packed(&bytes).expect("bench JPEG reads"))
             })
         });
     }

@@ -117,7 +117,77 @@ impl Drop for Decompressor {
     }
 }
 
+/// Where [`read`] puts each component's blocks, a row of blocks at a time,
+/// straight from libjpeg's arrays: whole (`Vec`), or packed for the bus.
+pub(super) trait BlockSink: Sized {
+    /// An empty sink for `blocks` blocks.
+    fn for_blocks(blocks: usize) -> Self;
+    /// Takes one row of blocks; `None` where the sink cannot hold it.
+    fn take_row(&mut self, row: &[[i16; 64]]) -> Option<()>;
+}
+
+impl BlockSink for Vec<[i16; 64]> {
+    fn for_blocks(blocks: usize) -> Self {
+        Vec::with_capacity(blocks)
+    }
+
+    fn take_row(&mut self, row: &[[i16; 64]]) -> Option<()> {
+        self.extend_from_slice(row);
+        Some(())
+    }
+}
+
+impl BlockSink for PackedComponent {
+    fn for_blocks(blocks: usize) -> Self {
+        PackedComponent::with_capacity(blocks)
+    }
+
+    fn take_row(&mut self, row: &[[i16; 64]]) -> Option<()> {
+        row.iter().try_for_each(|block| self.push(block))
+    }
+}
+
+/// A JPEG's components after [`read`]: each one's header, and its blocks in
+/// the sink's form.
+pub(super) struct Read<B> {
+    pub(super) width: u32,
+    pub(super) height: u32,
+    pub(super) color: ColorTransform,
+    pub(super) components: Vec<(ComponentHeader, B)>,
+}
+
+/// What a component is, apart from its blocks.
+pub(super) struct ComponentHeader {
+    pub(super) h_samp: u8,
+    pub(super) v_samp: u8,
+    pub(super) width_in_blocks: u32,
+    pub(super) height_in_blocks: u32,
+    pub(super) quantval: [u16; 64],
+}
+
 pub(super) fn read_coefficients(bytes: &[u8]) -> Result<Coefficients, ItemError> {
+    let read = read_into::<Vec<[i16; 64]>>(bytes)?;
+    Ok(Coefficients {
+        width: read.width,
+        height: read.height,
+        color: read.color,
+        components: read
+            .components
+            .into_iter()
+            .map(|(header, blocks)| ComponentCoefficients {
+                h_samp: header.h_samp,
+                v_samp: header.v_samp,
+                width_in_blocks: header.width_in_blocks,
+                height_in_blocks: header.height_in_blocks,
+                quantval: header.quantval,
+                blocks,
+            })
+            .collect(),
+    })
+}
+
+/// The JPEG's components with their blocks in `B`'s form.
+pub(super) fn read_into<B: BlockSink>(bytes: &[u8]) -> Result<Read<B>, ItemError> {
     let mut decompressor = Decompressor::new();
     let cinfo = &mut *decompressor.cinfo;
     let read = catch_unwind(AssertUnwindSafe(|| {
@@ -142,10 +212,10 @@ pub(super) fn read_coefficients(bytes: &[u8]) -> Result<Coefficients, ItemError>
     }
 }
 
-unsafe fn read(
+unsafe fn read<B: BlockSink>(
     cinfo: &mut sys::jpeg_decompress_struct,
     bytes: &[u8],
-) -> Result<Coefficients, ItemError> {
+) -> Result<Read<B>, ItemError> {
     let len = c_ulong::try_from(bytes.len())
         .map_err(|_| ItemError::new(ItemErrorKind::TooLarge, "file too large for libjpeg"))?;
     // SAFETY: see `read_coefficients`.
@@ -185,22 +255,29 @@ unsafe fn read(
                 ));
             };
             let (width, height) = (info.width_in_blocks, info.height_in_blocks);
-            let mut blocks = Vec::with_capacity(width as usize * height as usize);
+            let mut blocks = B::for_blocks(width as usize * height as usize);
             for row in 0..height {
                 let rows = access(&mut cinfo.common, *arrays.add(index), row, 1, 0);
-                blocks.extend_from_slice(std::slice::from_raw_parts(*rows, width as usize));
+                blocks
+                    .take_row(std::slice::from_raw_parts(*rows, width as usize))
+                    .ok_or_else(|| {
+                        ItemError::new(
+                            ItemErrorKind::TooLarge,
+                            "more nonzero coefficients than a packed offset counts",
+                        )
+                    })?;
             }
-            components.push(ComponentCoefficients {
+            let header = ComponentHeader {
                 h_samp: u8::try_from(info.h_samp_factor).unwrap_or(0),
                 v_samp: u8::try_from(info.v_samp_factor).unwrap_or(0),
                 width_in_blocks: width,
                 height_in_blocks: height,
                 quantval: table.quantval,
-                blocks,
-            });
+            };
+            components.push((header, blocks));
         }
         sys::jpeg_finish_decompress(cinfo);
-        Ok(Coefficients {
+        Ok(Read {
             width: cinfo.image_width,
             height: cinfo.image_height,
             color,

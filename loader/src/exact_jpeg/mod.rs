@@ -99,31 +99,40 @@ impl PackedComponent {
     /// `component`'s blocks, packed; `None` where its nonzero coefficients
     /// outnumber a `u32` offset (past any image the decode limits admit).
     pub fn pack(component: &ComponentCoefficients) -> Option<Self> {
-        let blocks = component.blocks.len();
-        let mut packed = Self {
+        let mut packed = Self::with_capacity(component.blocks.len());
+        component
+            .blocks
+            .iter()
+            .try_for_each(|block| packed.push(block))?;
+        Some(packed)
+    }
+
+    /// Room for `blocks` blocks.
+    fn with_capacity(blocks: usize) -> Self {
+        Self {
             masks: Vec::with_capacity(blocks),
             offsets: Vec::with_capacity(blocks),
             // About a quarter of a photo's coefficients are not zero.
             values: Vec::with_capacity(blocks * 16),
-        };
-        for block in &component.blocks {
-            packed
-                .offsets
-                .push(u32::try_from(packed.values.len()).ok()?);
-            // Without a branch a coefficient (the compiler vectorises it),
-            // then one step a nonzero value.
-            let mask = block.iter().enumerate().fold(0u64, |mask, (k, &value)| {
-                mask | (u64::from(value != 0) << k)
-            });
-            let mut bits = mask;
-            while bits != 0 {
-                packed.values.push(block[bits.trailing_zeros() as usize]);
-                bits &= bits - 1;
-            }
-            packed.masks.push(mask);
         }
-        u32::try_from(packed.values.len()).ok()?;
-        Some(packed)
+    }
+
+    /// Packs one more block; `None` where its values would start past a
+    /// `u32` offset.
+    fn push(&mut self, block: &[i16; 64]) -> Option<()> {
+        self.offsets.push(u32::try_from(self.values.len()).ok()?);
+        // Without a branch a coefficient (the compiler vectorises it), then
+        // one step a nonzero value.
+        let mask = block.iter().enumerate().fold(0u64, |mask, (k, &value)| {
+            mask | (u64::from(value != 0) << k)
+        });
+        let mut bits = mask;
+        while bits != 0 {
+            self.values.push(block[bits.trailing_zeros() as usize]);
+            bits &= bits - 1;
+        }
+        self.masks.push(mask);
+        Some(())
     }
 
     /// The bytes this takes on the bus: masks, offsets and values.
@@ -136,6 +145,69 @@ impl PackedComponent {
     pub fn unpack(&self) -> Vec<[i16; 64]> {
         ffi::unpack_component(self)
     }
+}
+
+/// A JPEG after entropy decoding, packed for the bus as libjpeg gives its
+/// rows ([`read_packed`]): what the loader threads upload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedCoefficients {
+    /// Image width in pixels.
+    pub width: u32,
+    /// Image height in pixels.
+    pub height: u32,
+    /// How the components become RGB.
+    pub color: ColorTransform,
+    /// One component for grayscale, three otherwise.
+    pub components: Vec<PackedPlane>,
+}
+
+/// One component of [`PackedCoefficients`]: [`ComponentCoefficients`]
+/// with its blocks packed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedPlane {
+    /// Horizontal sampling factor (1..=4).
+    pub h_samp: u8,
+    /// Vertical sampling factor (1..=4).
+    pub v_samp: u8,
+    /// Blocks in a row.
+    pub width_in_blocks: u32,
+    /// Rows of blocks.
+    pub height_in_blocks: u32,
+    /// The component's quantisation table, natural order.
+    pub quantval: [u16; 64],
+    /// Its blocks' nonzero coefficients.
+    pub packed: PackedComponent,
+}
+
+impl PackedCoefficients {
+    /// The bytes its blocks take on the bus.
+    pub fn bytes(&self) -> usize {
+        self.components.iter().map(|c| c.packed.bytes()).sum()
+    }
+}
+
+/// [`read_coefficients`], packing each row of blocks as libjpeg gives it:
+/// no whole-image copy of the dense blocks. The same coefficients,
+/// byte for byte, as [`PackedComponent::pack`] of the dense read.
+pub fn read_packed(bytes: &[u8]) -> Result<PackedCoefficients, ItemError> {
+    let read = ffi::read_into::<PackedComponent>(bytes)?;
+    Ok(PackedCoefficients {
+        width: read.width,
+        height: read.height,
+        color: read.color,
+        components: read
+            .components
+            .into_iter()
+            .map(|(header, packed)| PackedPlane {
+                h_samp: header.h_samp,
+                v_samp: header.v_samp,
+                width_in_blocks: header.width_in_blocks,
+                height_in_blocks: header.height_in_blocks,
+                quantval: header.quantval,
+                packed,
+            })
+            .collect(),
+    })
 }
 
 /// Which IDCT arithmetic [`reconstruct_rgb`] runs.

@@ -10,7 +10,7 @@ mod crafted;
 
 use super::{
     Coefficients, ColorTransform, ComponentCoefficients, EXACT_JPEG_H, Idct, PackedComponent,
-    read_coefficients, reconstruct_rgb,
+    read_coefficients, read_packed, reconstruct_rgb,
 };
 use crate::decode::decode_bytes;
 use crafted::{CraftedComponent, NATURAL_ORDER, Scan, padded_grid};
@@ -579,9 +579,24 @@ fn packed_coefficients_unpack_to_the_same_blocks() {
             continue;
         };
         files += 1;
-        for component in &coefficients.components {
+        let streamed = read_packed(&encoded.bytes).expect("reads as the dense read did");
+        assert_eq!(
+            (streamed.width, streamed.height, streamed.color),
+            (coefficients.width, coefficients.height, coefficients.color)
+        );
+        assert_eq!(streamed.components.len(), coefficients.components.len());
+        for (component, plane) in coefficients.components.iter().zip(&streamed.components) {
             let packed = PackedComponent::pack(component).expect("packs");
             assert_eq!(packed.unpack(), component.blocks, "{}", encoded.what);
+            assert_eq!(
+                plane.packed, packed,
+                "{}: packed from libjpeg's rows",
+                encoded.what
+            );
+            assert_eq!(
+                (plane.h_samp, plane.v_samp, plane.quantval),
+                (component.h_samp, component.v_samp, component.quantval)
+            );
             dense += component.blocks.len() * 128;
             sent += packed.bytes();
         }

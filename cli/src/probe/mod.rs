@@ -8,19 +8,22 @@
 //! is the whole run, beside that GPU's worker.
 //!
 //! Each child has a deadline ([`DEVICE_PROBE_DEADLINE`],
-//! [`ONNX_TRIAL_DEADLINE`], or `PIPELINE_PROBE_TIMEOUT_S` seconds): a
+//! `onnx::ONNX_TRIAL_DEADLINE`, or `PIPELINE_PROBE_TIMEOUT_S` seconds): a
 //! driver that hangs costs that child, killed, and one line, never the
 //! command. Its stdout and stderr are read on threads of their own (a
 //! full pipe would stall it).
 
-use std::io::Read;
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod child;
+mod onnx;
+
+use std::process::Command;
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
+use self::child::{Ended, deadline, run_until, seconds};
+pub(crate) use self::onnx::{onnx_cuda_starts, try_onnx_cuda};
 use crate::exit::Outcome;
 
 /// One Vulkan adapter as the child saw it.
@@ -207,88 +210,6 @@ pub(crate) fn probe() -> Result<Probe, String> {
         .clone()
 }
 
-/// Whether ONNX Runtime's CUDA provider starts with the model at `model`
-/// on the GPU `uuid` (the first the run takes; else CUDA's first),
-/// tried in a short-lived child (`pipeline probe-onnx-cuda`) that loads
-/// `runtime`, the library this process found. The provider is listed by
-/// every `onnxruntime-gpu`, and starts only with the CUDA and cuDNN of its
-/// build; started in this process, it would keep its context and memory
-/// on that GPU until the run ends. `Err` says why not, in one line.
-pub(crate) fn onnx_cuda_starts(
-    model: &Path,
-    runtime: Option<&str>,
-    uuid: Option<&str>,
-) -> Result<(), String> {
-    let exe =
-        std::env::current_exe().map_err(|e| format!("cannot find the pipeline executable: {e}"))?;
-    let mut command = Command::new(exe);
-    command
-        .arg("probe-onnx-cuda")
-        .arg(model)
-        .stdin(Stdio::null());
-    if let Some(runtime) = runtime {
-        command.arg("--runtime").arg(runtime);
-    }
-    if let Some(uuid) = uuid {
-        command
-            .env("CUDA_VISIBLE_DEVICES", uuid)
-            .env("CUDA_DEVICE_ORDER", "PCI_BUS_ID");
-    }
-    if let Some(dir) = pipeline_core::runtime_dir_for_children() {
-        command.env("XDG_RUNTIME_DIR", dir);
-    }
-    onnx_trial(command, deadline(ONNX_TRIAL_DEADLINE))
-}
-
-/// The trial `command` run to its end, or for `deadline` at most: `Err`
-/// says why the provider does not start, in one line.
-fn onnx_trial(mut command: Command, deadline: Duration) -> Result<(), String> {
-    let output = match run_until(&mut command, deadline) {
-        Ok(output) => output,
-        Err(Ended::NotStarted(e)) => {
-            return Err(format!(
-                "cannot start the trial of ONNX Runtime's CUDA provider: {e}"
-            ));
-        }
-        Err(Ended::TimedOut) => {
-            return Err(format!(
-                "the trial of ONNX Runtime's CUDA provider did not answer within {} and was \
-                 stopped (is the CUDA driver hung? nvidia-smi says)",
-                seconds(deadline)
-            ));
-        }
-    };
-    if output.status.success() {
-        return Ok(());
-    }
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr.lines().map(str::trim).rev().find(|l| !l.is_empty());
-    Err(match last {
-        Some(line) => line
-            .strip_prefix("pipeline: error: ")
-            .unwrap_or(line)
-            .to_owned(),
-        None => format!(
-            "the trial of ONNX Runtime's CUDA provider ended ({})",
-            coordinator::describe_exit(&output.status)
-        ),
-    })
-}
-
-/// The child's side of [`onnx_cuda_starts`]: a session of the model on
-/// the CUDA provider, started and dropped; or why it does not start.
-pub(crate) fn try_onnx_cuda(model: &Path, runtime: Option<&str>) -> Outcome {
-    if let Some(library) = runtime
-        && let Err(e) = gpu_worker::onnx::runtime::use_library(library)
-    {
-        return Outcome::Failed(e.clone());
-    }
-    match gpu_worker::onnx::graph::session_on(model, 1, true) {
-        Ok(_) => Outcome::Success,
-        Err(why) => Outcome::Failed(why),
-    }
-}
-
 fn run_probe() -> anyhow::Result<Probe> {
     let exe = std::env::current_exe().context("cannot find the pipeline executable")?;
     let mut command = Command::new(exe);
@@ -358,90 +279,6 @@ fn read_probe(mut command: Command, deadline: Duration) -> anyhow::Result<Probe>
 /// persistence mode).
 const DEVICE_PROBE_DEADLINE: Duration = Duration::from_secs(60);
 
-/// How long the ONNX CUDA provider's trial may take: the driver, CUDA's
-/// and cuDNN's libraries loaded, and a session of the model built.
-const ONNX_TRIAL_DEADLINE: Duration = Duration::from_secs(120);
-
-/// `default`, or `PIPELINE_PROBE_TIMEOUT_S` seconds where that is set to
-/// a positive number (a machine whose driver starts slower still).
-fn deadline(default: Duration) -> Duration {
-    std::env::var("PIPELINE_PROBE_TIMEOUT_S")
-        .ok()
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(default, Duration::from_secs_f64)
-}
-
-/// `deadline` as a user reads it: `60 s`, `0.2 s`.
-fn seconds(deadline: Duration) -> String {
-    format!("{} s", deadline.as_secs_f64())
-}
-
-/// Why a child gave no output.
-enum Ended {
-    /// It could not be started.
-    NotStarted(std::io::Error),
-    /// It ran past its deadline, and was killed.
-    TimedOut,
-}
-
-/// How often a child is asked whether it has ended.
-const POLL: Duration = Duration::from_millis(20);
-
-/// Runs `command` (stdin closed, stdout and stderr piped, each read on a
-/// thread of its own) until it ends, or kills it at `deadline`.
-fn run_until(command: &mut Command, deadline: Duration) -> Result<Output, Ended> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(Ended::NotStarted)?;
-    let drain = |pipe: Option<Box<dyn Read + Send>>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            if let Some(mut pipe) = pipe {
-                // A read error leaves what was read: the child's status
-                // says how it ended.
-                let _ = pipe.read_to_end(&mut bytes);
-            }
-            bytes
-        })
-    };
-    let stdout = drain(
-        child
-            .stdout
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let stderr = drain(
-        child
-            .stderr
-            .take()
-            .map(|p| Box::new(p) as Box<dyn Read + Send>),
-    );
-    let until = Instant::now() + deadline;
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() < until => std::thread::sleep(POLL),
-            // Past the deadline, or it cannot be waited on: stopped. Its
-            // readers are left to end with its pipes (a process it started
-            // may hold them open).
-            Ok(None) | Err(_) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Ended::TimedOut);
-            }
-        }
-    };
-    Ok(Output {
-        status,
-        stdout: stdout.join().unwrap_or_default(),
-        stderr: stderr.join().unwrap_or_default(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::{Adapter, Probe};
@@ -495,7 +332,7 @@ mod tests {
             })
             .map(|f| f.strip_prefix(&src).unwrap_or(f).display().to_string())
             .collect();
-        assert_eq!(starting, ["probe.rs"]);
+        assert_eq!(starting, ["probe/onnx.rs"]);
     }
 
     /// A probe child that does not answer (a hung driver, here `sleep`)
@@ -505,7 +342,8 @@ mod tests {
     /// fails, is read to its end as before.
     #[test]
     fn a_probe_child_past_its_deadline_is_stopped_and_said_in_one_line() {
-        use super::{onnx_trial, read_probe};
+        use super::onnx::onnx_trial;
+        use super::read_probe;
         use std::process::Command;
         use std::time::{Duration, Instant};
         let hung = || {

@@ -12,8 +12,10 @@ use serde::Serialize;
 use crate::exit::Outcome;
 
 mod choose;
+mod gpus;
 
-pub(crate) use choose::{Runs, chosen_devices, cuda_uuids, engine_devices};
+pub(crate) use choose::engine_devices;
+pub(crate) use gpus::{Runs, chosen_devices, cuda_uuids};
 
 #[derive(Serialize)]
 struct Listing {

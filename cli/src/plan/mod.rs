@@ -1,5 +1,5 @@
 //! Flags → configuration, shared by `infer` and `bench`: devices from
-//! `--gpus` (enumerated in a child, see `probe.rs`), the weight file, the
+//! `--gpus` (enumerated in a child, see `probe/`), the weight file, the
 //! task, pooling and zero-shot classes, loader threads, and the checks on
 //! paths, each a one-line error before any worker starts.
 

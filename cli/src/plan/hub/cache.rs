@@ -48,126 +48,20 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use hf_hub::api::RepoInfo;
-use hf_hub::api::sync::{ApiBuilder, ApiError};
+use hf_hub::api::sync::ApiBuilder;
 use hf_hub::{Cache, Repo, RepoType};
 
 mod checksum;
+mod env;
 mod fetch;
 mod headers;
+mod request;
 mod stall;
 
-use stall::Beat;
+use env::at;
+pub(crate) use env::{HubEnv, HubId};
+use request::{Listing, listing, request_error, unanswered, with_retries};
 
-/// A repo id and revision (`org/name[@revision]`; `main` by default).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HubId {
-    pub(crate) repo: String,
-    pub(crate) revision: String,
-}
-
-impl HubId {
-    /// `model` as a repo id: `org/name` (letters, digits, `-`, `_`, `.`)
-    /// with an optional `@revision`; `None` for anything else.
-    pub(crate) fn parse(model: &str) -> Option<Self> {
-        let (repo, revision) = match model.split_once('@') {
-            Some((repo, rev)) if !rev.is_empty() => (repo, rev),
-            Some(_) => return None,
-            None => (model, "main"),
-        };
-        let (org, name) = repo.split_once('/')?;
-        let part = |s: &str| {
-            !s.is_empty()
-                && !s.starts_with(['.', '-'])
-                && !s.contains("..")
-                && s.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        };
-        // A branch may hold '/' (`refs/pr/3`); every segment is a name, so
-        // that `refs/<revision>` stays inside the cache.
-        let revision_ok = revision.split('/').all(|segment| {
-            !segment.is_empty()
-                && segment != "."
-                && segment != ".."
-                && segment
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        });
-        (part(org) && part(name) && revision_ok).then(|| Self {
-            repo: repo.to_owned(),
-            revision: revision.to_owned(),
-        })
-    }
-}
-
-impl std::fmt::Display for HubId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.revision == "main" {
-            f.write_str(&self.repo)
-        } else {
-            write!(f, "{}@{}", self.repo, self.revision)
-        }
-    }
-}
-
-/// Where the hub and its cache are, as Python's `huggingface_hub` reads
-/// its environment.
-#[derive(Debug, Clone)]
-pub(crate) struct HubEnv {
-    pub(crate) cache: PathBuf,
-    /// `HF_ENDPOINT`; `None`: `hf-hub`'s default, the public hub.
-    pub(crate) endpoint: Option<String>,
-    pub(crate) token: Option<String>,
-    pub(crate) offline: bool,
-    /// How long a request may go without a byte
-    /// (`HF_HUB_DOWNLOAD_TIMEOUT`), or why the variable is no such time.
-    pub(crate) limit: Result<Duration, String>,
-}
-
-impl HubEnv {
-    pub(crate) fn from_env() -> Self {
-        let var = |k: &str| {
-            std::env::var_os(k)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
-        let home = var("HF_HOME").or_else(|| {
-            var("XDG_CACHE_HOME")
-                .or_else(|| std::env::home_dir().map(|h| h.join(".cache")))
-                .map(|c| c.join("huggingface"))
-        });
-        let cache = var("HF_HUB_CACHE")
-            .or_else(|| var("HUGGINGFACE_HUB_CACHE"))
-            .or_else(|| home.as_ref().map(|h| h.join("hub")))
-            .unwrap_or_else(|| PathBuf::from(".cache/huggingface/hub"));
-        let token = ["HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"]
-            .iter()
-            .find_map(|k| std::env::var(k).ok().filter(|t| !t.trim().is_empty()))
-            .or_else(|| {
-                let file = var("HF_TOKEN_PATH").or_else(|| home.map(|h| h.join("token")))?;
-                std::fs::read_to_string(file).ok()
-            })
-            .map(|t| t.trim().to_owned())
-            .filter(|t| !t.is_empty());
-        let offline = ["HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"].iter().any(|k| {
-            std::env::var(k).is_ok_and(|v| {
-                matches!(
-                    v.trim().to_ascii_uppercase().as_str(),
-                    "1" | "ON" | "YES" | "TRUE"
-                )
-            })
-        });
-        Self {
-            cache,
-            endpoint: std::env::var("HF_ENDPOINT")
-                .ok()
-                .map(|e| e.trim().trim_end_matches('/').to_owned())
-                .filter(|e| !e.is_empty()),
-            token,
-            offline,
-            limit: stall::limit_from(std::env::var("HF_HUB_DOWNLOAD_TIMEOUT").ok().as_deref()),
-        }
-    }
-}
 
 /// The files a model needs: every name of `required` (a list of
 /// alternatives, the first present taken), and `optional` where the repo
@@ -273,15 +167,6 @@ pub(crate) fn offline_warning() -> Option<&'static str> {
     WARNING.get().map(String::as_str)
 }
 
-/// ` at ENDPOINT`, where `HF_ENDPOINT` names one, without its
-/// `user:password@` (a mirror's login).
-fn at(env: &HubEnv) -> String {
-    env.endpoint
-        .as_deref()
-        .map(|e| format!(" at {}", pipeline_core::redact_url(e)))
-        .unwrap_or_default()
-}
-
 /// The commit a revision names in the cache: itself, or `refs/<branch>`.
 fn cached_commit(env: &HubEnv, id: &HubId) -> Option<String> {
     if is_commit(&id.revision) {
@@ -351,163 +236,6 @@ fn missing_names(env: &HubEnv, id: &HubId, wanted: &Wanted<'_>) -> String {
         .iter()
         .find(|n| !dir.join(n).is_file())
         .map_or_else(|| "a file".to_owned(), |n| (*n).to_owned())
-}
-
-/// Up to this many tries of one request (a connection or server error is
-/// tried again after 0.5, 1, 2 s; a 4xx is not).
-const TRIES: u32 = 4;
-
-/// `call`, tried again on errors that may pass, each try and each pause
-/// a heartbeat.
-fn with_retries<T>(
-    beat: &Beat,
-    mut call: impl FnMut() -> Result<T, ApiError>,
-) -> Result<T, ApiError> {
-    let mut wait = Duration::from_millis(500);
-    let mut tries = 1;
-    loop {
-        beat.tick();
-        match call() {
-            Err(e) if tries < TRIES && transient(&e) => {
-                beat.pause(wait);
-                wait *= 2;
-                tries += 1;
-            }
-            other => return other,
-        }
-    }
-}
-
-fn status(e: &ApiError) -> Option<u16> {
-    match e {
-        ApiError::RequestError(e) => match e.as_ref() {
-            ureq::Error::StatusCode(code) => Some(*code),
-            _ => None,
-        },
-        ApiError::TooManyRetries(e) => status(e),
-        _ => None,
-    }
-}
-
-fn transient(e: &ApiError) -> bool {
-    match status(e) {
-        Some(code) => code >= 500 || code == 429,
-        None => matches!(e, ApiError::RequestError(_) | ApiError::TooManyRetries(_)),
-    }
-}
-
-/// One line for a failed request about `what`.
-fn request_error(env: &HubEnv, id: &HubId, what: &str, e: &ApiError) -> String {
-    let token = if env.token.is_some() {
-        "the token in HF_TOKEN (or the token file) has no access to it"
-    } else {
-        "set HF_TOKEN to a token with access (or run `hf auth login`)"
-    };
-    match status(e) {
-        // The hub answers 401 for a repo that does not exist, without a
-        // token, as for a private one.
-        Some(401) if what == "the repo" && env.token.is_none() => {
-            format!("--model {id}: no such repo, or a private one: check the name, or {token}")
-        }
-        Some(401 | 403) => {
-            format!("--model {id}: the hub refused {what} (a gated or private repo): {token}")
-        }
-        Some(404) if what == "the repo" => format!(
-            "--model {id}: no such repo or revision on the hub (a private repo also answers \
-             this way without a token)"
-        ),
-        Some(404) => format!("--model {id}: the repo has no {what}"),
-        _ => format!(
-            "--model {id}: cannot fetch {what} from the hub{}: {e}; a model in the Hugging \
-             Face cache ({}) runs without the network",
-            at(env),
-            env.cache.display()
-        ),
-    }
-}
-
-/// Why the hub's list of the repo's files did not come.
-enum Listing {
-    /// The hub could not be reached: why, in a few words, and the run's
-    /// error line where the cache cannot stand in.
-    Unreachable { why: String, line: String },
-    /// The hub answered, and not with the list (no such repo, no access):
-    /// the run's error line.
-    Refused(String),
-}
-
-/// The line for a request about `what` that got no answer for `limit`, or
-/// whose thread failed.
-fn unanswered(
-    env: &HubEnv,
-    id: &HubId,
-    limit: Duration,
-    what: &str,
-    why: stall::Unanswered,
-) -> String {
-    match why {
-        stall::Unanswered::Stalled => format!(
-            "--model {id}: the hub{} sent nothing for {} s while fetching {what}; \
-             HF_HUB_DOWNLOAD_TIMEOUT sets how long to wait (a download resumes where it stopped)",
-            at(env),
-            limit.as_secs_f64()
-        ),
-        stall::Unanswered::Failed(why) => format!("--model {id}: fetching {what}: {why}"),
-    }
-}
-
-/// Why the hub could not be reached, where `e` means that (as
-/// `huggingface_hub` falls back to its cache on a connection error, a
-/// timeout or a server's error), not that it answered no.
-fn unreachable(e: &ApiError) -> Option<String> {
-    match e {
-        ApiError::TooManyRetries(e) => unreachable(e),
-        ApiError::RequestError(e) => match e.as_ref() {
-            ureq::Error::StatusCode(code) if *code >= 500 || *code == 429 => {
-                Some(format!("HTTP {code}"))
-            }
-            ureq::Error::Io(_)
-            | ureq::Error::Timeout(_)
-            | ureq::Error::HostNotFound
-            | ureq::Error::ConnectionFailed
-            | ureq::Error::Protocol(_) => Some(e.to_string()),
-            _ => None,
-        },
-        _ => None,
-    }
-}
-
-/// The revision's commit and the repo's files, from the hub's API.
-fn listing(env: &HubEnv, id: &HubId, limit: Duration) -> Result<RepoInfo, Listing> {
-    let mut builder = ApiBuilder::from_cache(Cache::new(env.cache.clone()))
-        .with_token(env.token.clone())
-        .with_progress(false);
-    if let Some(endpoint) = &env.endpoint {
-        builder = builder.with_endpoint(endpoint.clone());
-    }
-    let api = builder
-        .build()
-        .map_err(|e| Listing::Refused(format!("--model {id}: the hub client: {e}")))?;
-    let repo = Repo::with_revision(id.repo.clone(), RepoType::Model, id.revision.clone());
-    let asked = stall::watched(limit, false, move |beat| {
-        with_retries(&beat, || api.repo(repo.clone()).info())
-    });
-    let what = "the repo's file list";
-    match asked {
-        Ok(Ok(info)) => Ok(info),
-        Ok(Err(e)) => Err(match unreachable(&e) {
-            Some(why) => Listing::Unreachable {
-                why,
-                line: request_error(env, id, "the repo", &e),
-            },
-            None => Listing::Refused(request_error(env, id, "the repo", &e)),
-        }),
-        Err(stall::Unanswered::Stalled) => Err(Listing::Unreachable {
-            why: format!("no answer for {} s", limit.as_secs_f64()),
-            line: unanswered(env, id, limit, what, stall::Unanswered::Stalled),
-        }),
-        Err(why) => Err(Listing::Refused(unanswered(env, id, limit, what, why))),
-    }
 }
 
 /// Downloads what `wanted` names at the commit `info` gives the revision.

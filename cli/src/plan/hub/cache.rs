@@ -62,7 +62,6 @@ use env::at;
 pub(crate) use env::{HubEnv, HubId};
 use request::{Listing, listing, request_error, unanswered, with_retries};
 
-
 /// The files a model needs: every name of `required` (a list of
 /// alternatives, the first present taken), and `optional` where the repo
 /// has it.
